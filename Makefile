@@ -1,0 +1,133 @@
+# SPDX-License-Identifier: GPL-2.0
+# npf: network controllers that take page faults.
+#
+#   make            build everything into build/ (installs Debian deps first)
+#   make check      build and run the test suite (as root)
+#   make demo       run npfd plus a real workload and print what happened
+#   make bench      run the benchmarks
+#   make V=1        show full commands
+
+O	?= build
+CC	?= gcc
+CLANG	?= clang
+BPFTOOL	?= bpftool
+
+ifeq ($(V),1)
+Q =
+msg =
+else
+Q = @
+msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+endif
+
+ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+
+CFLAGS	?= -O2 -g
+CFLAGS	+= -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
+	   -D_GNU_SOURCE -std=gnu11 -Iinclude -Iclient -I$(O)/gen -MMD -MP
+LDLIBS_NPFD := -lbpf -luring -lelf -lz -lpthread
+
+BPF_CFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_$(ARCH) -Iinclude -I$(O)/gen -Wall
+
+DAEMON_SRCS := $(wildcard daemon/*.c)
+LIB_SRCS    := $(wildcard client/lib*.c)
+BPF_SRCS    := $(wildcard bpf/*.bpf.c)
+TEST_SRCS   := $(wildcard tests/*.c)
+BENCH_SRCS  := $(wildcard bench/*.c)
+
+BPF_OBJS  := $(patsubst bpf/%.bpf.c,$(O)/bpf/%.bpf.o,$(BPF_SRCS))
+SKELS     := $(patsubst bpf/%.bpf.c,$(O)/gen/%.skel.h,$(BPF_SRCS))
+TESTS     := $(patsubst tests/%.c,$(O)/tests/%,$(TEST_SRCS))
+BENCHES   := $(patsubst bench/%.c,$(O)/bin/npf-bench-%,$(BENCH_SRCS))
+LIBNPF_A  := $(O)/lib/libnpf.a
+LIBNPF_SO := $(O)/lib/libnpf.so
+
+DEPS_STAMP := $(O)/.deps-installed
+
+all: $(O)/bin/npfd $(O)/bin/npfctl $(LIBNPF_A) $(LIBNPF_SO) $(TESTS) $(BENCHES)
+
+# Debian packages: checked once per build tree, re-checked when the list changes.
+$(DEPS_STAMP): scripts/deps.sh
+	$(Q)mkdir -p $(O)
+	$(Q)sh scripts/deps.sh
+	$(Q)touch $@
+
+# vmlinux.h from the running kernel's BTF, rewritten only when its content changes
+# so that BPF objects are not rebuilt for nothing.
+$(O)/gen/vmlinux.h: | $(DEPS_STAMP)
+	$(call msg,GEN,$@)
+	$(Q)mkdir -p $(O)/gen
+	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp
+	$(Q)if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+
+$(O)/bpf/%.bpf.o: bpf/%.bpf.c $(O)/gen/vmlinux.h | $(DEPS_STAMP)
+	$(call msg,BPF,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -MMD -MP -c $< -o $@
+
+$(O)/gen/%.skel.h: $(O)/bpf/%.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< > $@.tmp && mv $@.tmp $@
+
+$(O)/obj/%.o: %.c | $(DEPS_STAMP)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(O)/obj/lib/%.o: client/%.c | $(DEPS_STAMP)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+
+# The daemon includes the skeletons: make them before compiling it.
+$(patsubst %.c,$(O)/obj/%.o,$(DAEMON_SRCS)): | $(SKELS)
+
+$(O)/bin/npfd: $(patsubst %.c,$(O)/obj/%.o,$(DAEMON_SRCS))
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_NPFD)
+
+LIB_OBJS := $(patsubst client/%.c,$(O)/obj/lib/%.o,$(LIB_SRCS))
+
+$(LIBNPF_A): $(LIB_OBJS)
+	$(call msg,AR,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(LIBNPF_SO): $(LIB_OBJS) client/libnpf.map
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) -shared -Wl,--version-script=client/libnpf.map -Wl,-soname,libnpf.so.0 \
+		-o $@ $(LIB_OBJS)
+
+$(O)/bin/npfctl: $(O)/obj/client/npfctl.o $(LIBNPF_A)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^
+
+$(O)/tests/%: $(O)/obj/tests/%.o $(LIBNPF_A)
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -luring -lbpf -lpthread
+
+$(O)/bin/npf-bench-%: $(O)/obj/bench/%.o $(LIBNPF_A)
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -luring -lbpf -lpthread -lm
+
+check: all
+	$(Q)sh tests/run.sh
+
+demo: all
+	$(Q)sh scripts/demo.sh
+
+bench: all
+	$(Q)sh bench/run.sh
+
+clean:
+	$(Q)rm -rf $(O)
+
+.PHONY: all check demo bench clean
+.DELETE_ON_ERROR:
+.SECONDARY:
+
+-include $(shell find $(O) -name '*.d' 2>/dev/null)

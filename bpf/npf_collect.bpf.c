@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * npf fault collectors.
+ *
+ * - exceptions:page_fault_user: CPU faults, filtered in the kernel to the
+ *   (tgid, range) pairs npfd registered. A process npf does not know costs
+ *   one hash lookup and nothing else.
+ * - iommu:io_page_fault: real device DMA faults (never fires on a machine
+ *   without an IOMMU, but attached and counted).
+ *
+ * Records go to npfd over a ring buffer. npfd reads the ring every time it
+ * wakes to resolve faults, so records are submitted without a wakeup unless
+ * the ring is filling up: the hot path pays for no extra context switch.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include "npf_abi.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Set by npfd before load. */
+const volatile __u32 npf_ringbuf_wakeup_bytes = 64 * 1024;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct npf_info);
+} npf_info SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32); /* tgid */
+	__type(value, struct npf_proc_ranges);
+} npf_procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NPF_MAX_REGIONS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32); /* slot */
+	__type(value, struct npf_region_stats);
+} npf_region_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NPF_MAX_REGIONS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32); /* slot */
+	__type(value, struct npf_latency_hist);
+} npf_latency SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct npf_global_stats);
+} npf_global SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22);
+} npf_events SEC(".maps");
+
+static __always_inline struct npf_global_stats *global_stats(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&npf_global, &zero);
+}
+
+static __always_inline void submit_record(struct npf_fault_record *src)
+{
+	struct npf_fault_record *rec;
+	__u64 flags = BPF_RB_NO_WAKEUP;
+
+	rec = bpf_ringbuf_reserve(&npf_events, sizeof(*rec), 0);
+	if (!rec) {
+		struct npf_global_stats *g = global_stats();
+
+		if (g)
+			__sync_fetch_and_add(&g->records_dropped, 1);
+		return;
+	}
+	*rec = *src;
+	if (bpf_ringbuf_query(&npf_events, BPF_RB_AVAIL_DATA) >= npf_ringbuf_wakeup_bytes)
+		flags = BPF_RB_FORCE_WAKEUP;
+	bpf_ringbuf_submit(rec, flags);
+}
+
+/* The tracepoint has no raw struct in BTF: this mirrors its tracefs format. */
+struct page_fault_user_args {
+	struct trace_entry ent;
+	unsigned long address;
+	unsigned long ip;
+	unsigned long error_code;
+};
+
+/* x86 page fault error code bits (arch/x86/include/asm/trap_pf.h). */
+#define X86_PF_PROT 0x1
+#define X86_PF_WRITE 0x2
+#define X86_PF_INSTR 0x10
+
+SEC("tp/exceptions/page_fault_user")
+int npf_cpu_fault(struct page_fault_user_args *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	struct npf_proc_ranges *pr;
+	__u64 addr = ctx->address;
+	__u32 i, nr;
+
+	pr = bpf_map_lookup_elem(&npf_procs, &tgid);
+	if (!pr)
+		return 0;
+
+	nr = pr->nr;
+	for (i = 0; i < NPF_MAX_RANGES_PER_PROC; i++) {
+		struct npf_region_stats *st;
+		struct npf_fault_record rec = {};
+		__u32 slot;
+
+		if (i >= nr)
+			break;
+		if (addr < pr->r[i].start || addr >= pr->r[i].end)
+			continue;
+
+		slot = pr->r[i].slot;
+		st = bpf_map_lookup_elem(&npf_region_stats, &slot);
+		if (st)
+			__sync_fetch_and_add(&st->cpu_faults, 1);
+
+		rec.version = NPF_RECORD_VERSION;
+		rec.source = NPF_SRC_CPU;
+		rec.access = (ctx->error_code & X86_PF_WRITE) ? NPF_ACCESS_WRITE : NPF_ACCESS_READ;
+		if (ctx->error_code & X86_PF_INSTR)
+			rec.access |= NPF_ACCESS_EXEC;
+		if (ctx->error_code & X86_PF_PROT)
+			rec.access |= NPF_ACCESS_PROT;
+		rec.tgid = tgid;
+		rec.tid = (__u32)id;
+		rec.region_id = pr->r[i].region_id;
+		rec.addr = addr;
+		rec.len = NPF_PAGE_SIZE;
+		rec.ts_ns = bpf_ktime_get_ns();
+		rec.cookie = ctx->ip;
+		submit_record(&rec);
+		return 0;
+	}
+
+	struct npf_global_stats *g = global_stats();
+
+	if (g)
+		__sync_fetch_and_add(&g->filter_misses, 1);
+	return 0;
+}
+
+struct io_page_fault_args {
+	struct trace_entry ent;
+	__u32 device_loc;
+	__u32 driver_loc;
+	__u64 iova;
+	int flags;
+};
+
+/* IOMMU fault flags (include/linux/iommu.h): IOMMU_FAULT_WRITE. */
+#define IOMMU_FAULT_WRITE 0x1
+
+SEC("tp/iommu/io_page_fault")
+int npf_iommu_fault(struct io_page_fault_args *ctx)
+{
+	struct npf_global_stats *g = global_stats();
+	struct npf_fault_record rec = {};
+
+	if (g)
+		__sync_fetch_and_add(&g->iommu_faults, 1);
+
+	/*
+	 * The tracepoint names the device, not the process: npfd attributes
+	 * the IOVA to a region through its device backends.
+	 */
+	rec.version = NPF_RECORD_VERSION;
+	rec.source = NPF_SRC_DEVICE;
+	rec.access = (ctx->flags & IOMMU_FAULT_WRITE) ? NPF_ACCESS_WRITE : NPF_ACCESS_READ;
+	rec.addr = ctx->iova;
+	rec.len = NPF_PAGE_SIZE;
+	rec.ts_ns = bpf_ktime_get_ns();
+	submit_record(&rec);
+	return 0;
+}

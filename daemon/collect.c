@@ -1,0 +1,359 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The BPF side of npfd: load the collectors, pin their maps under the bpffs
+ * directory, keep the in-kernel fault filter (npf_procs) in step with the
+ * region table, give regions their stats slots, and read fault records.
+ *
+ * Stats and latency maps are BPF_F_MMAPABLE arrays: npfd writes its counters
+ * with plain stores into the mapping (it is their only writer), the BPF
+ * programs add theirs atomically, and `bpftool map dump pinned` shows both.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "npfd.h"
+#include "npf_collect.skel.h"
+
+#define BPF_FS_MAGIC 0xcafe4a11
+#define TRACEFS_MAGIC 0x74726163
+
+static struct npf_collect_bpf *skel;
+static struct ring_buffer *rb;
+static struct npf_region_stats *stats_map;
+static struct npf_latency_hist *latency_map;
+static struct npf_global_stats *global_map;
+static char pin_dir[PATH_MAX];
+static __u8 slot_used[NPF_MAX_REGIONS];
+
+/*
+ * The latest CPU fault record per thread: a thread blocked in a fault has
+ * exactly one outstanding, so the resolver can learn when its fault was
+ * raised. Direct-mapped by tid; a collision costs one latency sample.
+ */
+#define TS_TABLE 8192
+static struct {
+	__u32 tid;
+	__u64 page;
+	__u64 ts;
+} fault_ts[TS_TABLE];
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	char line[1024];
+	size_t n;
+
+	if (level == LIBBPF_DEBUG && log_level < LOG_DEBUG)
+		return 0;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	n = strlen(line);
+	if (n && line[n - 1] == '\n')
+		line[n - 1] = '\0';
+	log_msg(level == LIBBPF_WARN ? LOG_WARN : LOG_DEBUG, "%s", line);
+	return 0;
+}
+
+static bool fs_is(const char *path, long magic)
+{
+	struct statfs st;
+
+	return statfs(path, &st) == 0 && st.f_type == magic;
+}
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+	char *p;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, mode) && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* bpffs and tracefs are mounted by systemd on a normal boot; not always here. */
+static int ensure_filesystems(const char *bpffs)
+{
+	if (!fs_is("/sys/fs/bpf", BPF_FS_MAGIC) &&
+	    mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700")) {
+		pr_err("cannot mount bpffs on /sys/fs/bpf: %s", strerror(errno));
+		return -errno;
+	}
+	if (mkdir_p(bpffs, 0700)) {
+		pr_err("cannot create pin directory %s: %s", bpffs, strerror(errno));
+		return -errno;
+	}
+	if (!fs_is(bpffs, BPF_FS_MAGIC)) {
+		pr_err("%s is not on a bpf filesystem: maps cannot be pinned there (use --bpffs under /sys/fs/bpf)",
+		       bpffs);
+		return -EINVAL;
+	}
+	if (access("/sys/kernel/tracing/events", F_OK) &&
+	    access("/sys/kernel/debug/tracing/events", F_OK) &&
+	    mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, NULL)) {
+		pr_err("cannot mount tracefs on /sys/kernel/tracing (needed to attach tracepoints): %s",
+		       strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+static void *map_mmap(struct bpf_map *map)
+{
+	size_t sz = (size_t)bpf_map__value_size(map) * bpf_map__max_entries(map);
+	void *p;
+
+	sz = (sz + 4095) & ~4095UL;
+	p = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(map), 0);
+	if (p == MAP_FAILED) {
+		pr_err("cannot mmap BPF map %s: %s", bpf_map__name(map), strerror(errno));
+		return NULL;
+	}
+	return p;
+}
+
+static int handle_record(void *ctx, void *data, size_t size)
+{
+	const struct npf_fault_record *rec = data;
+	unsigned int i;
+
+	if (size < sizeof(*rec) || rec->version != NPF_RECORD_VERSION)
+		return 0;
+	if (rec->source == NPF_SRC_CPU) {
+		i = rec->tid % TS_TABLE;
+		fault_ts[i].tid = rec->tid;
+		fault_ts[i].page = rec->addr & ~(NPF_PAGE_SIZE - 1);
+		fault_ts[i].ts = rec->ts_ns;
+	}
+	pr_debug("fault record: src=%u tgid=%u tid=%u region=%u addr=0x%llx access=%#x",
+		 rec->source, rec->tgid, rec->tid, rec->region_id, (unsigned long long)rec->addr,
+		 rec->access);
+	return 0;
+}
+
+__u64 collect_fault_ts(__u32 tid, __u64 page)
+{
+	unsigned int i = tid % TS_TABLE;
+
+	if (fault_ts[i].tid != tid || fault_ts[i].page != page)
+		return 0;
+	fault_ts[i].tid = 0;
+	return fault_ts[i].ts;
+}
+
+static void ringbuf_ready(void *arg)
+{
+	collect_drain();
+}
+
+void collect_drain(void)
+{
+	if (rb)
+		ring_buffer__consume(rb);
+}
+
+static struct bpf_map *pinned_maps[6];
+
+static int pin_maps(void)
+{
+	int i, err;
+
+	pinned_maps[0] = skel->maps.npf_info;
+	pinned_maps[1] = skel->maps.npf_procs;
+	pinned_maps[2] = skel->maps.npf_region_stats;
+	pinned_maps[3] = skel->maps.npf_latency;
+	pinned_maps[4] = skel->maps.npf_events;
+	pinned_maps[5] = skel->maps.npf_global;
+	for (i = 0; i < 6; i++) {
+		char path[PATH_MAX + 64];
+
+		snprintf(path, sizeof(path), "%s/%s", pin_dir, bpf_map__name(pinned_maps[i]));
+		/* A map left by an npfd that died is stale: its npfd is gone. */
+		if (unlink(path) == 0)
+			pr_info("removed stale pinned map %s", path);
+		err = bpf_map__pin(pinned_maps[i], path);
+		if (err) {
+			pr_err("cannot pin map %s at %s: %s", bpf_map__name(pinned_maps[i]), path,
+			       strerror(-err));
+			return err;
+		}
+	}
+	return 0;
+}
+
+static void unpin_maps(void)
+{
+	int i;
+
+	for (i = 0; i < 6; i++)
+		if (pinned_maps[i])
+			bpf_map__unpin(pinned_maps[i], NULL);
+	rmdir(pin_dir); /* only if empty: other pins there are not ours */
+}
+
+int collect_open(const char *bpffs)
+{
+	struct npf_info info = {
+		.magic = NPF_INFO_MAGIC,
+		.maps_version = NPF_MAPS_VERSION,
+		.record_version = NPF_RECORD_VERSION,
+		.npfd_pid = (__u32)getpid(),
+	};
+	__u32 zero = 0;
+	int err;
+
+	libbpf_set_print(libbpf_print);
+	snprintf(pin_dir, sizeof(pin_dir), "%s", bpffs);
+	err = ensure_filesystems(bpffs);
+	if (err)
+		return err;
+
+	skel = npf_collect_bpf__open();
+	if (!skel) {
+		pr_err("cannot open the BPF collectors: %s", strerror(errno));
+		return -errno;
+	}
+	err = npf_collect_bpf__load(skel);
+	if (err) {
+		pr_err("cannot load the BPF collectors: %s (npfd needs CAP_BPF and CAP_PERFMON, or root)",
+		       strerror(-err));
+		return err;
+	}
+	err = pin_maps();
+	if (err)
+		return err;
+	bpf_map_update_elem(bpf_map__fd(skel->maps.npf_info), &zero, &info, BPF_ANY);
+
+	skel->links.npf_cpu_fault = bpf_program__attach(skel->progs.npf_cpu_fault);
+	if (!skel->links.npf_cpu_fault) {
+		err = -errno;
+		pr_err("cannot attach to tracepoint exceptions:page_fault_user: %s", strerror(-err));
+		return err;
+	}
+	skel->links.npf_iommu_fault = bpf_program__attach(skel->progs.npf_iommu_fault);
+	if (!skel->links.npf_iommu_fault)
+		pr_warn("cannot attach to tracepoint iommu:io_page_fault (%s): IOMMU faults will not be counted",
+			strerror(errno));
+
+	stats_map = map_mmap(skel->maps.npf_region_stats);
+	latency_map = map_mmap(skel->maps.npf_latency);
+	global_map = map_mmap(skel->maps.npf_global);
+	if (!stats_map || !latency_map || !global_map)
+		return -ENOMEM;
+
+	rb = ring_buffer__new(bpf_map__fd(skel->maps.npf_events), handle_record, NULL, NULL);
+	if (!rb) {
+		err = -errno;
+		pr_err("cannot open the fault ring buffer: %s", strerror(-err));
+		return err;
+	}
+	err = source_add(ring_buffer__epoll_fd(rb), POLLIN, ringbuf_ready, NULL);
+	if (err < 0)
+		return err;
+	pr_info("BPF collectors attached; maps pinned under %s", pin_dir);
+	return 0;
+}
+
+void collect_close(void)
+{
+	ring_buffer__free(rb);
+	rb = NULL;
+	unpin_maps();
+	npf_collect_bpf__destroy(skel);
+	skel = NULL;
+}
+
+const struct npf_global_stats *collect_global(void)
+{
+	static const struct npf_global_stats none;
+
+	return global_map ? global_map : &none;
+}
+
+int collect_slot_alloc(struct npfd_region *r)
+{
+	__u32 i;
+
+	for (i = 0; i < NPF_MAX_REGIONS; i++) {
+		if (slot_used[i])
+			continue;
+		slot_used[i] = 1;
+		r->slot = i;
+		r->stats = &stats_map[i];
+		r->latency = &latency_map[i];
+		memset(r->stats, 0, sizeof(*r->stats));
+		memset(r->latency, 0, sizeof(*r->latency));
+		r->stats->tgid = (__u32)r->mm->tgid;
+		r->stats->start = r->start;
+		r->stats->length = r->length;
+		/* Last: a non-zero id tells map readers the slot is in use. */
+		__atomic_store_n(&r->stats->region_id, r->id, __ATOMIC_RELEASE);
+		return 0;
+	}
+	return -ENOSPC;
+}
+
+void collect_slot_free(struct npfd_region *r)
+{
+	if (!r->stats)
+		return;
+	memset(r->stats, 0, sizeof(*r->stats));
+	memset(r->latency, 0, sizeof(*r->latency));
+	slot_used[r->slot] = 0;
+	r->stats = NULL;
+	r->latency = NULL;
+}
+
+int collect_filter_update(pid_t tgid, struct npfd_mm *mm)
+{
+	struct npf_proc_ranges pr = {};
+	struct npfd_region *r;
+	__u32 key = (__u32)tgid;
+
+	if (!tgid)
+		return 0;
+	list_for_each_entry(r, &mm->regions, node)
+	{
+		if (pr.nr == NPF_MAX_RANGES_PER_PROC)
+			return -E2BIG;
+		pr.r[pr.nr].start = r->start;
+		pr.r[pr.nr].end = r->start + r->length;
+		pr.r[pr.nr].slot = r->slot;
+		pr.r[pr.nr].region_id = r->id;
+		pr.nr++;
+		if (r->stats)
+			r->stats->tgid = key;
+	}
+	if (!pr.nr) {
+		collect_filter_remove(tgid);
+		return 0;
+	}
+	if (bpf_map_update_elem(bpf_map__fd(skel->maps.npf_procs), &key, &pr, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+void collect_filter_remove(pid_t tgid)
+{
+	__u32 key = (__u32)tgid;
+
+	if (tgid)
+		bpf_map_delete_elem(bpf_map__fd(skel->maps.npf_procs), &key);
+}

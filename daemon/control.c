@@ -1,0 +1,477 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The control socket: SOCK_SEQPACKET, so every request is one message and
+ * a truncated or oversized one is detectable. Each request gets exactly
+ * one reply; a bad request gets a reply that says what was wrong, and the
+ * connection stays usable. npfd never waits on a client: a client that
+ * does not read its replies is dropped.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include "npfd.h"
+
+#define MAX_FDS 4
+
+static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+static char *reply_buf;
+
+static int check_runtime_dir(const char *path)
+{
+	char buf[PATH_MAX];
+	struct stat st;
+	char *dir;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	dir = dirname(buf);
+	if (stat(dir, &st)) {
+		if (errno != ENOENT || mkdir(dir, 0750)) {
+			pr_err("cannot create runtime directory %s: %s", dir, strerror(errno));
+			return -errno;
+		}
+		return 0;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		pr_err("runtime directory %s is not a directory", dir);
+		return -ENOTDIR;
+	}
+	if (st.st_uid != geteuid() || (st.st_mode & S_IWOTH)) {
+		pr_err("runtime directory %s is %s: refusing to put the socket there (use a directory owned by uid %u and not writable by others)",
+		       dir, st.st_uid != geteuid() ? "owned by another user" : "writable by others",
+		       geteuid());
+		return -EPERM;
+	}
+	return 0;
+}
+
+static void client_ready(void *arg);
+
+static void listen_ready(void *arg)
+{
+	for (;;) {
+		struct npfd_client *c;
+		struct ucred cred;
+		socklen_t len = sizeof(cred);
+		int bufsz = NPF_MSG_MAX * 2;
+		int fd = accept4(npfd.listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				pr_warn("accept on %s failed: %s", sock_path, strerror(errno));
+			return;
+		}
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len)) {
+			pr_warn("cannot read the peer credentials of a new client: %s",
+				strerror(errno));
+			close(fd);
+			continue;
+		}
+		/* Room for the largest reply, so a send never has to wait. */
+		if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bufsz, sizeof(bufsz)))
+			setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof(bufsz));
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		c->pid = cred.pid;
+		c->uid = cred.uid;
+		c->gid = cred.gid;
+		c->src = source_add(fd, POLLIN | POLLRDHUP, client_ready, c);
+		if (c->src < 0) {
+			close(fd);
+			free(c);
+			continue;
+		}
+		list_add_tail(&c->node, &npfd.clients);
+		npfd.nr_clients++;
+		pr_debug("client pid %d uid %u connected", c->pid, c->uid);
+	}
+}
+
+int control_open(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd, err;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		pr_err("socket path %s is too long (at most %zu bytes)", path,
+		       sizeof(sa.sun_path) - 1);
+		return -ENAMETOOLONG;
+	}
+	err = check_runtime_dir(path);
+	if (err)
+		return err;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	snprintf(sock_path, sizeof(sock_path), "%s", path);
+	reply_buf = malloc(NPF_MSG_MAX);
+	if (!reply_buf)
+		return -ENOMEM;
+
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		pr_err("cannot create the control socket: %s", strerror(errno));
+		return -errno;
+	}
+	/* A socket file nobody answers on is left by an npfd that died. */
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		pr_err("another npfd is already listening on %s", path);
+		close(fd);
+		return -EADDRINUSE;
+	}
+	close(fd);
+	unlink(path);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || chmod(path, 0660) ||
+	    listen(fd, 64)) {
+		err = -errno;
+		pr_err("cannot listen on %s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return err;
+	}
+	npfd.listen_fd = fd;
+	npfd.listen_src = source_add(fd, POLLIN, listen_ready, NULL);
+	if (npfd.listen_src < 0)
+		return npfd.listen_src;
+	pr_info("listening on %s", path);
+	return 0;
+}
+
+void client_drop(struct npfd_client *c)
+{
+	struct npfd_mm *mm, *tmp;
+
+	if (c->dead)
+		return;
+	c->dead = true;
+	pr_debug("client pid %d disconnected", c->pid);
+	list_for_each_entry_safe(mm, tmp, &npfd.mms, node)
+	{
+		if (mm->owner != c)
+			continue;
+		/*
+		 * The client's own mm goes with it. A forked child that has
+		 * shown itself lives on (its pidfd says when it ends); one that
+		 * never faulted is dropped with its parent.
+		 */
+		if (mm == c->mm || !mm->tgid)
+			mm_destroy(mm, true);
+		else
+			mm->owner = NULL;
+	}
+	source_del(c->src);
+	close(c->fd);
+	list_del_init(&c->node);
+	npfd.nr_clients--;
+	free(c);
+}
+
+void control_close(void)
+{
+	struct npfd_client *c, *tmp;
+	struct npfd_mm *mm, *mtmp;
+
+	list_for_each_entry_safe(c, tmp, &npfd.clients, node)
+		client_drop(c);
+	list_for_each_entry_safe(mm, mtmp, &npfd.mms, node)
+		mm_destroy(mm, true);
+	if (npfd.listen_fd > 0) {
+		source_del(npfd.listen_src);
+		close(npfd.listen_fd);
+		unlink(sock_path);
+	}
+	free(reply_buf);
+}
+
+/* Reply state for the request being handled. */
+struct reply {
+	struct npf_msg_hdr *hdr;
+	struct npf_reply *body;
+	char *payload;
+	size_t room; /* payload bytes that fit */
+};
+
+static void reply_start(struct reply *rp, const struct npf_msg_hdr *req)
+{
+	memset(reply_buf, 0, sizeof(struct npf_msg_hdr) + sizeof(struct npf_reply));
+	rp->hdr = (struct npf_msg_hdr *)reply_buf;
+	rp->body = (struct npf_reply *)(rp->hdr + 1);
+	rp->payload = (char *)(rp->body + 1);
+	rp->room = NPF_MSG_MAX - sizeof(*rp->hdr) - sizeof(*rp->body);
+	rp->hdr->magic = NPF_PROTO_MAGIC;
+	rp->hdr->version = NPF_PROTO_VERSION;
+	rp->hdr->type = (__u16)((req ? req->type : 0) | NPF_MSG_REPLY);
+	rp->hdr->seq = req ? req->seq : 0;
+}
+
+static void *reply_item(struct reply *rp, size_t size)
+{
+	void *p;
+
+	if (size > rp->room)
+		return NULL;
+	p = rp->payload;
+	memset(p, 0, size);
+	rp->payload += size;
+	rp->room -= size;
+	rp->body->count++;
+	return p;
+}
+
+static void reply_error(struct reply *rp, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void reply_error(struct reply *rp, int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	rp->body->status = status;
+	rp->body->count = 0;
+	rp->payload = (char *)(rp->body + 1);
+	va_start(ap, fmt);
+	vsnprintf(rp->body->error, sizeof(rp->body->error), fmt, ap);
+	va_end(ap);
+}
+
+static int reply_send(struct npfd_client *c, struct reply *rp)
+{
+	size_t len = (size_t)(rp->payload - reply_buf);
+
+	rp->hdr->len = (__u32)len;
+	if (send(c->fd, reply_buf, len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+		pr_warn("client pid %d: cannot send a reply (%s): dropping it", c->pid,
+			strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static void do_status(struct reply *rp)
+{
+	struct npf_status *st = reply_item(rp, sizeof(*st));
+	const struct npf_global_stats *g = collect_global();
+
+	st->npfd_pid = (__u32)getpid();
+	st->proto_version = NPF_PROTO_VERSION;
+	st->clients = npfd.nr_clients;
+	st->regions = npfd.nr_regions;
+	st->uptime_ns = now_ns() - npfd.start_ns;
+	st->faults_resolved = npfd.faults_resolved;
+	st->batches = npfd.batches;
+	st->iommu_faults = g->iommu_faults;
+	st->records_dropped = g->records_dropped;
+	st->bad_messages = npfd.bad_messages;
+	snprintf(st->bpffs, sizeof(st->bpffs), "%s", npfd.opt.bpffs);
+}
+
+static void do_list(struct reply *rp)
+{
+	struct npfd_mm *mm;
+	struct npfd_region *r;
+
+	list_for_each_entry(mm, &npfd.mms, node)
+		list_for_each_entry(r, &mm->regions, node)
+		{
+			struct npf_region_info *ri = reply_item(rp, sizeof(*ri));
+
+			if (!ri) {
+				reply_error(rp, -E2BIG, "too many regions for one reply");
+				return;
+			}
+			region_info(r, ri);
+		}
+}
+
+static void do_stats(struct reply *rp, __u32 id)
+{
+	struct npfd_mm *mm;
+	struct npfd_region *r;
+
+	list_for_each_entry(mm, &npfd.mms, node)
+		list_for_each_entry(r, &mm->regions, node)
+		{
+			struct npf_region_stats_full *sf;
+
+			if ((id && r->id != id) || !r->stats)
+				continue;
+			sf = reply_item(rp, sizeof(*sf));
+			if (!sf) {
+				reply_error(rp, -E2BIG, "too many regions for one reply");
+				return;
+			}
+			sf->stats = *r->stats;
+			sf->latency = *r->latency;
+		}
+	if (id && !rp->body->count)
+		reply_error(rp, -ENOENT, "no region %u", id);
+}
+
+/* Which body does each request carry? -1: any size is wrong. */
+static long body_size(__u16 type)
+{
+	switch (type) {
+	case NPF_MSG_STATUS:
+	case NPF_MSG_REGION_LIST:
+		return 0;
+	case NPF_MSG_REGION_REGISTER:
+		return sizeof(struct npf_region_req);
+	case NPF_MSG_REGION_UNREGISTER:
+	case NPF_MSG_STATS:
+		return sizeof(struct npf_region_id_req);
+	}
+	return -1;
+}
+
+static void bad_message(struct npfd_client *c)
+{
+	npfd.bad_messages++;
+	pr_warn("client pid %d: refused a malformed request", c->pid);
+}
+
+/* Handle one received message; returns -1 when the client must be dropped. */
+static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags, int *fds,
+			  int nfds)
+{
+	struct npf_msg_hdr *hdr = (struct npf_msg_hdr *)buf;
+	struct reply rp;
+	long want;
+
+	if (n >= sizeof(*hdr) && hdr->magic == NPF_PROTO_MAGIC)
+		reply_start(&rp, hdr);
+	else
+		reply_start(&rp, NULL);
+
+	if (flags & MSG_TRUNC) {
+		bad_message(c);
+		reply_error(&rp, -EMSGSIZE, "request too large: requests are at most %d bytes",
+			    NPF_REQ_MAX);
+	} else if (flags & MSG_CTRUNC) {
+		bad_message(c);
+		reply_error(&rp, -EINVAL, "too many descriptors: at most %d per request", MAX_FDS);
+	} else if (n < sizeof(*hdr)) {
+		bad_message(c);
+		reply_error(&rp, -EBADMSG, "truncated request: %zu bytes, the header alone is %zu",
+			    n, sizeof(*hdr));
+	} else if (hdr->magic != NPF_PROTO_MAGIC) {
+		bad_message(c);
+		reply_error(&rp, -EBADMSG, "bad magic 0x%08x: not an npf request", hdr->magic);
+	} else if (hdr->version != NPF_PROTO_VERSION) {
+		bad_message(c);
+		reply_error(&rp, -EPROTONOSUPPORT,
+			    "protocol version %u is not supported: this npfd speaks version %d",
+			    hdr->version, NPF_PROTO_VERSION);
+	} else if (hdr->len != n) {
+		bad_message(c);
+		reply_error(&rp, -EBADMSG, "length field says %u bytes but the request has %zu",
+			    hdr->len, n);
+	} else if ((want = body_size(hdr->type)) < 0) {
+		bad_message(c);
+		reply_error(&rp, -EOPNOTSUPP, "unknown request type %u", hdr->type);
+	} else if (n - sizeof(*hdr) != (size_t)want) {
+		bad_message(c);
+		reply_error(&rp, -EBADMSG, "request type %u needs a %ld-byte body, got %zu",
+			    hdr->type, want, n - sizeof(*hdr));
+	} else if (nfds && hdr->type != NPF_MSG_REGION_REGISTER) {
+		bad_message(c);
+		reply_error(&rp, -EINVAL, "request type %u takes no descriptors", hdr->type);
+	} else {
+		void *body = hdr + 1;
+		char err[NPF_ERRMSG_LEN] = "";
+		int rc = 0;
+
+		switch (hdr->type) {
+		case NPF_MSG_STATUS:
+			do_status(&rp);
+			break;
+		case NPF_MSG_REGION_LIST:
+			do_list(&rp);
+			break;
+		case NPF_MSG_STATS:
+			do_stats(&rp, ((struct npf_region_id_req *)body)->region_id);
+			break;
+		case NPF_MSG_REGION_UNREGISTER:
+			rc = region_unregister(c, ((struct npf_region_id_req *)body)->region_id,
+					       err, sizeof(err));
+			break;
+		case NPF_MSG_REGION_REGISTER: {
+			struct npf_region_info info;
+
+			rc = region_register(c, body, fds, nfds, &info, err, sizeof(err));
+			if (!rc)
+				memcpy(reply_item(&rp, sizeof(info)), &info, sizeof(info));
+			else
+				pr_info("client pid %d: region refused: %s", c->pid, err);
+			break;
+		}
+		}
+		if (rc)
+			reply_error(&rp, rc, "%s", err);
+	}
+	return reply_send(c, &rp);
+}
+
+static void client_ready(void *arg)
+{
+	struct npfd_client *c = arg;
+	char buf[NPF_REQ_MAX];
+
+	while (!c->dead) {
+		union {
+			char buf[CMSG_SPACE(MAX_FDS * sizeof(int))];
+			struct cmsghdr align;
+		} cbuf;
+		struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+		struct msghdr mh = {.msg_iov = &iov,
+				    .msg_iovlen = 1,
+				    .msg_control = cbuf.buf,
+				    .msg_controllen = sizeof(cbuf.buf)};
+		int fds[MAX_FDS], nfds = 0, i, rc;
+		struct cmsghdr *cm;
+		ssize_t n;
+
+		n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n <= 0) {
+			client_drop(c);
+			return;
+		}
+		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+			size_t k, cnt;
+
+			if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+				continue;
+			cnt = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (k = 0; k < cnt; k++) {
+				int fd;
+
+				memcpy(&fd, CMSG_DATA(cm) + k * sizeof(int), sizeof(int));
+				if (nfds < MAX_FDS)
+					fds[nfds++] = fd;
+				else
+					close(fd);
+			}
+		}
+		rc = handle_message(c, buf, (size_t)n, mh.msg_flags, fds, nfds);
+		/* Descriptors a request did not keep are closed here, whatever happened. */
+		for (i = 0; i < nfds; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		if (rc) {
+			client_drop(c);
+			return;
+		}
+	}
+}

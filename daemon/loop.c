@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The event loop: one io_uring, a multishot poll per source. A source is a
+ * file descriptor and a handler that drains it until EAGAIN, so an edge
+ * (one CQE for several messages) loses nothing.
+ *
+ * Sources are named by (slot, generation) in the CQE's user_data: a CQE that
+ * arrives after its source was deleted, or after the slot was reused, finds
+ * a different generation and is dropped. No pointer ever lives in the ring.
+ *
+ * Each iteration: reap readiness, read the BPF ring buffer (so fault
+ * timestamps are known), run the ready handlers in arrival order, then let
+ * the resolver install everything they queued as one batch.
+ */
+#include <errno.h>
+#include <liburing.h>
+#include <poll.h>
+#include <string.h>
+#include <time.h>
+#include "npfd.h"
+
+#define MAX_SOURCES 4096
+#define USER_DATA_IGNORE (~0ULL)
+
+struct source {
+	int fd;
+	unsigned int mask;
+	source_fn fn;
+	void *arg;
+	__u32 gen;
+	bool used;
+	bool ready; /* queued for this iteration */
+};
+
+static struct io_uring ring;
+static struct source sources[MAX_SOURCES];
+static int ready[MAX_SOURCES];
+static int nready;
+static int lowest_free;
+
+static __u64 user_data(int id)
+{
+	return ((__u64)sources[id].gen << 32) | (__u32)id;
+}
+
+static struct io_uring_sqe *get_sqe(void)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+
+	if (!sqe) {
+		io_uring_submit(&ring);
+		sqe = io_uring_get_sqe(&ring);
+	}
+	return sqe;
+}
+
+static void arm(int id)
+{
+	struct io_uring_sqe *sqe = get_sqe();
+
+	io_uring_prep_poll_multishot(sqe, sources[id].fd, sources[id].mask);
+	io_uring_sqe_set_data64(sqe, user_data(id));
+}
+
+int loop_init(void)
+{
+	int err = io_uring_queue_init(256, &ring, 0);
+
+	if (err) {
+		pr_err("cannot create the event loop io_uring: %s", strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+int source_add(int fd, unsigned int poll_mask, source_fn fn, void *arg)
+{
+	int id;
+
+	for (id = lowest_free; id < MAX_SOURCES && sources[id].used; id++)
+		;
+	if (id == MAX_SOURCES) {
+		pr_err("too many event sources (%d): refusing fd %d", MAX_SOURCES, fd);
+		return -EMFILE;
+	}
+	lowest_free = id + 1;
+	sources[id].fd = fd;
+	sources[id].mask = poll_mask;
+	sources[id].fn = fn;
+	sources[id].arg = arg;
+	sources[id].gen++;
+	sources[id].used = true;
+	sources[id].ready = false;
+	/* Arming checks readiness at once: data that arrived before is not missed. */
+	arm(id);
+	return id;
+}
+
+void source_del(int id)
+{
+	struct io_uring_sqe *sqe;
+
+	if (id < 0 || id >= MAX_SOURCES || !sources[id].used)
+		return;
+	sqe = get_sqe();
+	io_uring_prep_poll_remove(sqe, user_data(id));
+	io_uring_sqe_set_data64(sqe, USER_DATA_IGNORE);
+	/* The remove must reach the kernel before the caller closes the fd. */
+	io_uring_submit(&ring);
+	sources[id].used = false;
+	sources[id].gen++;
+	if (id < lowest_free)
+		lowest_free = id;
+}
+
+static void reap(void)
+{
+	struct io_uring_cqe *cqe;
+	unsigned int head, n = 0;
+
+	io_uring_for_each_cqe(&ring, head, cqe)
+	{
+		__u64 ud = io_uring_cqe_get_data64(cqe);
+		int id = (int)(__u32)ud;
+
+		n++;
+		if (ud == USER_DATA_IGNORE || id >= MAX_SOURCES)
+			continue;
+		if (!sources[id].used || sources[id].gen != (__u32)(ud >> 32))
+			continue;
+		if (cqe->res < 0 && cqe->res != -ECANCELED)
+			pr_warn("poll of fd %d failed: %s", sources[id].fd, strerror(-cqe->res));
+		if (!(cqe->flags & IORING_CQE_F_MORE))
+			arm(id); /* multishot ended (overflow, cancel): re-arm */
+		if (!sources[id].ready) {
+			sources[id].ready = true;
+			ready[nready++] = id;
+		}
+	}
+	io_uring_cq_advance(&ring, n);
+}
+
+static void dispatch(void)
+{
+	int i;
+
+	for (i = 0; i < nready; i++) {
+		int id = ready[i];
+
+		/* A handler earlier in this pass may have deleted this source. */
+		if (!sources[id].used || !sources[id].ready)
+			continue;
+		sources[id].ready = false;
+		sources[id].fn(sources[id].arg);
+	}
+	nready = 0;
+}
+
+int loop_run(void)
+{
+	while (!npfd.stop) {
+		struct __kernel_timespec ts = {.tv_sec = 0, .tv_nsec = 200 * 1000 * 1000};
+		struct io_uring_cqe *cqe;
+		int err;
+
+		/*
+		 * A batch left work for later (a userfaultfd said EAGAIN while
+		 * an mm event was pending): come back soon, not on the next fault.
+		 */
+		if (resolve_pending())
+			ts.tv_nsec = 50 * 1000;
+		if (nready == 0) {
+			err = io_uring_submit_and_wait_timeout(&ring, &cqe, 1, &ts, NULL);
+			if (err < 0 && err != -ETIME && err != -EINTR) {
+				pr_err("event loop: io_uring wait failed: %s", strerror(-err));
+				return err;
+			}
+		} else {
+			io_uring_submit(&ring);
+		}
+		reap();
+		collect_drain();
+		dispatch();
+		resolve_flush();
+	}
+	return 0;
+}

@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * npfd internals. Data flows:
+ *
+ *   control.c   clients connect, register regions (region.c validates,
+ *               registers the range with the client's userfaultfd)
+ *   loop.c      one io_uring event loop: control socket, client sockets,
+ *               every userfaultfd, the BPF ring buffer, child pidfds
+ *   collect.c   BPF collectors: load, pin maps, fault filter, ring buffer
+ *   resolve.c   drain userfaultfd messages, batch, read file pages with
+ *               io_uring into staging buffers, install, wake
+ */
+#ifndef NPFD_H
+#define NPFD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "npf_abi.h"
+#include "list.h"
+#include "log.h"
+
+struct npfd_client;
+struct npfd_mm;
+
+struct npfd_region {
+	struct list_head node; /* in npfd_mm.regions */
+	struct npfd_mm *mm;
+	__u32 id;
+	__u32 slot; /* index into the stats and latency maps */
+	__u64 start;
+	__u64 length;
+	__u64 file_offset;
+	__u32 backing;
+	int file_fd; /* NPF_BACKING_FILE: npfd's own descriptor */
+	char name[NPF_NAME_LEN];
+	struct npf_region_stats *stats; /* mmap of npf_region_stats[slot] */
+	struct npf_latency_hist *latency;
+	__u64 last_batch; /* resolver flush that last counted this region */
+};
+
+/* One userfaultfd, i.e. one address space npfd serves. */
+struct npfd_mm {
+	struct list_head node; /* in npfd.mms */
+	int uffd;
+	ino_t uffd_ino;
+	pid_t tgid; /* 0: forked child not yet seen faulting */
+	int pidfd;  /* forked children: tells npfd when the child exits */
+	struct npfd_client *owner; /* control connection that answers for it, or NULL */
+	struct list_head regions;
+	__u32 nr_regions;
+	bool forked;
+	bool dead; /* torn down; freed at the end of the loop iteration */
+	int src;   /* event-loop source id of uffd */
+	int pid_src;
+};
+
+struct npfd_client {
+	struct list_head node; /* in npfd.clients */
+	int fd;
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	struct npfd_mm *mm; /* the client's own address space, once it registers */
+	int src;
+	bool dead;
+};
+
+struct npfd_options {
+	const char *socket_path;
+	const char *bpffs;
+	const char *config;
+	bool foreground;
+	unsigned int staging_pages;
+};
+
+struct npfd {
+	struct npfd_options opt;
+	struct list_head clients;
+	struct list_head mms;
+	__u32 nr_clients;
+	__u32 nr_regions;
+	__u32 next_region_id;
+	__u64 start_ns;
+	__u64 faults_resolved;
+	__u64 batches;
+	__u64 bad_messages;
+	int listen_fd;
+	int listen_src;
+	volatile int stop;
+};
+
+extern struct npfd npfd;
+
+__u64 now_ns(void);
+
+/* loop.c: readiness sources. A handler drains its fd until EAGAIN. */
+typedef void (*source_fn)(void *arg);
+int loop_init(void);
+int source_add(int fd, unsigned int poll_mask, source_fn fn, void *arg);
+void source_del(int id);
+int loop_run(void);
+
+/* collect.c */
+int collect_open(const char *bpffs);
+void collect_close(void);
+void collect_drain(void);
+int collect_slot_alloc(struct npfd_region *r);
+void collect_slot_free(struct npfd_region *r);
+int collect_filter_update(pid_t tgid, struct npfd_mm *mm);
+void collect_filter_remove(pid_t tgid);
+__u64 collect_fault_ts(__u32 tid, __u64 page);
+const struct npf_global_stats *collect_global(void);
+
+/* region.c */
+struct npfd_mm *mm_new(int uffd, ino_t ino, pid_t tgid, struct npfd_client *owner);
+void mm_destroy(struct npfd_mm *mm, bool unregister_ranges);
+struct npfd_region *mm_find_region(struct npfd_mm *mm, __u64 addr);
+struct npfd_region *region_find_id(__u32 id);
+int region_register(struct npfd_client *c, const struct npf_region_req *req, int *fds, int nfds,
+		    struct npf_region_info *out, char *err, size_t errlen);
+int region_unregister(struct npfd_client *c, __u32 id, char *err, size_t errlen);
+void region_remove(struct npfd_region *r, bool unregister_range);
+void region_info(const struct npfd_region *r, struct npf_region_info *out);
+void mm_forked(struct npfd_mm *parent, int child_uffd);
+void mm_learn_tgid(struct npfd_mm *mm, pid_t tid);
+
+/* resolve.c */
+int resolve_init(unsigned int staging_pages);
+void resolve_exit(void);
+void resolve_uffd_ready(void *arg);
+void resolve_flush(void);
+void resolve_forget_mm(struct npfd_mm *mm);
+bool resolve_pending(void);
+
+/* control.c */
+int control_open(const char *path);
+void control_close(void);
+void client_drop(struct npfd_client *c);
+
+#endif

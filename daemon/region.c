@@ -1,0 +1,524 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Regions and the address spaces (userfaultfds) they live in.
+ *
+ * A region is registered only after every check a client could fail has
+ * passed, in the order a user would want to hear about them; each refusal
+ * names the region, the problem and, where there is one, the fix. The range
+ * is registered with the client's userfaultfd by npfd itself (the ioctl acts
+ * on the fd's own mm), so npfd's table and the kernel's always agree.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <linux/userfaultfd.h>
+#include "npfd.h"
+
+/* Events npfd must see to keep its table true to the address space. */
+#define NPF_UFFD_REQUIRED_FEATURES                                                                 \
+	(UFFD_FEATURE_EVENT_REMAP | UFFD_FEATURE_EVENT_REMOVE | UFFD_FEATURE_EVENT_UNMAP)
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -code;
+}
+
+static void mm_ready(void *arg)
+{
+	resolve_uffd_ready(arg);
+}
+
+static void mm_child_exited(void *arg)
+{
+	struct npfd_mm *mm = arg;
+
+	pr_info("forked child %d exited: dropping its %u regions", mm->tgid, mm->nr_regions);
+	mm_destroy(mm, false);
+}
+
+struct npfd_mm *mm_new(int uffd, ino_t ino, pid_t tgid, struct npfd_client *owner)
+{
+	struct npfd_mm *mm = calloc(1, sizeof(*mm));
+
+	if (!mm)
+		return NULL;
+	mm->uffd = uffd;
+	mm->uffd_ino = ino;
+	mm->tgid = tgid;
+	mm->owner = owner;
+	mm->pidfd = -1;
+	mm->pid_src = -1;
+	INIT_LIST_HEAD(&mm->regions);
+	mm->src = source_add(uffd, POLLIN, mm_ready, mm);
+	if (mm->src < 0) {
+		free(mm);
+		return NULL;
+	}
+	list_add_tail(&mm->node, &npfd.mms);
+	return mm;
+}
+
+void region_remove(struct npfd_region *r, bool unregister_range)
+{
+	struct npfd_mm *mm = r->mm;
+
+	if (unregister_range) {
+		struct uffdio_range range = {.start = r->start, .len = r->length};
+
+		/* Also wakes any thread still waiting on the range. */
+		if (ioctl(mm->uffd, UFFDIO_UNREGISTER, &range) && errno != ENOENT &&
+		    errno != ESRCH && errno != EINVAL)
+			pr_warn("region %u: UFFDIO_UNREGISTER failed: %s", r->id, strerror(errno));
+	}
+	list_del_init(&r->node);
+	mm->nr_regions--;
+	npfd.nr_regions--;
+	collect_slot_free(r);
+	if (mm->tgid && collect_filter_update(mm->tgid, mm))
+		pr_warn("region %u: cannot update the fault filter of pid %d", r->id, mm->tgid);
+	if (r->file_fd >= 0)
+		close(r->file_fd);
+	pr_debug("region %u removed", r->id);
+	free(r);
+}
+
+void mm_destroy(struct npfd_mm *mm, bool unregister_ranges)
+{
+	struct npfd_region *r, *tmp;
+
+	if (mm->dead)
+		return;
+	mm->dead = true;
+	resolve_forget_mm(mm);
+	list_for_each_entry_safe(r, tmp, &mm->regions, node)
+		region_remove(r, unregister_ranges);
+	collect_filter_remove(mm->tgid);
+	source_del(mm->src);
+	source_del(mm->pid_src);
+	if (mm->pidfd >= 0)
+		close(mm->pidfd);
+	/* Closing the last reference wakes every thread still blocked on it. */
+	close(mm->uffd);
+	if (mm->owner && mm->owner->mm == mm)
+		mm->owner->mm = NULL;
+	list_del_init(&mm->node);
+	free(mm);
+}
+
+struct npfd_region *mm_find_region(struct npfd_mm *mm, __u64 addr)
+{
+	struct npfd_region *r;
+
+	list_for_each_entry(r, &mm->regions, node)
+		if (addr >= r->start && addr - r->start < r->length)
+			return r;
+	return NULL;
+}
+
+struct npfd_region *region_find_id(__u32 id)
+{
+	struct npfd_mm *mm;
+	struct npfd_region *r;
+
+	list_for_each_entry(mm, &npfd.mms, node)
+		list_for_each_entry(r, &mm->regions, node)
+			if (r->id == id)
+				return r;
+	return NULL;
+}
+
+void region_info(const struct npfd_region *r, struct npf_region_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->region_id = r->id;
+	out->tgid = (__u32)r->mm->tgid;
+	out->start = r->start;
+	out->length = r->length;
+	out->file_offset = r->file_offset;
+	out->backing = r->backing;
+	memcpy(out->name, r->name, sizeof(out->name));
+}
+
+/* Is fd a userfaultfd, and with which features did its owner call UFFDIO_API? */
+static int uffd_features(int fd, __u64 *features)
+{
+	char path[64], buf[512];
+	unsigned long long api, feat;
+	ssize_t n;
+	char *p;
+	int f;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, buf, sizeof(buf) - 1);
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	if (strcmp(buf, "anon_inode:[userfaultfd]"))
+		return -ENOTTY;
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = open(path, O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return -errno;
+	n = read(f, buf, sizeof(buf) - 1);
+	close(f);
+	if (n < 0)
+		return -EIO;
+	buf[n] = '\0';
+	p = strstr(buf, "API:\t");
+	if (!p || sscanf(p, "API:\t%llx:%llx", &api, &feat) != 2)
+		return -EIO;
+	*features = api ? feat : 0;
+	return api ? 0 : -EBADFD;
+}
+
+/* Does process pid hold a descriptor for the file with inode ino? */
+static bool pid_holds_inode(pid_t pid, ino_t ino)
+{
+	char path[64];
+	struct dirent *de;
+	bool found = false;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+	d = opendir(path);
+	if (!d)
+		return false;
+	while (!found && (de = readdir(d))) {
+		struct stat st;
+
+		if (de->d_name[0] == '.')
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, 0) == 0 && st.st_ino == ino)
+			found = true;
+	}
+	closedir(d);
+	return found;
+}
+
+/*
+ * Is [start, end) entirely private anonymous memory of pid? Returns 0, or
+ * -ENOMEM (a hole) or -EACCES (a mapping npf cannot serve), with `what`
+ * describing the offending mapping.
+ */
+static int check_mapped_anon(pid_t pid, __u64 start, __u64 end, char *what, size_t whatlen)
+{
+	char path[64], line[512];
+	__u64 covered = start;
+	FILE *f;
+	int ret = -ENOMEM;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	f = fopen(path, "re");
+	if (!f) {
+		snprintf(what, whatlen, "cannot read %s: %s", path, strerror(errno));
+		return -ESRCH;
+	}
+	snprintf(what, whatlen, "nothing is mapped at 0x%llx", (unsigned long long)start);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long lo, hi, ino;
+		char perms[8], name[256] = "";
+
+		if (sscanf(line, "%llx-%llx %7s %*s %*s %llu %255[^\n]", &lo, &hi, perms, &ino,
+			   name) < 4)
+			continue;
+		if (hi <= covered || lo >= end)
+			continue;
+		if (lo > covered) {
+			snprintf(what, whatlen, "nothing is mapped at 0x%llx", covered);
+			break;
+		}
+		char *n = name;
+
+		while (*n == ' ')
+			n++;
+		if (ino != 0 || perms[3] != 'p' || (*n && strcmp(n, "[heap]"))) {
+			snprintf(what, whatlen,
+				 "0x%llx-0x%llx is %s%s%s, not private anonymous memory", lo, hi,
+				 perms[3] == 's' ? "shared " : "", *n ? "a mapping of " : "a mapping",
+				 n);
+			ret = -EACCES;
+			break;
+		}
+		covered = hi;
+		if (covered >= end) {
+			ret = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return ret;
+}
+
+static bool overlaps(const struct npfd_region *r, __u64 start, __u64 len)
+{
+	return start < r->start + r->length && r->start < start + len;
+}
+
+static int adopt_uffd(struct npfd_client *c, int uffd, char *err, size_t errlen)
+{
+	__u64 features = 0;
+	struct stat st;
+	int ret;
+
+	ret = uffd_features(uffd, &features);
+	if (ret == -ENOTTY)
+		return fail(err, errlen, EBADF,
+			    "the descriptor passed as the userfaultfd is not a userfaultfd");
+	if (ret == -EBADFD)
+		return fail(err, errlen, EINVAL,
+			    "the userfaultfd has not been initialised with UFFDIO_API");
+	if (ret)
+		return fail(err, errlen, -ret, "cannot inspect the userfaultfd: %s",
+			    strerror(-ret));
+	if ((features & NPF_UFFD_REQUIRED_FEATURES) != NPF_UFFD_REQUIRED_FEATURES)
+		return fail(err, errlen, EINVAL,
+			    "the userfaultfd lacks features npfd needs (EVENT_REMAP, EVENT_REMOVE, EVENT_UNMAP): got 0x%llx",
+			    (unsigned long long)features);
+	if (fstat(uffd, &st))
+		return fail(err, errlen, errno, "cannot stat the userfaultfd: %s",
+			    strerror(errno));
+	if (c->mm) {
+		if (c->mm->uffd_ino != st.st_ino)
+			return fail(err, errlen, EINVAL,
+				    "this connection already registered regions with another userfaultfd; use one per connection");
+		return 0; /* the same uffd again: caller closes the duplicate */
+	}
+	/* The sender must hold the fd itself: a userfaultfd is authority over an mm. */
+	if (!pid_holds_inode(c->pid, st.st_ino))
+		return fail(err, errlen, EPERM,
+			    "the userfaultfd does not belong to the sending process (pid %d)",
+			    c->pid);
+	if (fcntl(uffd, F_SETFL, O_NONBLOCK))
+		return fail(err, errlen, errno, "cannot make the userfaultfd non-blocking: %s",
+			    strerror(errno));
+	c->mm = mm_new(uffd, st.st_ino, c->pid, c);
+	if (!c->mm)
+		return fail(err, errlen, ENOMEM, "out of memory or event sources");
+	return 1; /* adopted: the fd now belongs to the mm */
+}
+
+int region_register(struct npfd_client *c, const struct npf_region_req *req, int *fds, int nfds,
+		    struct npf_region_info *out, char *err, size_t errlen)
+{
+	__u64 start = req->start, len = req->length, end = start + len;
+	struct uffdio_register reg = {};
+	struct npfd_region *r, *it;
+	char what[384];
+	struct stat st;
+	int ret, want_fds;
+
+	if (req->backing != NPF_BACKING_ANON && req->backing != NPF_BACKING_FILE)
+		return fail(err, errlen, EINVAL, "unknown backing type %u (want 1=anon or 2=file)",
+			    req->backing);
+	if (req->flags)
+		return fail(err, errlen, EINVAL, "unknown flags 0x%x", req->flags);
+	want_fds = req->backing == NPF_BACKING_FILE ? 2 : 1;
+	if (nfds != want_fds)
+		return fail(err, errlen, EINVAL,
+			    "a %s region needs %d descriptor%s (userfaultfd%s), got %d",
+			    want_fds == 2 ? "file-backed" : "anonymous", want_fds,
+			    want_fds == 2 ? "s" : "", want_fds == 2 ? ", backing file" : "", nfds);
+	if (!len)
+		return fail(err, errlen, EINVAL, "region length is 0");
+	if ((start | len | req->file_offset) & (NPF_PAGE_SIZE - 1))
+		return fail(err, errlen, EINVAL,
+			    "region 0x%llx+0x%llx (file offset 0x%llx) is not page aligned (4096)",
+			    (unsigned long long)start, (unsigned long long)len,
+			    (unsigned long long)req->file_offset);
+	if (end < start || end > (1ULL << 47))
+		return fail(err, errlen, EINVAL, "region 0x%llx+0x%llx is outside user space",
+			    (unsigned long long)start, (unsigned long long)len);
+
+	ret = adopt_uffd(c, fds[0], err, errlen);
+	if (ret < 0)
+		return ret;
+	if (ret == 1)
+		fds[0] = -1; /* now owned by c->mm */
+
+	list_for_each_entry(it, &c->mm->regions, node)
+		if (overlaps(it, start, len))
+			return fail(err, errlen, EEXIST,
+				    "region 0x%llx-0x%llx overlaps region %u (0x%llx-0x%llx)",
+				    (unsigned long long)start, (unsigned long long)end, it->id,
+				    (unsigned long long)it->start,
+				    (unsigned long long)(it->start + it->length));
+	if (c->mm->nr_regions >= NPF_MAX_RANGES_PER_PROC)
+		return fail(err, errlen, ENOSPC, "a process may register at most %d regions",
+			    NPF_MAX_RANGES_PER_PROC);
+	if (npfd.nr_regions >= NPF_MAX_REGIONS)
+		return fail(err, errlen, ENOSPC, "npfd serves at most %d regions", NPF_MAX_REGIONS);
+
+	ret = check_mapped_anon(c->pid, start, end, what, sizeof(what));
+	if (ret)
+		return fail(err, errlen, ret == -ESRCH ? ESRCH : EFAULT,
+			    "region 0x%llx-0x%llx is not memory of pid %d that npf can serve: %s",
+			    (unsigned long long)start, (unsigned long long)end, c->pid, what);
+
+	if (want_fds == 2) {
+		int mode = fcntl(fds[1], F_GETFL);
+
+		if (fstat(fds[1], &st))
+			return fail(err, errlen, errno, "cannot stat the backing file: %s",
+				    strerror(errno));
+		if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
+			return fail(err, errlen, EINVAL,
+				    "the backing descriptor is not a regular file or block device");
+		if (mode < 0 || (mode & O_ACCMODE) == O_WRONLY)
+			return fail(err, errlen, EBADF, "the backing file is not open for reading");
+		if (S_ISREG(st.st_mode) && (__u64)st.st_size < req->file_offset + len)
+			return fail(err, errlen, EINVAL,
+				    "the backing file is shorter than the region: %lld bytes, the region needs %llu (offset %llu + length %llu)",
+				    (long long)st.st_size,
+				    (unsigned long long)(req->file_offset + len),
+				    (unsigned long long)req->file_offset, (unsigned long long)len);
+	}
+
+	reg.range.start = start;
+	reg.range.len = len;
+	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+	if (ioctl(c->mm->uffd, UFFDIO_REGISTER, &reg)) {
+		int e = errno;
+
+		if (e == EBUSY)
+			return fail(err, errlen, EBUSY,
+				    "region 0x%llx-0x%llx is already registered with another userfaultfd",
+				    (unsigned long long)start, (unsigned long long)end);
+		return fail(err, errlen, e, "UFFDIO_REGISTER of 0x%llx-0x%llx failed: %s",
+			    (unsigned long long)start, (unsigned long long)end, strerror(e));
+	}
+
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		struct uffdio_range range = {.start = start, .len = len};
+
+		ioctl(c->mm->uffd, UFFDIO_UNREGISTER, &range);
+		return fail(err, errlen, ENOMEM, "out of memory");
+	}
+	r->mm = c->mm;
+	r->id = ++npfd.next_region_id;
+	r->start = start;
+	r->length = len;
+	r->file_offset = req->file_offset;
+	r->backing = req->backing;
+	r->file_fd = -1;
+	memcpy(r->name, req->name, sizeof(r->name));
+	r->name[sizeof(r->name) - 1] = '\0';
+	if (want_fds == 2) {
+		r->file_fd = fds[1];
+		fds[1] = -1;
+	}
+	list_add_tail(&r->node, &c->mm->regions);
+	c->mm->nr_regions++;
+	npfd.nr_regions++;
+	if (collect_slot_alloc(r) || collect_filter_update(c->mm->tgid, c->mm)) {
+		region_remove(r, true);
+		return fail(err, errlen, ENOSPC, "cannot add the region to the BPF maps");
+	}
+	region_info(r, out);
+	pr_info("pid %d: region %u registered: 0x%llx-0x%llx %s%s%s", c->pid, r->id,
+		(unsigned long long)start, (unsigned long long)end,
+		r->backing == NPF_BACKING_FILE ? "file-backed" : "anonymous", r->name[0] ? " " : "",
+		r->name);
+	return 0;
+}
+
+int region_unregister(struct npfd_client *c, __u32 id, char *err, size_t errlen)
+{
+	struct npfd_region *r = region_find_id(id);
+
+	if (!r)
+		return fail(err, errlen, ENOENT, "no region %u", id);
+	if (!c->mm || r->mm != c->mm)
+		return fail(err, errlen, EPERM, "region %u belongs to pid %d, not to pid %d", id,
+			    r->mm->tgid, c->pid);
+	pr_info("pid %d: region %u unregistered", c->pid, id);
+	region_remove(r, true);
+	return 0;
+}
+
+/*
+ * fork() of a served process: the kernel made a userfaultfd for the child
+ * and registered the same ranges in it. Serve the child with the parent's
+ * regions until it exits; its pid is learnt from its first fault (the fork
+ * event does not carry it).
+ */
+void mm_forked(struct npfd_mm *parent, int child_uffd)
+{
+	struct npfd_region *pr;
+	struct npfd_mm *mm;
+	struct stat st;
+
+	if (fstat(child_uffd, &st) || fcntl(child_uffd, F_SETFL, O_NONBLOCK)) {
+		pr_warn("pid %d forked: cannot use the child's userfaultfd: %s", parent->tgid,
+			strerror(errno));
+		close(child_uffd);
+		return;
+	}
+	mm = mm_new(child_uffd, st.st_ino, 0, parent->owner);
+	if (!mm) {
+		close(child_uffd);
+		return;
+	}
+	mm->forked = true;
+	list_for_each_entry(pr, &parent->regions, node)
+	{
+		struct npfd_region *r = calloc(1, sizeof(*r));
+
+		if (!r)
+			break;
+		*r = *pr;
+		r->mm = mm;
+		r->id = ++npfd.next_region_id;
+		r->file_fd = pr->file_fd >= 0 ? fcntl(pr->file_fd, F_DUPFD_CLOEXEC, 0) : -1;
+		r->stats = NULL;
+		list_add_tail(&r->node, &mm->regions);
+		mm->nr_regions++;
+		npfd.nr_regions++;
+		if (collect_slot_alloc(r))
+			pr_warn("child region %u has no stats slot", r->id);
+	}
+	pr_info("pid %d forked: serving the child's %u regions", parent->tgid, mm->nr_regions);
+}
+
+void mm_learn_tgid(struct npfd_mm *mm, pid_t tid)
+{
+	char path[64], line[128];
+	pid_t tgid = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", tid);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Tgid: %d", &tgid) == 1)
+			break;
+	fclose(f);
+	if (tgid <= 0)
+		return;
+	mm->tgid = tgid;
+	mm->pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
+	if (mm->pidfd >= 0)
+		mm->pid_src = source_add(mm->pidfd, POLLIN, mm_child_exited, mm);
+	if (collect_filter_update(tgid, mm))
+		pr_warn("forked child %d: cannot add it to the fault filter", tgid);
+	pr_info("forked child is pid %d", tgid);
+}

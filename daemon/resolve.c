@@ -1,0 +1,517 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The fault resolver.
+ *
+ * Handlers drain every ready userfaultfd into one batch; resolve_flush()
+ * then sorts it, drops duplicate pages, and cuts it into runs of contiguous
+ * pages of one region. File-backed runs are read with io_uring into a
+ * registered staging buffer (never into registered memory: npfd would fault
+ * on itself), one read per run, all submitted together. Every run is then
+ * installed with one ranged UFFDIO_COPY or UFFDIO_ZEROPAGE in DONTWAKE mode
+ * and woken with one UFFDIO_WAKE.
+ *
+ * Every queued fault is woken whatever happens to its page: a fault that is
+ * never woken is a thread hung forever. The only exception is EAGAIN (an mm
+ * event is pending on the fd): such faults are kept and retried after the
+ * event has been read.
+ */
+#include <errno.h>
+#include <liburing.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <linux/userfaultfd.h>
+#include "npfd.h"
+
+#define MSGS_PER_READ 64
+#define MAX_RUN_PAGES 512
+
+struct fault {
+	struct npfd_mm *mm;
+	__u64 page;
+	__u64 t_read; /* when npfd read the message: the fallback raise time */
+	__u32 tid;
+};
+
+struct run {
+	struct npfd_mm *mm;
+	struct npfd_region *region; /* NULL: no region covers it (see flush) */
+	__u64 start;
+	__u32 npages;
+	__u32 first, nfaults; /* faults[first .. first + nfaults) */
+	__u32 staging;	      /* first staging page (file runs) */
+	int status;	      /* 0, or the -errno that stopped the install */
+	__u64 done;	      /* bytes installed */
+};
+
+static struct fault *faults;
+static size_t nfaults, faults_cap;
+static struct run *runs;
+static size_t runs_cap;
+
+static struct io_uring io_ring;
+static char *staging;
+static unsigned int staging_pages;
+static __u64 batch_gen;
+
+int resolve_init(unsigned int pages)
+{
+	struct iovec iov;
+	int err;
+
+	staging_pages = pages;
+	staging = mmap(NULL, (size_t)pages * NPF_PAGE_SIZE, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (staging == MAP_FAILED) {
+		pr_err("cannot allocate %u staging pages: %s", pages, strerror(errno));
+		return -errno;
+	}
+	err = io_uring_queue_init(MAX_RUN_PAGES, &io_ring, 0);
+	if (err) {
+		pr_err("cannot create the I/O io_uring: %s", strerror(-err));
+		return err;
+	}
+	iov.iov_base = staging;
+	iov.iov_len = (size_t)pages * NPF_PAGE_SIZE;
+	err = io_uring_register_buffers(&io_ring, &iov, 1);
+	if (err) {
+		pr_err("cannot register the staging buffer with io_uring: %s", strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+void resolve_exit(void)
+{
+	io_uring_queue_exit(&io_ring);
+	free(faults);
+	free(runs);
+}
+
+static int queue_fault(struct npfd_mm *mm, __u64 addr, __u32 tid, __u64 t)
+{
+	if (nfaults == faults_cap) {
+		size_t cap = faults_cap ? faults_cap * 2 : 1024;
+		struct fault *f = realloc(faults, cap * sizeof(*f));
+
+		if (!f)
+			return -ENOMEM;
+		faults = f;
+		faults_cap = cap;
+	}
+	faults[nfaults++] = (struct fault){
+		.mm = mm, .page = addr & ~(NPF_PAGE_SIZE - 1), .tid = tid, .t_read = t};
+	return 0;
+}
+
+bool resolve_pending(void)
+{
+	return nfaults != 0;
+}
+
+void resolve_forget_mm(struct npfd_mm *mm)
+{
+	size_t i, j = 0;
+
+	for (i = 0; i < nfaults; i++)
+		if (faults[i].mm != mm)
+			faults[j++] = faults[i];
+	nfaults = j;
+}
+
+static void count_event(struct npfd_mm *mm, __u64 start, __u64 end)
+{
+	struct npfd_region *r;
+
+	list_for_each_entry(r, &mm->regions, node)
+		if (start < r->start + r->length && r->start < end && r->stats)
+			r->stats->mm_events++;
+}
+
+/* munmap: regions wholly inside go; regions cut at an end shrink. */
+static void handle_unmap(struct npfd_mm *mm, __u64 start, __u64 end)
+{
+	struct npfd_region *r, *tmp;
+
+	count_event(mm, start, end);
+	list_for_each_entry_safe(r, tmp, &mm->regions, node)
+	{
+		__u64 rs = r->start, re = r->start + r->length;
+
+		if (end <= rs || start >= re)
+			continue;
+		if (start <= rs && end >= re) {
+			pr_info("pid %d unmapped region %u: dropping it", mm->tgid, r->id);
+			region_remove(r, false);
+			continue;
+		}
+		if (start <= rs) {
+			r->file_offset += end - rs;
+			r->start = end;
+		} else if (end >= re) {
+			/* cut at the top */
+		} else {
+			continue; /* a hole: faults will not come from it */
+		}
+		r->length = (start <= rs ? re : start) - r->start;
+		if (r->stats) {
+			r->stats->start = r->start;
+			r->stats->length = r->length;
+		}
+		collect_filter_update(mm->tgid, mm);
+	}
+}
+
+/* mremap: a region that moved whole follows its memory. */
+static void handle_remap(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len)
+{
+	struct npfd_region *r;
+
+	count_event(mm, from, from + len);
+	list_for_each_entry(r, &mm->regions, node)
+	{
+		if (r->start >= from && r->start + r->length <= from + len) {
+			r->start = r->start - from + to;
+			if (r->stats)
+				r->stats->start = r->start;
+			pr_info("pid %d moved region %u to 0x%llx", mm->tgid, r->id,
+				(unsigned long long)r->start);
+		} else if (r->start < from + len && from < r->start + r->length) {
+			pr_warn("pid %d moved part of region %u: faults in the moved part are zero-filled",
+				mm->tgid, r->id);
+		}
+	}
+	collect_filter_update(mm->tgid, mm);
+}
+
+void resolve_uffd_ready(void *arg)
+{
+	struct npfd_mm *mm = arg;
+	struct uffd_msg msgs[MSGS_PER_READ];
+
+	while (!mm->dead) {
+		ssize_t n = read(mm->uffd, msgs, sizeof(msgs));
+		__u64 t = now_ns();
+		ssize_t i;
+
+		if (n < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				pr_warn("pid %d: reading the userfaultfd failed: %s", mm->tgid,
+					strerror(errno));
+			return;
+		}
+		for (i = 0; i < n / (ssize_t)sizeof(msgs[0]); i++) {
+			struct uffd_msg *m = &msgs[i];
+
+			switch (m->event) {
+			case UFFD_EVENT_PAGEFAULT:
+				if (!mm->tgid && m->arg.pagefault.feat.ptid)
+					mm_learn_tgid(mm, (pid_t)m->arg.pagefault.feat.ptid);
+				if (queue_fault(mm, m->arg.pagefault.address,
+						m->arg.pagefault.feat.ptid, t))
+					pr_err("out of memory queueing a fault");
+				break;
+			case UFFD_EVENT_FORK:
+				mm_forked(mm, (int)m->arg.fork.ufd);
+				break;
+			case UFFD_EVENT_REMAP:
+				handle_remap(mm, m->arg.remap.from, m->arg.remap.to,
+					     m->arg.remap.len);
+				break;
+			case UFFD_EVENT_REMOVE:
+				count_event(mm, m->arg.remove.start, m->arg.remove.end);
+				break;
+			case UFFD_EVENT_UNMAP:
+				handle_unmap(mm, m->arg.remove.start, m->arg.remove.end);
+				break;
+			default:
+				pr_warn("pid %d: unknown userfaultfd event %u", mm->tgid, m->event);
+			}
+		}
+	}
+}
+
+static int cmp_fault(const void *a, const void *b)
+{
+	const struct fault *x = a, *y = b;
+
+	if (x->mm != y->mm)
+		return x->mm < y->mm ? -1 : 1;
+	if (x->page != y->page)
+		return x->page < y->page ? -1 : 1;
+	return 0;
+}
+
+/*
+ * Install [start, start + len) from src (or zeros). Pages that exist already
+ * (EEXIST: another thread's fault, or a retried run) are skipped.
+ */
+static int install(struct run *rn, const char *src)
+{
+	__u64 len = (__u64)rn->npages * NPF_PAGE_SIZE;
+
+	while (rn->done < len) {
+		__s64 res;
+		int rc;
+
+		if (src) {
+			struct uffdio_copy c = {.dst = rn->start + rn->done,
+						.src = (__u64)(uintptr_t)(src + rn->done),
+						.len = len - rn->done,
+						.mode = UFFDIO_COPY_MODE_DONTWAKE};
+			rc = ioctl(rn->mm->uffd, UFFDIO_COPY, &c);
+			res = c.copy;
+		} else {
+			struct uffdio_zeropage z = {.range = {rn->start + rn->done, len - rn->done},
+						    .mode = UFFDIO_ZEROPAGE_MODE_DONTWAKE};
+			rc = ioctl(rn->mm->uffd, UFFDIO_ZEROPAGE, &z);
+			res = z.zeropage;
+		}
+		if (rc == 0) {
+			rn->done = len;
+			break;
+		}
+		if (res > 0) { /* partial: carry on after what was done */
+			rn->done += (__u64)res;
+			continue;
+		}
+		if (res == -EEXIST) {
+			rn->done += NPF_PAGE_SIZE;
+			continue;
+		}
+		return res < 0 ? (int)res : -errno;
+	}
+	return 0;
+}
+
+static void wake(struct run *rn)
+{
+	struct uffdio_range range = {.start = rn->start,
+				     .len = (__u64)rn->npages * NPF_PAGE_SIZE};
+
+	if (ioctl(rn->mm->uffd, UFFDIO_WAKE, &range) && errno != ESRCH)
+		pr_warn("pid %d: UFFDIO_WAKE 0x%llx failed: %s", rn->mm->tgid,
+			(unsigned long long)rn->start, strerror(errno));
+}
+
+/* Read every file-backed run of runs[0..n) into staging, one SQE per run. */
+static void read_runs(struct run *rs, size_t n)
+{
+	struct io_uring_cqe *cqe;
+	unsigned int inflight = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		struct run *rn = &rs[i];
+		struct io_uring_sqe *sqe;
+
+		if (!rn->region || rn->region->backing != NPF_BACKING_FILE)
+			continue;
+		sqe = io_uring_get_sqe(&io_ring);
+		if (!sqe) {
+			io_uring_submit(&io_ring);
+			sqe = io_uring_get_sqe(&io_ring);
+		}
+		io_uring_prep_read_fixed(sqe, rn->region->file_fd,
+					 staging + (size_t)rn->staging * NPF_PAGE_SIZE,
+					 rn->npages * NPF_PAGE_SIZE,
+					 rn->region->file_offset + (rn->start - rn->region->start), 0);
+		io_uring_sqe_set_data64(sqe, i);
+		inflight++;
+	}
+	if (!inflight)
+		return;
+	io_uring_submit_and_wait(&io_ring, inflight);
+	while (inflight) {
+		struct run *rn;
+		size_t want, got;
+
+		if (io_uring_wait_cqe(&io_ring, &cqe))
+			break;
+		rn = &rs[io_uring_cqe_get_data64(cqe)];
+		want = (size_t)rn->npages * NPF_PAGE_SIZE;
+		got = cqe->res > 0 ? (size_t)cqe->res : 0;
+		if (cqe->res < 0) {
+			pr_err("region %u: reading the backing file at offset %llu failed: %s",
+			       rn->region->id,
+			       (unsigned long long)(rn->region->file_offset +
+						    (rn->start - rn->region->start)),
+			       strerror(-cqe->res));
+			rn->status = cqe->res;
+		}
+		/* Short read: finish with pread; past the end of the file reads zeros. */
+		while (cqe->res >= 0 && got < want) {
+			char *dst = staging + (size_t)rn->staging * NPF_PAGE_SIZE;
+			ssize_t r = pread(rn->region->file_fd, dst + got, want - got,
+					  (off_t)(rn->region->file_offset +
+						  (rn->start - rn->region->start) + got));
+			if (r <= 0) {
+				memset(dst + got, 0, want - got);
+				break;
+			}
+			got += (size_t)r;
+		}
+		if (rn->region->stats && cqe->res > 0)
+			rn->region->stats->bytes_read += (__u64)cqe->res;
+		io_uring_cqe_seen(&io_ring, cqe);
+		inflight--;
+	}
+}
+
+static unsigned int log2_bucket(__u64 ns)
+{
+	unsigned int b = ns ? 63 - (unsigned int)__builtin_clzll(ns) : 0;
+
+	return b < NPF_LAT_BUCKETS ? b : NPF_LAT_BUCKETS - 1;
+}
+
+static void account(struct run *rn, __u64 t_done)
+{
+	struct npfd_region *r = rn->region;
+	__u32 i;
+
+	npfd.faults_resolved += rn->nfaults;
+	if (!r || !r->stats)
+		return;
+	r->stats->uffd_faults += rn->nfaults;
+	if (r->backing == NPF_BACKING_FILE)
+		r->stats->pages_copied += rn->npages;
+	else
+		r->stats->pages_zeroed += rn->npages;
+	if (r->last_batch != batch_gen) {
+		r->last_batch = batch_gen;
+		r->stats->batches++;
+	}
+	for (i = rn->first; i < rn->first + rn->nfaults; i++) {
+		__u64 raised = collect_fault_ts(faults[i].tid, faults[i].page);
+		__u64 lat;
+
+		if (!raised || raised > t_done)
+			raised = faults[i].t_read;
+		lat = t_done - raised;
+		r->latency->slot[log2_bucket(lat)]++;
+		r->stats->latency_sum_ns += lat;
+	}
+}
+
+/*
+ * Cut faults[pos..] (sorted, deduplicated) into runs, as many as fit the
+ * staging buffer. Returns the number of runs; *next is the first fault left
+ * for the next round.
+ */
+static size_t make_runs(size_t pos, size_t *next)
+{
+	unsigned int staged = 0;
+	size_t i = pos, n = 0;
+
+	while (i < nfaults) {
+		struct fault *f = &faults[i];
+		struct npfd_region *r = mm_find_region(f->mm, f->page);
+		bool file = r && r->backing == NPF_BACKING_FILE;
+		struct run *rn;
+		size_t j = i + 1;
+
+		if (file && staged == staging_pages)
+			break; /* staging full: the rest goes in the next round */
+		while (j < nfaults && faults[j].mm == f->mm &&
+		       faults[j].page == faults[j - 1].page + NPF_PAGE_SIZE && j - i < MAX_RUN_PAGES &&
+		       (!r || faults[j].page < r->start + r->length) &&
+		       (!file || staged + (j - i) < staging_pages))
+			j++;
+		if (n == runs_cap) {
+			size_t cap = runs_cap ? runs_cap * 2 : 256;
+			struct run *nr = realloc(runs, cap * sizeof(*nr));
+
+			if (!nr)
+				break;
+			runs = nr;
+			runs_cap = cap;
+		}
+		rn = &runs[n++];
+		*rn = (struct run){.mm = f->mm, .region = r, .start = f->page,
+				   .npages = (__u32)(j - i), .first = (__u32)i,
+				   .nfaults = (__u32)(j - i)};
+		if (file) {
+			rn->staging = staged;
+			staged += rn->npages;
+		}
+		i = j;
+	}
+	*next = i;
+	return n;
+}
+
+static void dedupe(void)
+{
+	size_t i, j = 0;
+
+	qsort(faults, nfaults, sizeof(*faults), cmp_fault);
+	for (i = 0; i < nfaults; i++) {
+		if (j && faults[j - 1].mm == faults[i].mm && faults[j - 1].page == faults[i].page)
+			continue; /* two threads, one page: one install wakes both */
+		faults[j++] = faults[i];
+	}
+	nfaults = j;
+}
+
+void resolve_flush(void)
+{
+	size_t pos = 0, kept = 0;
+
+	if (!nfaults)
+		return;
+	batch_gen++;
+	npfd.batches++;
+	dedupe();
+
+	while (pos < nfaults) {
+		size_t nruns, next, i;
+		__u64 t;
+
+		nruns = make_runs(pos, &next);
+		if (!nruns)
+			break;
+		read_runs(runs, nruns);
+		for (i = 0; i < nruns; i++) {
+			struct run *rn = &runs[i];
+			const char *src = NULL;
+
+			if (rn->status)
+				continue;
+			if (rn->region && rn->region->backing == NPF_BACKING_FILE)
+				src = staging + (size_t)rn->staging * NPF_PAGE_SIZE;
+			else if (!rn->region)
+				pr_warn("pid %d: fault at 0x%llx is outside every region: zero-filled",
+					rn->mm->tgid, (unsigned long long)rn->start);
+			rn->status = install(rn, src);
+		}
+		t = now_ns();
+		for (i = 0; i < nruns; i++) {
+			struct run *rn = &runs[i];
+			__u32 k;
+
+			if (rn->status == -EAGAIN) {
+				/*
+				 * An mm event is pending on the fd: keep these faults
+				 * for the next flush, after the event has been read.
+				 * kept <= rn->first, so compacting in place is safe.
+				 */
+				for (k = rn->first; k < rn->first + rn->nfaults; k++)
+					faults[kept++] = faults[k];
+				continue;
+			}
+			if (rn->status == -ESRCH)
+				continue; /* the process is gone: nobody waits */
+			if (rn->status && rn->status != -ENOENT)
+				pr_warn("pid %d: installing 0x%llx+%u pages failed: %s", rn->mm->tgid,
+					(unsigned long long)rn->start, rn->npages,
+					strerror(-rn->status));
+			wake(rn);
+			account(rn, t);
+		}
+		pos = next;
+	}
+	nfaults = kept;
+}

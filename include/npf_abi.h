@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * npf shared ABI: every layout that crosses a process or kernel boundary.
+ *
+ * This header is included by BPF programs (next to vmlinux.h) and by
+ * userspace (npfd, libnpf, npfctl, tests), so it must not include libc
+ * headers. Each layout carries a magic or a version; bump the version when
+ * a layout changes and keep old readers failing loudly, not silently.
+ */
+#ifndef NPF_ABI_H
+#define NPF_ABI_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define NPF_PAGE_SIZE 4096ULL
+#define NPF_PAGE_SHIFT 12
+
+/* Limits shared by npfd and the BPF collectors. */
+#define NPF_MAX_REGIONS 1024	     /* stats slots; region ids are not slots */
+#define NPF_MAX_RANGES_PER_PROC 32   /* bounded loop in the fault filter */
+#define NPF_LAT_BUCKETS 32	     /* log2(ns) buckets: [2^i, 2^(i+1)) ns */
+#define NPF_NAME_LEN 32
+#define NPF_ERRMSG_LEN 160
+
+/* ------------------------------------------------------------------ */
+/* Fault records: BPF ring buffer -> npfd                              */
+/* ------------------------------------------------------------------ */
+
+#define NPF_RECORD_VERSION 1
+
+enum npf_fault_source {
+	NPF_SRC_CPU = 1,    /* exceptions:page_fault_user in a registered range */
+	NPF_SRC_DEVICE = 2, /* iommu:io_page_fault or a NIC page request */
+	NPF_SRC_MM = 3,	    /* an mm event observed on a registered range */
+};
+
+/* Access bits, decoded from the x86 page fault error code. */
+#define NPF_ACCESS_READ 0x1
+#define NPF_ACCESS_WRITE 0x2
+#define NPF_ACCESS_EXEC 0x4
+#define NPF_ACCESS_PROT 0x8 /* page was present: a protection fault */
+
+struct npf_fault_record {
+	__u16 version; /* NPF_RECORD_VERSION */
+	__u8 source;   /* enum npf_fault_source */
+	__u8 access;   /* NPF_ACCESS_* */
+	__u32 tgid;
+	__u32 tid;
+	__u32 region_id; /* 0: not attributed to a region */
+	__u64 addr;	 /* faulting virtual address (or IOVA for IOMMU faults) */
+	__u64 len;	 /* bytes covered by the record */
+	__u64 ts_ns;	 /* CLOCK_MONOTONIC when the fault was raised */
+	__u64 cookie;	 /* device: page request cookie; cpu: faulting ip */
+};
+
+/* ------------------------------------------------------------------ */
+/* Pinned maps under the bpffs directory (default /sys/fs/bpf/npf)     */
+/* ------------------------------------------------------------------ */
+
+#define NPF_MAP_INFO "npf_info"
+#define NPF_MAP_PROCS "npf_procs"
+#define NPF_MAP_STATS "npf_region_stats"
+#define NPF_MAP_LATENCY "npf_latency"
+#define NPF_MAP_EVENTS "npf_events"
+#define NPF_MAP_GLOBAL "npf_global"
+
+#define NPF_INFO_MAGIC 0x4e504649 /* "NPFI" */
+#define NPF_MAPS_VERSION 1
+
+/* npf_info[0]: lets a reader of the pinned maps check their layout. */
+struct npf_info {
+	__u32 magic;	    /* NPF_INFO_MAGIC */
+	__u32 maps_version; /* NPF_MAPS_VERSION */
+	__u32 record_version;
+	__u32 npfd_pid;
+};
+
+/* One registered range of a process, as the fault filter sees it. */
+struct npf_range {
+	__u64 start;
+	__u64 end; /* exclusive */
+	__u32 slot;
+	__u32 region_id;
+};
+
+/* npf_procs[tgid]: the registered ranges of one process. */
+struct npf_proc_ranges {
+	__u32 nr;
+	__u32 pad;
+	struct npf_range r[NPF_MAX_RANGES_PER_PROC];
+};
+
+/*
+ * npf_region_stats[slot]: per-region counters. The BPF collectors add to
+ * the *_faults fields they observe; npfd (the single writer of the other
+ * fields) updates the rest through an mmap of the map, so counting costs
+ * no syscall on the fault path.
+ */
+struct npf_region_stats {
+	__u32 region_id; /* 0: slot unused */
+	__u32 tgid;
+	__u64 start;
+	__u64 length;
+	__u64 cpu_faults;     /* BPF: page_fault_user hits in the range */
+	__u64 device_faults;  /* BPF: device page requests for the range */
+	__u64 uffd_faults;    /* npfd: userfaultfd fault messages */
+	__u64 pages_zeroed;   /* npfd: pages installed zero-filled */
+	__u64 pages_copied;   /* npfd: pages installed from the backing file */
+	__u64 bytes_read;     /* npfd: bytes read from the backing file */
+	__u64 batches;	      /* npfd: resolver batches that touched the region */
+	__u64 mm_events;      /* npfd: REMOVE/UNMAP/REMAP/FORK events */
+	__u64 latency_sum_ns; /* npfd: sum of fault service times */
+};
+
+/* npf_latency[slot]: fault service time (raise -> page installed), log2(ns). */
+struct npf_latency_hist {
+	__u64 slot[NPF_LAT_BUCKETS];
+};
+
+/* npf_global[0]: counters that belong to no region. */
+struct npf_global_stats {
+	__u64 iommu_faults;	 /* iommu:io_page_fault, any device */
+	__u64 records_dropped;	 /* ring buffer full */
+	__u64 filter_misses;	 /* fault of a watched process outside its ranges */
+};
+
+/* ------------------------------------------------------------------ */
+/* Control protocol: libnpf/npfctl <-> npfd, SOCK_SEQPACKET            */
+/* ------------------------------------------------------------------ */
+
+#define NPF_PROTO_MAGIC 0x3146504e /* "NPF1" little endian */
+#define NPF_PROTO_VERSION 1
+#define NPF_REQ_MAX 4096	 /* largest request npfd accepts */
+#define NPF_MSG_MAX (512 * 1024) /* largest reply npfd sends */
+#define NPF_DEFAULT_SOCKET "/run/npf/npfd.sock"
+#define NPF_DEFAULT_BPFFS "/sys/fs/bpf/npf"
+
+enum npf_msg_type {
+	NPF_MSG_STATUS = 1,	     /* -> npf_status */
+	NPF_MSG_REGION_REGISTER = 2, /* npf_region_req + fds -> npf_region_info */
+	NPF_MSG_REGION_UNREGISTER = 3, /* npf_region_id_req -> nothing */
+	NPF_MSG_REGION_LIST = 4,     /* -> npf_region_info[] */
+	NPF_MSG_STATS = 5,	     /* npf_region_id_req (0: all) -> npf_region_stats_full[] */
+	NPF_MSG_REPLY = 0x8000,	     /* OR-ed into the request type */
+};
+
+struct npf_msg_hdr {
+	__u32 magic;   /* NPF_PROTO_MAGIC */
+	__u16 version; /* NPF_PROTO_VERSION */
+	__u16 type;    /* enum npf_msg_type */
+	__u32 len;     /* whole message, header included */
+	__u32 seq;     /* echoed in the reply */
+};
+
+/* Every reply: the header, then this, then `count` payload items. */
+struct npf_reply {
+	__s32 status; /* 0 or -errno */
+	__u32 count;  /* payload items that follow */
+	char error[NPF_ERRMSG_LEN]; /* NUL-terminated reason when status < 0 */
+};
+
+enum npf_backing {
+	NPF_BACKING_ANON = 1, /* first touch reads zeros */
+	NPF_BACKING_FILE = 2, /* first touch reads the file at file_offset */
+};
+
+/*
+ * Register [start, start + length) of the sender's own memory. SCM_RIGHTS
+ * carries the sender's userfaultfd (after UFFDIO_API) and, for
+ * NPF_BACKING_FILE, the backing file. npfd registers the range with the
+ * userfaultfd itself, so its table and the kernel's always agree.
+ */
+struct npf_region_req {
+	__u64 start;
+	__u64 length;
+	__u64 file_offset;
+	__u32 backing; /* enum npf_backing */
+	__u32 flags;   /* none defined yet: must be 0 */
+	char name[NPF_NAME_LEN];
+};
+
+struct npf_region_id_req {
+	__u32 region_id;
+	__u32 pad;
+};
+
+struct npf_region_info {
+	__u32 region_id;
+	__u32 tgid;
+	__u64 start;
+	__u64 length;
+	__u64 file_offset;
+	__u32 backing;
+	__u32 flags;
+	char name[NPF_NAME_LEN];
+};
+
+struct npf_region_stats_full {
+	struct npf_region_stats stats;
+	struct npf_latency_hist latency;
+};
+
+struct npf_status {
+	__u32 npfd_pid;
+	__u32 proto_version;
+	__u32 clients;
+	__u32 regions;
+	__u64 uptime_ns;
+	__u64 faults_resolved; /* all regions, since start */
+	__u64 batches;
+	__u64 iommu_faults;
+	__u64 records_dropped;
+	__u64 bad_messages; /* requests refused as malformed */
+	char bpffs[64];
+};
+
+#endif /* NPF_ABI_H */
