@@ -24,27 +24,31 @@ ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 
 CFLAGS	?= -O2 -g
 CFLAGS	+= -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
-	   -D_GNU_SOURCE -std=gnu11 -Iinclude -Iclient -I$(O)/gen -MMD -MP
+	   -D_GNU_SOURCE -std=gnu11 -Iinclude -Iclient -Inic -I$(O)/gen -MMD -MP
 LDLIBS_NPFD := -lbpf -luring -lelf -lz -lpthread
 
 BPF_CFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_$(ARCH) -Iinclude -I$(O)/gen -Wall
 
 DAEMON_SRCS := $(wildcard daemon/*.c)
 LIB_SRCS    := $(wildcard client/lib*.c)
+NIC_SRCS    := $(wildcard nic/*.c)
 BPF_SRCS    := $(wildcard bpf/*.bpf.c)
 TEST_SRCS   := $(wildcard tests/*.c)
 BENCH_SRCS  := $(wildcard bench/*.c)
+EXAMPLE_SRCS := $(wildcard examples/*.c)
 
 BPF_OBJS  := $(patsubst bpf/%.bpf.c,$(O)/bpf/%.bpf.o,$(BPF_SRCS))
 SKELS     := $(patsubst bpf/%.bpf.c,$(O)/gen/%.skel.h,$(BPF_SRCS))
 TESTS     := $(patsubst tests/%.c,$(O)/tests/%,$(TEST_SRCS))
 BENCHES   := $(patsubst bench/%.c,$(O)/bin/npf-bench-%,$(BENCH_SRCS))
+EXAMPLES  := $(patsubst examples/%.c,$(O)/bin/npf-%,$(EXAMPLE_SRCS))
 LIBNPF_A  := $(O)/lib/libnpf.a
 LIBNPF_SO := $(O)/lib/libnpf.so
+LIBNIC_A  := $(O)/lib/libnpfnic.a
 
 DEPS_STAMP := $(O)/.deps-installed
 
-all: $(O)/bin/npfd $(O)/bin/npfctl $(LIBNPF_A) $(LIBNPF_SO) $(TESTS) $(BENCHES)
+all: $(O)/bin/npfd $(O)/bin/npfctl $(LIBNPF_A) $(LIBNPF_SO) $(LIBNIC_A) $(TESTS) $(BENCHES) $(EXAMPLES)
 
 # Debian packages: checked once per build tree, re-checked when the list changes.
 $(DEPS_STAMP): scripts/deps.sh
@@ -100,19 +104,30 @@ $(LIBNPF_SO): $(LIB_OBJS) client/libnpf.map
 	$(Q)$(CC) -shared -Wl,--version-script=client/libnpf.map -Wl,-soname,libnpf.so.0 \
 		-o $@ $(LIB_OBJS)
 
+# The software RNIC: a static library linked into applications (nic/README.md).
+$(LIBNIC_A): $(patsubst %.c,$(O)/obj/%.o,$(NIC_SRCS))
+	$(call msg,AR,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
 $(O)/bin/npfctl: $(O)/obj/client/npfctl.o $(LIBNPF_A)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^
 
-$(O)/tests/%: $(O)/obj/tests/%.o $(LIBNPF_A)
+$(O)/tests/%: $(O)/obj/tests/%.o $(LIBNIC_A) $(LIBNPF_A)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -luring -lbpf -lpthread
 
-$(O)/bin/npf-bench-%: $(O)/obj/bench/%.o $(LIBNPF_A)
+$(O)/bin/npf-bench-%: $(O)/obj/bench/%.o $(LIBNIC_A) $(LIBNPF_A)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -luring -lbpf -lpthread -lm
+
+$(O)/bin/npf-%: $(O)/obj/examples/%.o $(LIBNPF_A)
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lpthread
 
 check: all
 	$(Q)sh tests/run.sh

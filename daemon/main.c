@@ -43,6 +43,8 @@ static void usage(FILE *f)
 		"  -f, --foreground         stay in the foreground (npfd never daemonizes;\n"
 		"                           accepted for compatibility with service managers)\n"
 		"      --staging-pages N    pages in the I/O staging buffer (default 1024)\n"
+		"      --poll-us N          after a fault, keep polling for the next one for N µs\n"
+		"                           before sleeping (default 100; 0: never poll)\n"
 		"  -v, --verbose            more logging (repeat for debug)\n"
 		"  -q, --quiet              errors and warnings only\n"
 		"  -h, --help               this text\n"
@@ -94,6 +96,7 @@ int main(int argc, char **argv)
 		{"config", required_argument, NULL, 'c'},
 		{"foreground", no_argument, NULL, 'f'},
 		{"staging-pages", required_argument, NULL, 'P'},
+		{"poll-us", required_argument, NULL, 'U'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
@@ -105,6 +108,7 @@ int main(int argc, char **argv)
 	npfd.opt.socket_path = NPF_DEFAULT_SOCKET;
 	npfd.opt.bpffs = NPF_DEFAULT_BPFFS;
 	npfd.opt.staging_pages = 1024;
+	npfd.opt.poll_us = 100;
 	while ((opt = getopt_long(argc, argv, "s:b:c:fvqh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 's':
@@ -123,6 +127,14 @@ int main(int argc, char **argv)
 			npfd.opt.staging_pages = (unsigned int)strtoul(optarg, &end, 0);
 			if (*end || npfd.opt.staging_pages < 1 || npfd.opt.staging_pages > 65536) {
 				fprintf(stderr, "npfd: --staging-pages: '%s' is not a number from 1 to 65536\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'U':
+			npfd.opt.poll_us = (unsigned int)strtoul(optarg, &end, 0);
+			if (*end || npfd.opt.poll_us > 100000) {
+				fprintf(stderr, "npfd: --poll-us: '%s' is not a number from 0 to 100000\n",
 					optarg);
 				return 2;
 			}
@@ -154,6 +166,7 @@ int main(int argc, char **argv)
 	err = loop_init();
 	if (!err)
 		err = setup_signals();
+	resolve_set_poll(npfd.opt.poll_us);
 	if (!err)
 		err = resolve_init(npfd.opt.staging_pages);
 	if (!err)

@@ -72,6 +72,7 @@ struct npfd_options {
 	const char *config;
 	bool foreground;
 	unsigned int staging_pages;
+	unsigned int poll_us;
 };
 
 struct npfd {
@@ -132,6 +133,9 @@ void resolve_uffd_ready(void *arg);
 void resolve_flush(void);
 void resolve_forget_mm(struct npfd_mm *mm);
 bool resolve_pending(void);
+void resolve_set_poll(unsigned int us);
+bool resolve_polling(void);
+void resolve_poll_hot(void);
 
 /* control.c */
 int control_open(const char *path);

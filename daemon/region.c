@@ -83,9 +83,12 @@ void region_remove(struct npfd_region *r, bool unregister_range)
 	if (unregister_range) {
 		struct uffdio_range range = {.start = r->start, .len = r->length};
 
-		/* Also wakes any thread still waiting on the range. */
+		/*
+		 * Also wakes any thread still waiting on the range. ENOMEM means
+		 * the mm is gone (the process exited): nothing left to undo.
+		 */
 		if (ioctl(mm->uffd, UFFDIO_UNREGISTER, &range) && errno != ENOENT &&
-		    errno != ESRCH && errno != EINVAL)
+		    errno != ESRCH && errno != EINVAL && errno != ENOMEM)
 			pr_warn("region %u: UFFDIO_UNREGISTER failed: %s", r->id, strerror(errno));
 	}
 	list_del_init(&r->node);
@@ -251,9 +254,9 @@ static int check_mapped_anon(pid_t pid, __u64 start, __u64 end, char *what, size
 			n++;
 		if (ino != 0 || perms[3] != 'p' || (*n && strcmp(n, "[heap]"))) {
 			snprintf(what, whatlen,
-				 "0x%llx-0x%llx is %s%s%s, not private anonymous memory", lo, hi,
-				 perms[3] == 's' ? "shared " : "", *n ? "a mapping of " : "a mapping",
-				 n);
+				 "0x%llx-0x%llx is not private anonymous memory (%s mapping%s%s)",
+				 lo, hi, perms[3] == 's' ? "a shared" : "a private",
+				 *n ? " of " : "", n);
 			ret = -EACCES;
 			break;
 		}
@@ -333,8 +336,8 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	want_fds = req->backing == NPF_BACKING_FILE ? 2 : 1;
 	if (nfds != want_fds)
 		return fail(err, errlen, EINVAL,
-			    "a %s region needs %d descriptor%s (userfaultfd%s), got %d",
-			    want_fds == 2 ? "file-backed" : "anonymous", want_fds,
+			    "%s region needs %d descriptor%s (userfaultfd%s), got %d",
+			    want_fds == 2 ? "a file-backed" : "an anonymous", want_fds,
 			    want_fds == 2 ? "s" : "", want_fds == 2 ? ", backing file" : "", nfds);
 	if (!len)
 		return fail(err, errlen, EINVAL, "region length is 0");
@@ -369,8 +372,8 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	ret = check_mapped_anon(c->pid, start, end, what, sizeof(what));
 	if (ret)
 		return fail(err, errlen, ret == -ESRCH ? ESRCH : EFAULT,
-			    "region 0x%llx-0x%llx is not memory of pid %d that npf can serve: %s",
-			    (unsigned long long)start, (unsigned long long)end, c->pid, what);
+			    "region 0x%llx-0x%llx of pid %d: %s", (unsigned long long)start,
+			    (unsigned long long)end, c->pid, what);
 
 	if (want_fds == 2) {
 		int mode = fcntl(fds[1], F_GETFL);
@@ -447,8 +450,9 @@ int region_unregister(struct npfd_client *c, __u32 id, char *err, size_t errlen)
 	if (!r)
 		return fail(err, errlen, ENOENT, "no region %u", id);
 	if (!c->mm || r->mm != c->mm)
-		return fail(err, errlen, EPERM, "region %u belongs to pid %d, not to pid %d", id,
-			    r->mm->tgid, c->pid);
+		return fail(err, errlen, EPERM,
+			    "region %u belongs to another client (pid %d): only its owner may unregister it",
+			    id, r->mm->tgid);
 	pr_info("pid %d: region %u unregistered", c->pid, id);
 	region_remove(r, true);
 	return 0;

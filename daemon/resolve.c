@@ -43,6 +43,7 @@ struct run {
 	__u32 first, nfaults; /* faults[first .. first + nfaults) */
 	__u32 staging;	      /* first staging page (file runs) */
 	int status;	      /* 0, or the -errno that stopped the install */
+	bool woken;	      /* the install ioctl already woke the whole run */
 	__u64 done;	      /* bytes installed */
 };
 
@@ -111,9 +112,63 @@ bool resolve_pending(void)
 	return nfaults != 0;
 }
 
+/*
+ * Busy-polling. Waking a sleeping npfd costs more than the fault itself on
+ * a virtual machine (a halted vCPU must be rescheduled by the host), and
+ * faults come in trains (a scan, a thread walking a buffer). So for poll_ns
+ * after the last fault npfd keeps reading the userfaultfds that faulted
+ * instead of sleeping. 0 disables it; the cost is CPU time while polling.
+ */
+#define MAX_HOT 16
+static struct npfd_mm *hot[MAX_HOT];
+static unsigned int nhot;
+static __u64 last_fault_ns, poll_ns;
+
+void resolve_set_poll(unsigned int us)
+{
+	poll_ns = (__u64)us * 1000;
+}
+
+static void note_hot(struct npfd_mm *mm, __u64 t)
+{
+	unsigned int i;
+
+	last_fault_ns = t;
+	for (i = 0; i < nhot; i++)
+		if (hot[i] == mm)
+			return;
+	if (nhot == MAX_HOT)
+		memmove(hot, hot + 1, --nhot * sizeof(hot[0])); /* forget the oldest */
+	hot[nhot++] = mm;
+}
+
+bool resolve_polling(void)
+{
+	if (!poll_ns || !nhot)
+		return false;
+	if (now_ns() - last_fault_ns < poll_ns)
+		return true;
+	nhot = 0;
+	return false;
+}
+
+void resolve_poll_hot(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < nhot; i++)
+		resolve_uffd_ready(hot[i]);
+}
+
 void resolve_forget_mm(struct npfd_mm *mm)
 {
 	size_t i, j = 0;
+	unsigned int h, k = 0;
+
+	for (h = 0; h < nhot; h++)
+		if (hot[h] != mm)
+			hot[k++] = hot[h];
+	nhot = k;
 
 	for (i = 0; i < nfaults; i++)
 		if (faults[i].mm != mm)
@@ -202,6 +257,8 @@ void resolve_uffd_ready(void *arg)
 					strerror(errno));
 			return;
 		}
+		if (n > 0)
+			note_hot(mm, t);
 		for (i = 0; i < n / (ssize_t)sizeof(msgs[0]); i++) {
 			struct uffd_msg *m = &msgs[i];
 
@@ -230,6 +287,8 @@ void resolve_uffd_ready(void *arg)
 				pr_warn("pid %d: unknown userfaultfd event %u", mm->tgid, m->event);
 			}
 		}
+		if (n < (ssize_t)sizeof(msgs))
+			return; /* a short read: the queue is drained, save the EAGAIN read */
 	}
 }
 
@@ -251,8 +310,15 @@ static int cmp_fault(const void *a, const void *b)
 static int install(struct run *rn, const char *src)
 {
 	__u64 len = (__u64)rn->npages * NPF_PAGE_SIZE;
+	bool first = true;
 
 	while (rn->done < len) {
+		/*
+		 * The first ioctl wakes what it fills: when it covers the run,
+		 * that is the run's one wake-up and no UFFDIO_WAKE is needed.
+		 * Later ioctls (after a partial fill) defer the wake to wake().
+		 */
+		__u64 mode = first ? 0 : UFFDIO_COPY_MODE_DONTWAKE;
 		__s64 res;
 		int rc;
 
@@ -260,19 +326,21 @@ static int install(struct run *rn, const char *src)
 			struct uffdio_copy c = {.dst = rn->start + rn->done,
 						.src = (__u64)(uintptr_t)(src + rn->done),
 						.len = len - rn->done,
-						.mode = UFFDIO_COPY_MODE_DONTWAKE};
+						.mode = mode};
 			rc = ioctl(rn->mm->uffd, UFFDIO_COPY, &c);
 			res = c.copy;
 		} else {
 			struct uffdio_zeropage z = {.range = {rn->start + rn->done, len - rn->done},
-						    .mode = UFFDIO_ZEROPAGE_MODE_DONTWAKE};
+						    .mode = mode};
 			rc = ioctl(rn->mm->uffd, UFFDIO_ZEROPAGE, &z);
 			res = z.zeropage;
 		}
 		if (rc == 0) {
+			rn->woken = first;
 			rn->done = len;
 			break;
 		}
+		first = false;
 		if (res > 0) { /* partial: carry on after what was done */
 			rn->done += (__u64)res;
 			continue;
@@ -508,7 +576,8 @@ void resolve_flush(void)
 				pr_warn("pid %d: installing 0x%llx+%u pages failed: %s", rn->mm->tgid,
 					(unsigned long long)rn->start, rn->npages,
 					strerror(-rn->status));
-			wake(rn);
+			if (!rn->woken)
+				wake(rn);
 			account(rn, t);
 		}
 		pos = next;

@@ -22,7 +22,7 @@
 #define NPF_MAX_RANGES_PER_PROC 32   /* bounded loop in the fault filter */
 #define NPF_LAT_BUCKETS 32	     /* log2(ns) buckets: [2^i, 2^(i+1)) ns */
 #define NPF_NAME_LEN 32
-#define NPF_ERRMSG_LEN 160
+#define NPF_ERRMSG_LEN 256
 
 /* ------------------------------------------------------------------ */
 /* Fault records: BPF ring buffer -> npfd                              */

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * libnpf: register memory with npfd without pinning it.
+ *
+ * Conventions (as libbpf): opaque objects; npf_<object>__<verb>(); options
+ * structs start with `size_t sz` (use NPF_OPTS to declare them); int
+ * functions return 0 (or a non-negative value) on success and -errno on
+ * failure; pointer functions return NULL and set errno. The library never
+ * prints: install a callback with npf_set_print() to see its debug output.
+ * When npfd refuses a request, npf_client__errmsg() returns npfd's reason.
+ */
+#ifndef NPF_H
+#define NPF_H
+
+#include <stddef.h>
+#include <stdarg.h>
+#include "npf_abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NPF_API __attribute__((visibility("default")))
+
+/* Declare and zero an options struct with its size filled in. */
+#define NPF_OPTS(TYPE, NAME, ...)                                                                  \
+	struct TYPE NAME = ({                                                                      \
+		struct TYPE ___##NAME = {.sz = sizeof(struct TYPE), __VA_ARGS__};                 \
+		___##NAME;                                                                         \
+	})
+
+enum npf_print_level {
+	NPF_WARN,
+	NPF_INFO,
+	NPF_DEBUG,
+};
+
+typedef int (*npf_print_fn_t)(enum npf_print_level level, const char *fmt, va_list args);
+
+/* Install a print callback (NULL silences); returns the previous one. */
+NPF_API npf_print_fn_t npf_set_print(npf_print_fn_t fn);
+
+struct npf_client;
+
+struct npf_client_opts {
+	size_t sz;
+	const char *socket_path; /* NULL: $NPF_SOCKET, else NPF_DEFAULT_SOCKET */
+};
+
+/*
+ * Connect to npfd. Fails with ECONNREFUSED/ENOENT when npfd is not running.
+ * The connection lives as long as the object: npfd drops every region of a
+ * client whose connection closes (including when the process dies).
+ */
+NPF_API struct npf_client *npf_client__connect(const struct npf_client_opts *opts);
+
+/* Unregister all regions, close the userfaultfd and the connection. */
+NPF_API void npf_client__close(struct npf_client *client);
+
+/* npfd's reason for the last refused request ("" if none). */
+NPF_API const char *npf_client__errmsg(const struct npf_client *client);
+
+struct npf_region_opts {
+	size_t sz;
+	__u32 backing;	    /* 0 or NPF_BACKING_ANON: first touch reads zeros (the default);
+			     * NPF_BACKING_FILE: first touch reads backing_fd */
+	int backing_fd;	    /* NPF_BACKING_FILE only: the file (npfd keeps its own reference) */
+	__u64 file_offset;  /* NPF_BACKING_FILE only: where the region starts (page aligned) */
+	const char *name;   /* shown by npfctl; truncated to NPF_NAME_LEN - 1 */
+};
+
+/*
+ * Register [addr, addr + len) of this process's memory. The memory must be
+ * mapped, private and anonymous, page aligned, and must not be touched yet
+ * where the caller wants npfd to fill it. It is not pinned. On the first
+ * call the library creates this process's userfaultfd and hands it to npfd.
+ * Returns the region id (> 0) or -errno.
+ */
+NPF_API int npf_client__register(struct npf_client *client, void *addr, size_t len,
+				 const struct npf_region_opts *opts);
+
+/* Unregister a region: npfd stops serving it; its pages stay as they are. */
+NPF_API int npf_client__unregister(struct npf_client *client, __u32 region_id);
+
+/*
+ * Queries. On success *out is a malloc()ed array of *count items that the
+ * caller frees with free(). region_id 0 in npf_client__stats means all.
+ */
+NPF_API int npf_client__status(struct npf_client *client, struct npf_status *out);
+NPF_API int npf_client__region_list(struct npf_client *client, struct npf_region_info **out,
+				    size_t *count);
+NPF_API int npf_client__stats(struct npf_client *client, __u32 region_id,
+			      struct npf_region_stats_full **out, size_t *count);
+
+/* Percentile (0..100) of a log2(ns) histogram, in ns (bucket upper bound). */
+NPF_API __u64 npf_latency_percentile(const struct npf_latency_hist *hist, double pct);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NPF_H */

@@ -1,0 +1,817 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * npfctl: look at what npfd is doing.
+ *
+ *   npfctl [OPTIONS] OBJECT COMMAND [ARGS]
+ *
+ * Text and JSON output come from the same print_*() calls (the iproute2
+ * idiom): each call names a JSON key and a text format, and prints
+ * whichever the output mode wants, so the two cannot drift apart.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "npf.h"
+
+#define NPFCTL_VERSION "0.1"
+
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+
+static bool json_output;
+static bool pretty_output;
+static const char *socket_path;
+static struct npf_client *client;
+
+/* ------------------------------------------------------------------ */
+/* JSON writer                                                         */
+/* ------------------------------------------------------------------ */
+
+#define JSON_MAX_DEPTH 16
+
+static struct {
+	int depth;
+	bool first[JSON_MAX_DEPTH]; /* no member written yet at this depth */
+	bool after_key;		    /* a key was written: the value follows directly */
+} jw;
+
+/* s as a JSON string; invalid UTF-8 becomes U+FFFD so the document stays valid. */
+static void json_escape(FILE *f, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	fputc('"', f);
+	while (*p) {
+		unsigned char ch = *p;
+		int n = 0, i;
+
+		if (ch == '"' || ch == '\\') {
+			fprintf(f, "\\%c", ch);
+		} else if (ch == '\n') {
+			fputs("\\n", f);
+		} else if (ch == '\t') {
+			fputs("\\t", f);
+		} else if (ch == '\r') {
+			fputs("\\r", f);
+		} else if (ch < 0x20 || ch == 0x7f) {
+			fprintf(f, "\\u%04x", ch);
+		} else if (ch < 0x80) {
+			fputc(ch, f);
+		} else {
+			if ((ch & 0xe0) == 0xc0 && ch >= 0xc2)
+				n = 1;
+			else if ((ch & 0xf0) == 0xe0)
+				n = 2;
+			else if ((ch & 0xf8) == 0xf0 && ch <= 0xf4)
+				n = 3;
+			for (i = 1; i <= n; i++)
+				if ((p[i] & 0xc0) != 0x80)
+					break;
+			if (!n || i <= n) {
+				fputs("\\ufffd", f);
+			} else {
+				fwrite(p, 1, (size_t)n + 1, f);
+				p += n;
+			}
+		}
+		p++;
+	}
+	fputc('"', f);
+}
+
+static void jw_indent(void)
+{
+	int i;
+
+	if (!pretty_output)
+		return;
+	fputc('\n', stdout);
+	for (i = 0; i < jw.depth; i++)
+		fputs("    ", stdout);
+}
+
+/* Separate a new member or element from the previous one. */
+static void jw_begin_value(void)
+{
+	if (jw.after_key) {
+		jw.after_key = false;
+		return;
+	}
+	if (jw.depth) {
+		if (!jw.first[jw.depth])
+			fputc(',', stdout);
+		jw.first[jw.depth] = false;
+		jw_indent();
+	}
+}
+
+static void jw_key(const char *key)
+{
+	jw_begin_value();
+	json_escape(stdout, key);
+	fputs(pretty_output ? ": " : ":", stdout);
+	jw.after_key = true;
+}
+
+static void jw_u64(__u64 v)
+{
+	jw_begin_value();
+	printf("%llu", (unsigned long long)v);
+}
+
+static void jw_string(const char *s)
+{
+	jw_begin_value();
+	json_escape(stdout, s);
+}
+
+static void jw_open(char ch)
+{
+	jw_begin_value();
+	fputc(ch, stdout);
+	if (jw.depth + 1 < JSON_MAX_DEPTH)
+		jw.depth++;
+	jw.first[jw.depth] = true;
+}
+
+static void jw_close(char ch)
+{
+	bool empty = jw.first[jw.depth];
+
+	if (jw.depth)
+		jw.depth--;
+	if (!empty)
+		jw_indent();
+	fputc(ch, stdout);
+	if (!jw.depth)
+		fputc('\n', stdout);
+}
+
+/* ------------------------------------------------------------------ */
+/* Printing: one call per field, JSON member or text                   */
+/* ------------------------------------------------------------------ */
+
+/* key NULL: text only; fmt NULL: JSON only. */
+static void open_json_object(const char *key)
+{
+	if (!json_output)
+		return;
+	if (key)
+		jw_key(key);
+	jw_open('{');
+}
+
+static void close_json_object(void)
+{
+	if (json_output)
+		jw_close('}');
+}
+
+static void open_json_array(const char *key)
+{
+	if (!json_output)
+		return;
+	if (key)
+		jw_key(key);
+	jw_open('[');
+}
+
+static void close_json_array(void)
+{
+	if (json_output)
+		jw_close(']');
+}
+
+static void print_u64(const char *key, const char *fmt, __u64 v)
+{
+	if (json_output) {
+		if (key) {
+			jw_key(key);
+			jw_u64(v);
+		}
+	} else if (fmt) {
+		printf(fmt, (unsigned long long)v);
+	}
+}
+
+static void print_string(const char *key, const char *fmt, const char *s)
+{
+	if (json_output) {
+		if (key) {
+			jw_key(key);
+			jw_string(s);
+		}
+	} else if (fmt) {
+		printf(fmt, s);
+	}
+}
+
+/* 1.0G: sizes in powers of 1024 */
+static const char *fmt_size(char *buf, size_t len, __u64 v)
+{
+	static const char units[] = "KMGTPE";
+	double d = (double)v;
+	int u = -1;
+
+	if (v < 1024) {
+		snprintf(buf, len, "%llu", (unsigned long long)v);
+		return buf;
+	}
+	while (d >= 1024 && u < 5) {
+		d /= 1024;
+		u++;
+	}
+	snprintf(buf, len, "%.1f%c", d, units[u]);
+	return buf;
+}
+
+/* 4.1µs: two or three significant digits */
+static const char *fmt_ns(char *buf, size_t len, __u64 ns)
+{
+	static const char *const units[] = {"ns", "µs", "ms", "s"};
+	double d = (double)ns;
+	int u = 0;
+
+	while (u < 3 && d >= 999.5) {
+		d /= 1000;
+		u++;
+	}
+	if (!u)
+		snprintf(buf, len, "%lluns", (unsigned long long)ns);
+	else
+		snprintf(buf, len, d < 9.95 ? "%.1f%s" : "%.0f%s", d, units[u]);
+	return buf;
+}
+
+static const char *fmt_uptime(char *buf, size_t len, __u64 ns)
+{
+	unsigned long long s = ns / 1000000000ULL;
+
+	if (s >= 86400)
+		snprintf(buf, len, "%llud %lluh %llum %llus", s / 86400, s % 86400 / 3600,
+			 s % 3600 / 60, s % 60);
+	else if (s >= 3600)
+		snprintf(buf, len, "%lluh %llum %llus", s / 3600, s % 3600 / 60, s % 60);
+	else if (s >= 60)
+		snprintf(buf, len, "%llum %llus", s / 60, s % 60);
+	else
+		snprintf(buf, len, "%llus", s);
+	return buf;
+}
+
+/* Bytes: a number in JSON, 1.0G in text (fmt takes a %s). */
+static void print_size(const char *key, const char *fmt, __u64 v)
+{
+	char buf[32];
+
+	print_u64(key, NULL, v);
+	print_string(NULL, fmt, fmt_size(buf, sizeof(buf), v));
+}
+
+/* Nanoseconds: a number in JSON, 4.1µs in text (fmt takes a %s). */
+static void print_ns(const char *key, const char *fmt, __u64 v)
+{
+	char buf[32];
+
+	print_u64(key, NULL, v);
+	print_string(NULL, fmt, fmt_ns(buf, sizeof(buf), v));
+}
+
+static void print_nl(void)
+{
+	if (!json_output)
+		putchar('\n');
+}
+
+/* A name a client chose: bounded, and harmless on a terminal in text mode. */
+static const char *region_name(char *buf, const char name[NPF_NAME_LEN])
+{
+	size_t i, n = strnlen(name, NPF_NAME_LEN);
+
+	memcpy(buf, name, n);
+	buf[n] = '\0';
+	if (!json_output)
+		for (i = 0; i < n; i++)
+			if ((unsigned char)buf[i] < 0x20 || buf[i] == 0x7f)
+				buf[i] = '?';
+	return buf;
+}
+
+static const char *backing_name(__u32 backing)
+{
+	switch (backing) {
+	case NPF_BACKING_ANON:
+		return "anon";
+	case NPF_BACKING_FILE:
+		return "file";
+	}
+	return "unknown";
+}
+
+/* ------------------------------------------------------------------ */
+/* Errors                                                              */
+/* ------------------------------------------------------------------ */
+
+__attribute__((format(printf, 1, 2))) static void p_err(const char *fmt, ...)
+{
+	char msg[768];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fflush(stdout);
+	if (json_output) {
+		fputs("{\"error\": ", stderr);
+		json_escape(stderr, msg);
+		fputs("}\n", stderr);
+	} else {
+		fprintf(stderr, "npfctl: %s\n", msg);
+	}
+}
+
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	p_err("%s (run 'npfctl help' for the grammar)", msg);
+	return EXIT_USAGE;
+}
+
+/* npfd refused, or the exchange failed: say what npfd (or libnpf) said. */
+static int request_failed(const char *what, int err)
+{
+	const char *why = npf_client__errmsg(client);
+
+	p_err("%s: %s", what, *why ? why : strerror(-err));
+	return EXIT_FAIL;
+}
+
+static int open_client(void)
+{
+	NPF_OPTS(npf_client_opts, opts);
+	const char *path = socket_path;
+
+	if (!path)
+		path = getenv("NPF_SOCKET");
+	if (!path || !*path)
+		path = NPF_DEFAULT_SOCKET;
+	opts.socket_path = path;
+	client = npf_client__connect(&opts);
+	if (client)
+		return 0;
+	if (errno == ENOENT || errno == ECONNREFUSED)
+		p_err("cannot connect to npfd at %s: %s (is npfd running? start it with 'npfd --foreground' or 'systemctl start npfd')",
+		      path, strerror(errno));
+	else if (errno == EACCES || errno == EPERM)
+		p_err("cannot connect to npfd at %s: %s (the socket is for root and npfd's group)",
+		      path, strerror(errno));
+	else
+		p_err("cannot connect to npfd at %s: %s", path, strerror(errno));
+	return EXIT_FAIL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Commands                                                            */
+/* ------------------------------------------------------------------ */
+
+struct cmd {
+	const char *name;
+	int (*func)(int argc, char **argv);
+};
+
+/* Run the command argv[0] from cmds; with no command, the first one. */
+static int cmd_select(const struct cmd *cmds, const char *object, int argc, char **argv)
+{
+	int i;
+
+	if (argc < 1)
+		return cmds[0].func(argc, argv);
+	for (i = 0; cmds[i].name; i++)
+		if (!strcmp(argv[0], cmds[i].name))
+			return cmds[i].func(argc - 1, argv + 1);
+	if (object)
+		return usage_error("unknown command '%s' for object '%s'", argv[0], object);
+	return usage_error("unknown object '%s'", argv[0]);
+}
+
+static int no_more_args(const char *what, int argc, char **argv)
+{
+	if (argc > 0)
+		return usage_error("%s: unexpected argument '%s'", what, argv[0]);
+	return 0;
+}
+
+static const char help_text[] =
+	"Usage: npfctl [OPTIONS] OBJECT COMMAND [ARGS]\n"
+	"       npfctl help\n"
+	"\n"
+	"Objects and commands:\n"
+	"  status [show]              npfd's pid, protocol version, uptime, clients, regions,\n"
+	"                             faults resolved, batches, IOMMU faults, ring buffer\n"
+	"                             records dropped, bad messages, bpffs directory\n"
+	"  region { list | show }     registered regions: id, pid, start, length, backing,\n"
+	"                             file offset, name\n"
+	"  stats [show [region ID]]   per region: CPU, device and userfaultfd faults, pages\n"
+	"                             zeroed and copied, bytes read, batches, mm events,\n"
+	"                             fault latency (mean, p50, p99, histogram)\n"
+	"  help                       this text (also OBJECT help)\n"
+	"\n"
+	"Options:\n"
+	"  -j, --json                 print one JSON document (numbers in bytes and ns)\n"
+	"  -p, --pretty               pretty-print the JSON (implies --json)\n"
+	"  -s, --socket PATH          npfd's control socket (default: $NPF_SOCKET, else\n"
+	"                             " NPF_DEFAULT_SOCKET ")\n"
+	"  -h, --help                 this text\n"
+	"  -V, --version              npfctl's version and protocol version\n"
+	"\n"
+	"Exit status: 0 success, 1 failure (npfd not running, or npfd refused the request),\n"
+	"2 usage error. With --json, errors are {\"error\": \"...\"} on stderr.\n";
+
+static int do_help(int argc, char **argv)
+{
+	open_json_object(NULL);
+	print_string("help", "%s", help_text);
+	close_json_object();
+	return EXIT_OK;
+}
+
+static int do_version(void)
+{
+	open_json_object(NULL);
+	print_string("version", "npfctl %s", NPFCTL_VERSION);
+	print_u64("protocol_version", " (npf protocol %llu)\n", NPF_PROTO_VERSION);
+	close_json_object();
+	return EXIT_OK;
+}
+
+/* status */
+
+static int do_status_show(int argc, char **argv)
+{
+	struct npf_status st;
+	char buf[64], bpffs[sizeof(st.bpffs) + 1];
+	int err;
+
+	err = no_more_args("status show", argc, argv);
+	if (err)
+		return err;
+	err = open_client();
+	if (err)
+		return err;
+	err = npf_client__status(client, &st);
+	if (err)
+		return request_failed("status", err);
+	memcpy(bpffs, st.bpffs, sizeof(st.bpffs));
+	bpffs[sizeof(st.bpffs)] = '\0';
+
+	open_json_object(NULL);
+	print_u64("npfd_pid", "npfd pid          %llu\n", st.npfd_pid);
+	print_u64("proto_version", "protocol version  %llu\n", st.proto_version);
+	print_u64("uptime_ns", NULL, st.uptime_ns);
+	print_string(NULL, "uptime            %s\n", fmt_uptime(buf, sizeof(buf), st.uptime_ns));
+	print_u64("clients", "clients           %llu\n", st.clients);
+	print_u64("regions", "regions           %llu\n", st.regions);
+	print_u64("faults_resolved", "faults resolved   %llu\n", st.faults_resolved);
+	print_u64("batches", "batches           %llu\n", st.batches);
+	print_u64("iommu_faults", "iommu faults      %llu\n", st.iommu_faults);
+	print_u64("records_dropped", "records dropped   %llu\n", st.records_dropped);
+	print_u64("bad_messages", "bad messages      %llu\n", st.bad_messages);
+	print_string("bpffs", "bpffs dir         %s\n", bpffs);
+	close_json_object();
+	return EXIT_OK;
+}
+
+static int do_status(int argc, char **argv)
+{
+	static const struct cmd cmds[] = {
+		{"show", do_status_show},
+		{"help", do_help},
+		{},
+	};
+
+	return cmd_select(cmds, "status", argc, argv);
+}
+
+/* region */
+
+static int do_region_list(int argc, char **argv)
+{
+	struct npf_region_info *ri;
+	char name[NPF_NAME_LEN + 1];
+	size_t n, i;
+	int err;
+
+	err = no_more_args("region list", argc, argv);
+	if (err)
+		return err;
+	err = open_client();
+	if (err)
+		return err;
+	err = npf_client__region_list(client, &ri, &n);
+	if (err)
+		return request_failed("region list", err);
+
+	print_string(NULL, "%s\n",
+		     "ID     PID      START               LENGTH    BACKING  OFFSET          NAME");
+	open_json_array(NULL);
+	for (i = 0; i < n; i++) {
+		open_json_object(NULL);
+		print_u64("id", "%-6llu ", ri[i].region_id);
+		print_u64("pid", "%-8llu ", ri[i].tgid);
+		print_u64("start", "0x%-16llx ", ri[i].start);
+		print_size("length", "%-9s ", ri[i].length);
+		print_string("backing", "%-8s ", backing_name(ri[i].backing));
+		if (json_output || ri[i].backing == NPF_BACKING_FILE)
+			print_u64("file_offset", "0x%-13llx ", ri[i].file_offset);
+		else
+			print_string(NULL, "%-15s ", "-");
+		region_name(name, ri[i].name);
+		print_string("name", "%s", json_output || *name ? name : "-");
+		print_nl();
+		close_json_object();
+	}
+	close_json_array();
+	free(ri);
+	return EXIT_OK;
+}
+
+static int do_region(int argc, char **argv)
+{
+	static const struct cmd cmds[] = {
+		{"list", do_region_list},
+		{"show", do_region_list},
+		{"help", do_help},
+		{},
+	};
+
+	return cmd_select(cmds, "region", argc, argv);
+}
+
+/* stats */
+
+static __u64 hist_samples(const struct npf_latency_hist *h)
+{
+	__u64 total = 0;
+	int i;
+
+	for (i = 0; i < NPF_LAT_BUCKETS; i++)
+		total += h->slot[i];
+	return total;
+}
+
+/* Pad a label that may hold multi-byte UTF-8 (µ) to width columns. */
+static const char *pad_columns(char *buf, size_t len, const char *s, size_t width)
+{
+	size_t cols = 0, n = 0;
+	const char *p;
+
+	for (p = s; *p && n + 1 < len; p++) {
+		if (((unsigned char)*p & 0xc0) != 0x80)
+			cols++;
+		buf[n++] = *p;
+	}
+	while (cols++ < width && n + 1 < len)
+		buf[n++] = ' ';
+	buf[n] = '\0';
+	return buf;
+}
+
+static void print_histogram(const struct npf_latency_hist *h)
+{
+	__u64 max = 0;
+	int i;
+
+	for (i = 0; i < NPF_LAT_BUCKETS; i++)
+		if (h->slot[i] > max)
+			max = h->slot[i];
+	open_json_array("histogram");
+	for (i = 0; i < NPF_LAT_BUCKETS; i++) {
+		__u64 lo = 1ULL << i, hi = 1ULL << (i + 1), cnt = h->slot[i];
+		char a[32], b[32], label[80], padded[96], bar[41];
+		int width;
+
+		if (!cnt)
+			continue;
+		width = (int)((cnt * 40 + max - 1) / max);
+		memset(bar, '#', (size_t)width);
+		bar[width] = '\0';
+		snprintf(label, sizeof(label), "[%s, %s)", fmt_ns(a, sizeof(a), lo),
+			 fmt_ns(b, sizeof(b), hi));
+
+		open_json_object(NULL);
+		print_u64("lo_ns", NULL, lo);
+		print_u64("hi_ns", NULL, hi);
+		print_string(NULL, "    %s", pad_columns(padded, sizeof(padded), label, 18));
+		print_u64("count", " %10llu", cnt);
+		print_string(NULL, " %s\n", bar);
+		close_json_object();
+	}
+	close_json_array();
+}
+
+static void print_region_stats(const struct npf_region_stats_full *sf, const char *name)
+{
+	const struct npf_region_stats *s = &sf->stats;
+	__u64 samples = hist_samples(&sf->latency);
+
+	open_json_object(NULL);
+	print_u64("id", "region %llu", s->region_id);
+	print_u64("pid", "  pid %llu", s->tgid);
+	print_string("name", "  %s", json_output || *name ? name : "-");
+	print_u64("start", "  0x%llx", s->start);
+	print_size("length", "+%s\n", s->length);
+	print_u64("cpu_faults", "  faults   cpu %llu", s->cpu_faults);
+	print_u64("device_faults", "  device %llu", s->device_faults);
+	print_u64("uffd_faults", "  uffd %llu\n", s->uffd_faults);
+	print_u64("pages_zeroed", "  pages    zeroed %llu", s->pages_zeroed);
+	print_u64("pages_copied", "  copied %llu", s->pages_copied);
+	print_size("bytes_read", "  bytes read %s\n", s->bytes_read);
+	print_u64("batches", "  batches  %llu", s->batches);
+	print_u64("mm_events", "  mm events %llu\n", s->mm_events);
+
+	open_json_object("latency");
+	print_u64("samples", "  latency  %llu samples", samples);
+	print_u64("sum_ns", NULL, s->latency_sum_ns);
+	if (samples) {
+		print_ns("mean_ns", "  mean %s", s->latency_sum_ns / samples);
+		print_ns("p50_ns", "  p50 <%s", npf_latency_percentile(&sf->latency, 50));
+		print_ns("p99_ns", "  p99 <%s\n", npf_latency_percentile(&sf->latency, 99));
+	} else {
+		print_u64("mean_ns", NULL, 0);
+		print_u64("p50_ns", NULL, 0);
+		print_u64("p99_ns", NULL, 0);
+		print_nl();
+	}
+	print_histogram(&sf->latency);
+	close_json_object();
+	close_json_object();
+}
+
+static int parse_region_id(const char *s, __u32 *id)
+{
+	unsigned long v;
+	char *end;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || *s == '-' || *s == '+' || v == 0 || v > UINT_MAX)
+		return -EINVAL;
+	*id = (__u32)v;
+	return 0;
+}
+
+static int do_stats_show(int argc, char **argv)
+{
+	struct npf_region_stats_full *sf;
+	struct npf_region_info *ri = NULL;
+	char name[NPF_NAME_LEN + 1], what[48];
+	size_t n, nri = 0, i, k;
+	__u32 id = 0;
+	int err;
+
+	if (argc > 0) {
+		if (strcmp(argv[0], "region"))
+			return usage_error("stats show: unexpected argument '%s' (want 'region ID')",
+					   argv[0]);
+		if (argc < 2)
+			return usage_error("stats show region: missing region ID");
+		if (parse_region_id(argv[1], &id))
+			return usage_error("stats show region: '%s' is not a region id (1..%u)",
+					   argv[1], UINT_MAX);
+		err = no_more_args("stats show region ID", argc - 2, argv + 2);
+		if (err)
+			return err;
+	}
+	err = open_client();
+	if (err)
+		return err;
+	err = npf_client__stats(client, id, &sf, &n);
+	if (err) {
+		if (id)
+			snprintf(what, sizeof(what), "stats of region %u", id);
+		else
+			snprintf(what, sizeof(what), "stats");
+		return request_failed(what, err);
+	}
+	/* Names live in the region list; stats are still worth showing without them. */
+	if (npf_client__region_list(client, &ri, &nri))
+		nri = 0;
+
+	if (!n)
+		print_string(NULL, "%s\n", "no regions registered");
+	open_json_array(NULL);
+	for (i = 0; i < n; i++) {
+		name[0] = '\0';
+		for (k = 0; k < nri; k++)
+			if (ri[k].region_id == sf[i].stats.region_id)
+				region_name(name, ri[k].name);
+		if (i)
+			print_nl();
+		print_region_stats(&sf[i], name);
+	}
+	close_json_array();
+	free(ri);
+	free(sf);
+	return EXIT_OK;
+}
+
+static int do_stats(int argc, char **argv)
+{
+	static const struct cmd cmds[] = {
+		{"show", do_stats_show},
+		{"help", do_help},
+		{},
+	};
+
+	return cmd_select(cmds, "stats", argc, argv);
+}
+
+static int do_objects(int argc, char **argv)
+{
+	static const struct cmd objects[] = {
+		{"status", do_status},
+		{"region", do_region},
+		{"stats", do_stats},
+		{"help", do_help},
+		{},
+	};
+
+	if (argc < 1)
+		return usage_error("missing OBJECT");
+	return cmd_select(objects, NULL, argc, argv);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"json", no_argument, NULL, 'j'},
+		{"pretty", no_argument, NULL, 'p'},
+		{"socket", required_argument, NULL, 's'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{},
+	};
+	char bad[128] = "";
+	bool help = false, version = false;
+	int opt, ret;
+
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, ":jps:hV", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'j':
+			json_output = true;
+			break;
+		case 'p':
+			json_output = true;
+			pretty_output = true;
+			break;
+		case 's':
+			socket_path = optarg;
+			break;
+		case 'h':
+			help = true;
+			break;
+		case 'V':
+			version = true;
+			break;
+		case ':':
+			/* Reported after the loop, once -j is known. */
+			if (!*bad)
+				snprintf(bad, sizeof(bad), "option '%s' needs an argument",
+					 argv[optind - 1]);
+			break;
+		default:
+			if (!*bad) {
+				if (optopt)
+					snprintf(bad, sizeof(bad), "unknown option '-%c'", optopt);
+				else
+					snprintf(bad, sizeof(bad), "unknown option '%s'",
+						 argv[optind - 1]);
+			}
+			break;
+		}
+	}
+	if (*bad)
+		return usage_error("%s", bad);
+	if (help)
+		return do_help(0, NULL);
+	if (version)
+		return do_version();
+
+	ret = do_objects(argc - optind, argv + optind);
+	npf_client__close(client);
+	if (fflush(stdout) || ferror(stdout)) {
+		p_err("cannot write the output: %s", strerror(errno));
+		ret = EXIT_FAIL;
+	}
+	return ret;
+}

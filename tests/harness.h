@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Shared by the test programs: start a private npfd (own socket directory,
+ * own bpffs pin directory), stop it, and report pass / fail / skip the way
+ * tests/run.sh expects (exit 0 / 1 / 77, reason on the last line).
+ */
+#ifndef NPF_TEST_HARNESS_H
+#define NPF_TEST_HARNESS_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TH_SKIP 77
+
+static inline void __attribute__((noreturn, format(printf, 1, 2))) th_skip(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("SKIP: ");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+	exit(TH_SKIP);
+}
+
+static inline void __attribute__((noreturn, format(printf, 1, 2))) th_fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("FAIL: ");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+	exit(1);
+}
+
+#define TH_ASSERT(cond, ...)                                                                       \
+	do {                                                                                       \
+		if (!(cond))                                                                       \
+			th_fail(__VA_ARGS__);                                                      \
+	} while (0)
+
+static inline void th_require_root(void)
+{
+	if (geteuid() != 0)
+		th_skip("needs root (BPF and userfaultfd of other processes)");
+}
+
+static inline double th_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+struct th_npfd {
+	pid_t pid;
+	char dir[32];
+	char sock[100];
+	char bpffs[128];
+	char log[128];
+};
+
+/* Where the built binaries are: $NPF_BIN (set by tests/run.sh) or ./build/bin. */
+static inline const char *th_bin_dir(void)
+{
+	const char *d = getenv("NPF_BIN");
+
+	return d ? d : "build/bin";
+}
+
+static inline int th_connectable(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	int ok;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/* Start npfd with extra arguments (NULL-terminated); fails the test if it does not come up. */
+static inline void th_npfd_start(struct th_npfd *d, const char *const *extra)
+{
+	char bin[256];
+	const char *argv[32];
+	int i = 0, n;
+	double t0;
+
+	th_require_root();
+	snprintf(d->dir, sizeof(d->dir), "/tmp/npf-test-XXXXXX");
+	if (!mkdtemp(d->dir))
+		th_fail("mkdtemp: %s", strerror(errno));
+	snprintf(d->sock, sizeof(d->sock), "%s/npfd.sock", d->dir);
+	snprintf(d->log, sizeof(d->log), "%s/npfd.log", d->dir);
+	snprintf(d->bpffs, sizeof(d->bpffs), "/sys/fs/bpf/npf-test-%d", getpid());
+	snprintf(bin, sizeof(bin), "%s/npfd", th_bin_dir());
+	argv[i++] = bin;
+	argv[i++] = "--foreground";
+	argv[i++] = "--socket";
+	argv[i++] = d->sock;
+	argv[i++] = "--bpffs";
+	argv[i++] = d->bpffs;
+	for (n = 0; extra && extra[n] && i < 30; n++)
+		argv[i++] = extra[n];
+	argv[i] = NULL;
+
+	fflush(stdout);
+	d->pid = fork();
+	if (d->pid < 0)
+		th_fail("fork: %s", strerror(errno));
+	if (d->pid == 0) {
+		int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		if (fd >= 0) {
+			dup2(fd, 2);
+			dup2(fd, 1);
+		}
+		execv(bin, (char *const *)argv);
+		fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
+		_exit(127);
+	}
+	for (t0 = th_now(); th_now() - t0 < 20;) {
+		int st;
+
+		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+			char cmd[256];
+
+			snprintf(cmd, sizeof(cmd), "cat %s", d->log);
+			if (system(cmd) < 0)
+				perror("system");
+			th_fail("npfd exited during start-up (status %d)", st);
+		}
+		if (th_connectable(d->sock)) {
+			setenv("NPF_SOCKET", d->sock, 1);
+			return;
+		}
+		usleep(10000);
+	}
+	th_fail("npfd did not open %s within 20 s", d->sock);
+}
+
+static inline int th_npfd_alive(struct th_npfd *d)
+{
+	return waitpid(d->pid, NULL, WNOHANG) == 0 && th_connectable(d->sock);
+}
+
+static inline void th_npfd_dump_log(struct th_npfd *d)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "echo '--- npfd log:'; cat %s", d->log);
+	if (system(cmd) < 0)
+		perror("system");
+}
+
+/* Stop npfd with SIGTERM; fails the test if it does not exit cleanly. */
+static inline void th_npfd_stop(struct th_npfd *d)
+{
+	double t0 = th_now();
+	int st = 0;
+
+	kill(d->pid, SIGTERM);
+	while (waitpid(d->pid, &st, WNOHANG) == 0) {
+		if (th_now() - t0 > 10) {
+			kill(d->pid, SIGKILL);
+			waitpid(d->pid, &st, 0);
+			th_npfd_dump_log(d);
+			th_fail("npfd did not exit within 10 s of SIGTERM");
+		}
+		usleep(10000);
+	}
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		th_npfd_dump_log(d);
+		th_fail("npfd exited with status 0x%x", st);
+	}
+	unlink(d->log);
+	rmdir(d->dir);
+}
+
+#endif
