@@ -16,6 +16,8 @@
  * event has been read.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <liburing.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,23 +119,53 @@ bool resolve_pending(void)
  * a virtual machine (a halted vCPU must be rescheduled by the host), and
  * faults come in trains (a scan, a thread walking a buffer). So for poll_ns
  * after the last fault npfd keeps reading the userfaultfds that faulted
- * instead of sleeping. 0 disables it; the cost is CPU time while polling.
+ * instead of sleeping -- but only when a CPU is spare: when the faulting
+ * threads already keep every CPU busy, a spinning npfd takes CPU time they
+ * need (measured: -26% throughput, 4 threads on 2 CPUs). 0 disables it.
  */
 #define MAX_HOT 16
 static struct npfd_mm *hot[MAX_HOT];
 static unsigned int nhot;
-static __u64 last_fault_ns, poll_ns;
+static __u64 poll_until, poll_ns;
+static long ncpus;
+static int loadavg_fd = -1;
 
 void resolve_set_poll(unsigned int us)
 {
 	poll_ns = (__u64)us * 1000;
+	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+/* Is a CPU left once npfd spins? /proc/loadavg's 4th field counts running tasks. */
+static bool cpu_to_spare(void)
+{
+	unsigned int running, total;
+	char buf[128];
+	ssize_t n;
+
+	if (loadavg_fd < 0)
+		loadavg_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+	n = loadavg_fd >= 0 ? pread(loadavg_fd, buf, sizeof(buf) - 1, 0) : -1;
+	if (n <= 0)
+		return true;
+	buf[n] = '\0';
+	if (sscanf(buf, "%*s %*s %*s %u/%u", &running, &total) != 2)
+		return true;
+	return (long)running <= ncpus; /* npfd itself is one of the running */
 }
 
 static void note_hot(struct npfd_mm *mm, __u64 t)
 {
 	unsigned int i;
 
-	last_fault_ns = t;
+	if (!poll_ns)
+		return;
+	if (t < poll_until)
+		poll_until = t + poll_ns; /* a train: keep polling */
+	else if (cpu_to_spare())
+		poll_until = t + poll_ns;
+	else
+		return;
 	for (i = 0; i < nhot; i++)
 		if (hot[i] == mm)
 			return;
@@ -144,9 +176,9 @@ static void note_hot(struct npfd_mm *mm, __u64 t)
 
 bool resolve_polling(void)
 {
-	if (!poll_ns || !nhot)
+	if (!nhot)
 		return false;
-	if (now_ns() - last_fault_ns < poll_ns)
+	if (now_ns() < poll_until)
 		return true;
 	nhot = 0;
 	return false;

@@ -89,6 +89,7 @@ int main(int argc, char **argv)
 	unsigned int t;
 	double t0, t1;
 
+	setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines in order when piped */
 	while ((opt = getopt_long(argc, argv, "d:s:t:n:H:h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'd':
