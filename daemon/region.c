@@ -8,7 +8,6 @@
  * is registered with the client's userfaultfd by npfd itself (the ioctl acts
  * on the fd's own mm), so npfd's table and the kernel's always agree.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -192,28 +191,35 @@ static int uffd_features(int fd, __u64 *features)
 	return api ? 0 : -EBADFD;
 }
 
-/* Does process pid hold a descriptor for the file with inode ino? */
-static bool pid_holds_inode(pid_t pid, ino_t ino)
+/*
+ * Did registering [start, end) through the passed userfaultfd mark pid's own
+ * VMAs ("um" in smaps VmFlags: userfaultfd missing)? A userfaultfd acts on
+ * the mm that created it, so this proves the fd is pid's and not another
+ * process's handed over to it.
+ */
+static bool registered_in(pid_t pid, __u64 start, __u64 end)
 {
-	char path[64];
-	struct dirent *de;
-	bool found = false;
-	DIR *d;
+	char path[64], line[512];
+	bool in_range = false, ok = true;
+	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
-	d = opendir(path);
-	if (!d)
+	snprintf(path, sizeof(path), "/proc/%d/smaps", pid);
+	f = fopen(path, "re");
+	if (!f)
 		return false;
-	while (!found && (de = readdir(d))) {
-		struct stat st;
+	while (ok && fgets(line, sizeof(line), f)) {
+		unsigned long long lo, hi;
 
-		if (de->d_name[0] == '.')
+		/* Only a VMA header line parses as "lo-hi". */
+		if (sscanf(line, "%llx-%llx", &lo, &hi) == 2) {
+			in_range = hi > start && lo < end;
 			continue;
-		if (fstatat(dirfd(d), de->d_name, &st, 0) == 0 && st.st_ino == ino)
-			found = true;
+		}
+		if (in_range && !strncmp(line, "VmFlags:", 8))
+			ok = strstr(line, " um") != NULL;
 	}
-	closedir(d);
-	return found;
+	fclose(f);
+	return ok;
 }
 
 /*
@@ -275,7 +281,12 @@ static bool overlaps(const struct npfd_region *r, __u64 start, __u64 len)
 	return start < r->start + r->length && r->start < start + len;
 }
 
-static int adopt_uffd(struct npfd_client *c, int uffd, char *err, size_t errlen)
+/*
+ * Check the userfaultfd a request carries. The connection adopts it only
+ * once a region registered through it has been proven to be the sender's
+ * own memory (registered_in()).
+ */
+static int check_uffd(struct npfd_client *c, int uffd, ino_t *ino, char *err, size_t errlen)
 {
 	__u64 features = 0;
 	struct stat st;
@@ -298,24 +309,22 @@ static int adopt_uffd(struct npfd_client *c, int uffd, char *err, size_t errlen)
 	if (fstat(uffd, &st))
 		return fail(err, errlen, errno, "cannot stat the userfaultfd: %s",
 			    strerror(errno));
-	if (c->mm) {
-		if (c->mm->uffd_ino != st.st_ino)
-			return fail(err, errlen, EINVAL,
-				    "this connection already registered regions with another userfaultfd; use one per connection");
-		return 0; /* the same uffd again: caller closes the duplicate */
-	}
-	/* The sender must hold the fd itself: a userfaultfd is authority over an mm. */
-	if (!pid_holds_inode(c->pid, st.st_ino))
-		return fail(err, errlen, EPERM,
-			    "the userfaultfd does not belong to the sending process (pid %d)",
-			    c->pid);
+	if (c->mm && c->mm->uffd_ino != st.st_ino)
+		return fail(err, errlen, EINVAL,
+			    "this connection already registered regions with another userfaultfd; use one per connection");
+	*ino = st.st_ino;
+	return 0;
+}
+
+static int adopt_uffd(struct npfd_client *c, int uffd, ino_t ino, char *err, size_t errlen)
+{
 	if (fcntl(uffd, F_SETFL, O_NONBLOCK))
 		return fail(err, errlen, errno, "cannot make the userfaultfd non-blocking: %s",
 			    strerror(errno));
-	c->mm = mm_new(uffd, st.st_ino, c->pid, c);
+	c->mm = mm_new(uffd, ino, c->pid, c);
 	if (!c->mm)
 		return fail(err, errlen, ENOMEM, "out of memory or event sources");
-	return 1; /* adopted: the fd now belongs to the mm */
+	return 0;
 }
 
 int region_register(struct npfd_client *c, const struct npf_region_req *req, int *fds, int nfds,
@@ -323,10 +332,12 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 {
 	__u64 start = req->start, len = req->length, end = start + len;
 	struct uffdio_register reg = {};
+	struct uffdio_range range;
 	struct npfd_region *r, *it;
 	char what[384];
 	struct stat st;
-	int ret, want_fds;
+	int ret, want_fds, uffd;
+	ino_t ino = 0;
 
 	if (req->backing != NPF_BACKING_ANON && req->backing != NPF_BACKING_FILE)
 		return fail(err, errlen, EINVAL, "unknown backing type %u (want 1=anon or 2=file)",
@@ -350,20 +361,20 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 		return fail(err, errlen, EINVAL, "region 0x%llx+0x%llx is outside user space",
 			    (unsigned long long)start, (unsigned long long)len);
 
-	ret = adopt_uffd(c, fds[0], err, errlen);
+	ret = check_uffd(c, fds[0], &ino, err, errlen);
 	if (ret < 0)
 		return ret;
-	if (ret == 1)
-		fds[0] = -1; /* now owned by c->mm */
+	uffd = c->mm ? c->mm->uffd : fds[0];
 
-	list_for_each_entry(it, &c->mm->regions, node)
-		if (overlaps(it, start, len))
-			return fail(err, errlen, EEXIST,
-				    "region 0x%llx-0x%llx overlaps region %u (0x%llx-0x%llx)",
-				    (unsigned long long)start, (unsigned long long)end, it->id,
-				    (unsigned long long)it->start,
-				    (unsigned long long)(it->start + it->length));
-	if (c->mm->nr_regions >= NPF_MAX_RANGES_PER_PROC)
+	if (c->mm)
+		list_for_each_entry(it, &c->mm->regions, node)
+			if (overlaps(it, start, len))
+				return fail(err, errlen, EEXIST,
+					    "region 0x%llx-0x%llx overlaps region %u (0x%llx-0x%llx)",
+					    (unsigned long long)start, (unsigned long long)end,
+					    it->id, (unsigned long long)it->start,
+					    (unsigned long long)(it->start + it->length));
+	if (c->mm && c->mm->nr_regions >= NPF_MAX_RANGES_PER_PROC)
 		return fail(err, errlen, ENOSPC, "a process may register at most %d regions",
 			    NPF_MAX_RANGES_PER_PROC);
 	if (npfd.nr_regions >= NPF_MAX_REGIONS)
@@ -397,7 +408,7 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	reg.range.start = start;
 	reg.range.len = len;
 	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
-	if (ioctl(c->mm->uffd, UFFDIO_REGISTER, &reg)) {
+	if (ioctl(uffd, UFFDIO_REGISTER, &reg)) {
 		int e = errno;
 
 		if (e == EBUSY)
@@ -408,11 +419,25 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 			    (unsigned long long)start, (unsigned long long)end, strerror(e));
 	}
 
+	range.start = start;
+	range.len = len;
+	if (!registered_in(c->pid, start, end)) {
+		ioctl(uffd, UFFDIO_UNREGISTER, &range);
+		return fail(err, errlen, EPERM,
+			    "the userfaultfd is not pid %d's own: it registered memory of another process",
+			    c->pid);
+	}
+	if (!c->mm) {
+		ret = adopt_uffd(c, uffd, ino, err, errlen);
+		if (ret) {
+			ioctl(uffd, UFFDIO_UNREGISTER, &range);
+			return ret;
+		}
+		fds[0] = -1; /* now owned by c->mm */
+	}
 	r = calloc(1, sizeof(*r));
 	if (!r) {
-		struct uffdio_range range = {.start = start, .len = len};
-
-		ioctl(c->mm->uffd, UFFDIO_UNREGISTER, &range);
+		ioctl(uffd, UFFDIO_UNREGISTER, &range);
 		return fail(err, errlen, ENOMEM, "out of memory");
 	}
 	r->mm = c->mm;

@@ -218,6 +218,52 @@ int main(void)
 		expect(fd, "backing file shorter than the region", -EINVAL, "shorter");
 	}
 
+	/*
+	 * A userfaultfd of another process (a child that inherited our mapping
+	 * hands us its own): registering through it would act on the child's
+	 * memory, so npfd must refuse it.
+	 */
+	{
+		int sv[2], cfd = -1, nfd;
+		char *shared_addr = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE,
+					 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		pid_t child;
+
+		TH_ASSERT(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) == 0, "socketpair");
+		child = fork();
+		if (child == 0) {
+			int u = make_uffd(feats);
+			char ch;
+
+			send_raw(sv[1], "u", 1, &u, 1);
+			if (read(sv[1], &ch, 1) < 0) /* wait for the parent */
+				_exit(1);
+			_exit(0);
+		}
+		{
+			union {
+				char buf[CMSG_SPACE(sizeof(int))];
+				struct cmsghdr align;
+			} cb;
+			char ch;
+			struct iovec iov = {.iov_base = &ch, .iov_len = 1};
+			struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
+					    .msg_control = cb.buf, .msg_controllen = sizeof(cb.buf)};
+
+			TH_ASSERT(recvmsg(sv[0], &mh, 0) == 1, "receive the child's uffd");
+			memcpy(&cfd, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof(int));
+		}
+		nfd = raw_connect();
+		region_req(nfd, shared_addr, 1 << 20, NPF_BACKING_ANON, 0, &cfd, 1);
+		expect(nfd, "another process's userfaultfd", -EPERM, "not pid");
+		close(nfd);
+		close(cfd);
+		TH_ASSERT(write(sv[0], "x", 1) == 1, "release the child");
+		waitpid(child, NULL, 0);
+		/* Still ours: the refused registration left nothing behind. */
+		TH_ASSERT(shared_addr[0] == 0, "page of a refused region");
+	}
+
 	/* A good region, then one overlapping it. */
 	region_req(fd, mem, 4 << 20, NPF_BACKING_ANON, 0, &uffd, 1);
 	{
