@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <linux/userfaultfd.h>
 #include "npf.h"
+#include "npf_fdpass.h"
 
 #ifndef USERFAULTFD_IOC_NEW
 #define USERFAULTFD_IOC_NEW _IO(0xAA, 0x00)
@@ -187,7 +188,7 @@ static int send_request(struct npf_client *c, __u16 type, const void *body, size
 		.seq = ++c->seq,
 	};
 	union {
-		char buf[CMSG_SPACE(2 * sizeof(int))];
+		char buf[NPF_FDPASS_SPACE];
 		struct cmsghdr align;
 	} cbuf;
 	struct iovec iov[2] = {
@@ -197,18 +198,7 @@ static int send_request(struct npf_client *c, __u16 type, const void *body, size
 	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = body_len ? 2 : 1};
 	ssize_t n;
 
-	if (nfds) {
-		struct cmsghdr *cm;
-
-		memset(&cbuf, 0, sizeof(cbuf));
-		mh.msg_control = cbuf.buf;
-		mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-		cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-		memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
-	}
+	npf_fdpass_put(&mh, cbuf.buf, fds, nfds);
 	do
 		n = sendmsg(c->sock, &mh, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
@@ -223,12 +213,11 @@ static int send_request(struct npf_client *c, __u16 type, const void *body, size
 static ssize_t recv_reply(struct npf_client *c)
 {
 	union {
-		char buf[CMSG_SPACE(4 * sizeof(int))];
+		char buf[NPF_FDPASS_SPACE];
 		struct cmsghdr align;
 	} cbuf;
 	struct iovec iov = {.iov_base = c->buf, .iov_len = NPF_MSG_MAX};
 	struct msghdr mh;
-	struct cmsghdr *cm;
 	ssize_t n;
 
 	do {
@@ -242,19 +231,7 @@ static ssize_t recv_reply(struct npf_client *c)
 	if (n < 0)
 		return set_err(c, errno, "cannot receive npfd's reply: %s", strerror(errno));
 	/* Replies carry no descriptors: do not leak any that arrive anyway. */
-	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-		size_t k, cnt;
-
-		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-			continue;
-		cnt = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (k = 0; k < cnt; k++) {
-			int fd;
-
-			memcpy(&fd, CMSG_DATA(cm) + k * sizeof(int), sizeof(int));
-			close(fd);
-		}
-	}
+	npf_fdpass_take(&mh, NULL, 0);
 	if (n == 0)
 		return set_err(c, ECONNRESET, "npfd closed the connection");
 	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))

@@ -20,8 +20,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include "npfd.h"
+#include "npf_fdpass.h"
 
-#define MAX_FDS 4
+#define MAX_FDS NPF_FDPASS_MAX
 
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static char *reply_buf;
@@ -429,7 +430,7 @@ static void client_ready(void *arg)
 
 	while (!c->dead) {
 		union {
-			char buf[CMSG_SPACE(MAX_FDS * sizeof(int))];
+			char buf[NPF_FDPASS_SPACE];
 			struct cmsghdr align;
 		} cbuf;
 		struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
@@ -437,8 +438,7 @@ static void client_ready(void *arg)
 				    .msg_iovlen = 1,
 				    .msg_control = cbuf.buf,
 				    .msg_controllen = sizeof(cbuf.buf)};
-		int fds[MAX_FDS], nfds = 0, i, rc;
-		struct cmsghdr *cm;
+		int fds[MAX_FDS], nfds, i, rc;
 		ssize_t n;
 
 		n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
@@ -448,22 +448,7 @@ static void client_ready(void *arg)
 			client_drop(c);
 			return;
 		}
-		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-			size_t k, cnt;
-
-			if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-				continue;
-			cnt = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-			for (k = 0; k < cnt; k++) {
-				int fd;
-
-				memcpy(&fd, CMSG_DATA(cm) + k * sizeof(int), sizeof(int));
-				if (nfds < MAX_FDS)
-					fds[nfds++] = fd;
-				else
-					close(fd);
-			}
-		}
+		nfds = npf_fdpass_take(&mh, fds, MAX_FDS);
 		rc = handle_message(c, buf, (size_t)n, mh.msg_flags, fds, nfds);
 		/* Descriptors a request did not keep are closed here, whatever happened. */
 		for (i = 0; i < nfds; i++)

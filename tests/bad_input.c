@@ -12,6 +12,7 @@
 #include <linux/userfaultfd.h>
 #include "harness.h"
 #include "npf.h"
+#include "npf_fdpass.h"
 
 static struct th_npfd d;
 static int seq;
@@ -30,23 +31,13 @@ static int raw_connect(void)
 static void send_raw(int fd, const void *buf, size_t len, const int *fds, int nfds)
 {
 	union {
-		char buf[CMSG_SPACE(8 * sizeof(int))];
+		char buf[NPF_FDPASS_SPACE];
 		struct cmsghdr align;
 	} cbuf;
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 
-	if (nfds) {
-		struct cmsghdr *cm;
-
-		mh.msg_control = cbuf.buf;
-		mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-		cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-		memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
-	}
+	npf_fdpass_put(&mh, cbuf.buf, fds, nfds);
 	TH_ASSERT(sendmsg(fd, &mh, 0) == (ssize_t)len, "sendmsg: %s", strerror(errno));
 }
 
@@ -242,7 +233,7 @@ int main(void)
 		}
 		{
 			union {
-				char buf[CMSG_SPACE(sizeof(int))];
+				char buf[NPF_FDPASS_SPACE];
 				struct cmsghdr align;
 			} cb;
 			char ch;
@@ -251,7 +242,7 @@ int main(void)
 					    .msg_control = cb.buf, .msg_controllen = sizeof(cb.buf)};
 
 			TH_ASSERT(recvmsg(sv[0], &mh, 0) == 1, "receive the child's uffd");
-			memcpy(&cfd, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof(int));
+			TH_ASSERT(npf_fdpass_take(&mh, &cfd, 1) == 1, "no descriptor from the child");
 		}
 		nfd = raw_connect();
 		region_req(nfd, shared_addr, 1 << 20, NPF_BACKING_ANON, 0, &cfd, 1);
