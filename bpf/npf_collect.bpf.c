@@ -7,6 +7,8 @@
  *   one hash lookup and nothing else.
  * - iommu:io_page_fault: real device DMA faults (never fires on a machine
  *   without an IOMMU, but attached and counted).
+ * - uprobe on the software NIC's npf_nic_fault_report(): its page request
+ *   groups, attached by npfd per process when a device region is attached.
  *
  * Records go to npfd over a ring buffer. npfd reads the ring every time it
  * wakes to resolve faults, so records are submitted without a wakeup unless
@@ -16,6 +18,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include "npf_abi.h"
+#include "npf_nic_abi.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -72,10 +75,10 @@ static __always_inline struct npf_global_stats *global_stats(void)
 	return bpf_map_lookup_elem(&npf_global, &zero);
 }
 
-static __always_inline void submit_record(struct npf_fault_record *src)
+static __always_inline void submit_record(struct npf_fault_record *src, bool wake)
 {
 	struct npf_fault_record *rec;
-	__u64 flags = BPF_RB_NO_WAKEUP;
+	__u64 flags = wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 
 	rec = bpf_ringbuf_reserve(&npf_events, sizeof(*rec), 0);
 	if (!rec) {
@@ -104,57 +107,114 @@ struct page_fault_user_args {
 #define X86_PF_WRITE 0x2
 #define X86_PF_INSTR 0x10
 
+/* The registered range of process pr holding addr, or NULL. */
+static __always_inline const struct npf_range *find_range(struct npf_proc_ranges *pr, __u64 addr)
+{
+	__u32 i, nr = pr->nr;
+
+	for (i = 0; i < NPF_MAX_RANGES_PER_PROC; i++) {
+		if (i >= nr)
+			break;
+		if (addr >= pr->r[i].start && addr < pr->r[i].end)
+			return &pr->r[i];
+	}
+	return NULL;
+}
+
+static __always_inline struct npf_region_stats *range_stats(const struct npf_range *r)
+{
+	__u32 slot = r->slot;
+
+	return bpf_map_lookup_elem(&npf_region_stats, &slot);
+}
+
+static __always_inline void count_filter_miss(void)
+{
+	struct npf_global_stats *g = global_stats();
+
+	if (g)
+		__sync_fetch_and_add(&g->filter_misses, 1);
+}
+
 SEC("tp/exceptions/page_fault_user")
 int npf_cpu_fault(struct page_fault_user_args *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
+	struct npf_fault_record rec = {};
 	struct npf_proc_ranges *pr;
-	__u64 addr = ctx->address;
-	__u32 i, nr;
+	const struct npf_range *r;
+	struct npf_region_stats *st;
 
 	pr = bpf_map_lookup_elem(&npf_procs, &tgid);
 	if (!pr)
 		return 0;
-
-	nr = pr->nr;
-	for (i = 0; i < NPF_MAX_RANGES_PER_PROC; i++) {
-		struct npf_region_stats *st;
-		struct npf_fault_record rec = {};
-		__u32 slot;
-
-		if (i >= nr)
-			break;
-		if (addr < pr->r[i].start || addr >= pr->r[i].end)
-			continue;
-
-		slot = pr->r[i].slot;
-		st = bpf_map_lookup_elem(&npf_region_stats, &slot);
-		if (st)
-			__sync_fetch_and_add(&st->cpu_faults, 1);
-
-		rec.version = NPF_RECORD_VERSION;
-		rec.source = NPF_SRC_CPU;
-		rec.access = (ctx->error_code & X86_PF_WRITE) ? NPF_ACCESS_WRITE : NPF_ACCESS_READ;
-		if (ctx->error_code & X86_PF_INSTR)
-			rec.access |= NPF_ACCESS_EXEC;
-		if (ctx->error_code & X86_PF_PROT)
-			rec.access |= NPF_ACCESS_PROT;
-		rec.tgid = tgid;
-		rec.tid = (__u32)id;
-		rec.region_id = pr->r[i].region_id;
-		rec.addr = addr;
-		rec.len = NPF_PAGE_SIZE;
-		rec.ts_ns = bpf_ktime_get_ns();
-		rec.cookie = ctx->ip;
-		submit_record(&rec);
+	r = find_range(pr, ctx->address);
+	if (!r) {
+		count_filter_miss();
 		return 0;
 	}
+	st = range_stats(r);
+	if (st)
+		__sync_fetch_and_add(&st->cpu_faults, 1);
 
-	struct npf_global_stats *g = global_stats();
+	rec.version = NPF_RECORD_VERSION;
+	rec.source = NPF_SRC_CPU;
+	rec.access = (ctx->error_code & X86_PF_WRITE) ? NPF_ACCESS_WRITE : NPF_ACCESS_READ;
+	if (ctx->error_code & X86_PF_INSTR)
+		rec.access |= NPF_ACCESS_EXEC;
+	if (ctx->error_code & X86_PF_PROT)
+		rec.access |= NPF_ACCESS_PROT;
+	rec.tgid = tgid;
+	rec.tid = (__u32)id;
+	rec.region_id = r->region_id;
+	rec.addr = ctx->address;
+	rec.len = NPF_PAGE_SIZE;
+	rec.ts_ns = bpf_ktime_get_ns();
+	rec.cookie = ctx->ip;
+	rec.npages = 1;
+	submit_record(&rec, false);
+	return 0;
+}
 
-	if (g)
-		__sync_fetch_and_add(&g->filter_misses, 1);
+/*
+ * A page request group of the software NIC: npf_nic_fault_report(req)'s
+ * first argument, read from the NIC's process. The NIC waits for the
+ * answer, so the record wakes npfd at once.
+ */
+SEC("uprobe")
+int BPF_KPROBE(npf_nic_fault, const struct npf_page_request *ureq)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	struct npf_fault_record rec = {};
+	struct npf_page_request req;
+	struct npf_proc_ranges *pr;
+	const struct npf_range *r;
+	struct npf_region_stats *st;
+
+	if (bpf_probe_read_user(&req, sizeof(req), ureq) || req.magic != NPF_IOPT_MAGIC)
+		return 0;
+	pr = bpf_map_lookup_elem(&npf_procs, &tgid);
+	r = pr ? find_range(pr, req.addr) : NULL;
+	if (r) {
+		st = range_stats(r);
+		if (st)
+			__sync_fetch_and_add(&st->device_faults, 1);
+		rec.region_id = r->region_id;
+	}
+	rec.version = NPF_RECORD_VERSION;
+	rec.source = NPF_SRC_DEVICE;
+	rec.access = (__u8)req.access;
+	rec.tgid = tgid;
+	rec.tid = (__u32)id;
+	rec.addr = req.addr;
+	rec.len = req.len;
+	rec.ts_ns = bpf_ktime_get_ns();
+	rec.cookie = req.cookie;
+	rec.device_id = req.mr_id;
+	rec.npages = req.npages;
+	submit_record(&rec, true);
 	return 0;
 }
 
@@ -188,6 +248,6 @@ int npf_iommu_fault(struct io_page_fault_args *ctx)
 	rec.addr = ctx->iova;
 	rec.len = NPF_PAGE_SIZE;
 	rec.ts_ns = bpf_ktime_get_ns();
-	submit_record(&rec);
+	submit_record(&rec, true);
 	return 0;
 }

@@ -519,6 +519,50 @@ int npf_client__stats(struct npf_client *c, __u32 region_id, struct npf_region_s
 	return err;
 }
 
+int npf_client__attach_device(struct npf_client *c, __u32 region_id, int iopt_fd)
+{
+	struct npf_device_attach_req req = {.region_id = region_id};
+	struct npf_device_info info;
+	int err;
+
+	if (!c || iopt_fd < 0)
+		return -EINVAL;
+	pthread_mutex_lock(&c->lock);
+	err = request_one(c, NPF_MSG_DEVICE_ATTACH, &req, sizeof(req), &iopt_fd, 1, &info,
+			  sizeof(info));
+	if (!err && (!info.device_id || info.device_id > (__u32)0x7fffffff))
+		err = set_err(c, EPROTO, "npfd answered with an invalid device id %u",
+			      info.device_id);
+	pthread_mutex_unlock(&c->lock);
+	return err ? err : (int)info.device_id;
+}
+
+int npf_client__detach_device(struct npf_client *c, __u32 device_id)
+{
+	struct npf_device_id_req req = {.device_id = device_id};
+	int err;
+
+	if (!c)
+		return -EINVAL;
+	pthread_mutex_lock(&c->lock);
+	err = npf_request(c, NPF_MSG_DEVICE_DETACH, &req, sizeof(req), NULL, 0, 0, NULL, NULL);
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+int npf_client__device_list(struct npf_client *c, struct npf_device_info **out, size_t *count)
+{
+	int err;
+
+	if (!c || !out || !count)
+		return -EINVAL;
+	pthread_mutex_lock(&c->lock);
+	err = npf_request(c, NPF_MSG_DEVICE_LIST, NULL, 0, NULL, 0, sizeof(**out), (void **)out,
+			  count);
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
 __u64 npf_latency_percentile(const struct npf_latency_hist *hist, double pct)
 {
 	__u64 total = 0, cum = 0;

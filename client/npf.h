@@ -92,6 +92,19 @@ NPF_API int npf_client__region_list(struct npf_client *client, struct npf_region
 NPF_API int npf_client__stats(struct npf_client *client, __u32 region_id,
 			      struct npf_region_stats_full **out, size_t *count);
 
+/*
+ * Device memory regions. Attach a device MR's IO page table (for the
+ * software NIC: nic_mr_iopt_fd(), see nic/npf_nic.h) to a registered
+ * region that contains the MR; npfd then answers the device's page
+ * requests for it. Returns the device id (> 0: give it to the device, e.g.
+ * nic_mr_set_npf_id()) or -errno. Detaching invalidates every entry and
+ * waits until the device acknowledges that no DMA to the pages is in flight.
+ */
+NPF_API int npf_client__attach_device(struct npf_client *client, __u32 region_id, int iopt_fd);
+NPF_API int npf_client__detach_device(struct npf_client *client, __u32 device_id);
+NPF_API int npf_client__device_list(struct npf_client *client, struct npf_device_info **out,
+				    size_t *count);
+
 /* Percentile (0..100) of a log2(ns) histogram, in ns (bucket upper bound). */
 NPF_API __u64 npf_latency_percentile(const struct npf_latency_hist *hist, double pct);
 

@@ -136,6 +136,8 @@ static int handle_record(void *ctx, void *data, size_t size)
 
 	if (size < sizeof(*rec) || rec->version != NPF_RECORD_VERSION)
 		return 0;
+	if (rec->source == NPF_SRC_DEVICE && rec->device_id)
+		device_request(rec);
 	if (rec->source == NPF_SRC_CPU) {
 		i = rec->tid % TS_TABLE;
 		fault_ts[i].tid = rec->tid;
@@ -278,6 +280,33 @@ void collect_close(void)
 	unpin_maps();
 	npf_collect_bpf__destroy(skel);
 	skel = NULL;
+}
+
+/*
+ * Device page requests of a process come from its software NIC's
+ * npf_nic_fault_report(): put the uprobe on it, in this process only. The
+ * NIC library is linked into the executable, so the symbol is looked up there.
+ */
+int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "npf_nic_fault_report");
+	char exe[64];
+
+	if (mm->nic_uprobe)
+		return 0;
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", mm->tgid);
+	mm->nic_uprobe = bpf_program__attach_uprobe_opts(skel->progs.npf_nic_fault, mm->tgid, exe,
+							 0, &opts);
+	if (!mm->nic_uprobe) {
+		int e = errno;
+
+		snprintf(err, errlen,
+			 "cannot attach the page request uprobe to npf_nic_fault_report in %s: %s (is the software NIC linked into the program?)",
+			 exe, strerror(e));
+		mm->nic_uprobe = NULL;
+		return -e;
+	}
+	return 0;
 }
 
 const struct npf_global_stats *collect_global(void)

@@ -319,6 +319,20 @@ static void do_stats(struct reply *rp, __u32 id)
 		reply_error(rp, -ENOENT, "no region %u", id);
 }
 
+static void emit_device(const struct npf_device_info *info, void *arg)
+{
+	struct reply *rp = arg;
+	struct npf_device_info *out;
+
+	if (rp->body->status)
+		return;
+	out = reply_item(rp, sizeof(*out));
+	if (!out)
+		reply_error(rp, -E2BIG, "too many devices for one reply");
+	else
+		*out = *info;
+}
+
 /* Which body does each request carry? -1: any size is wrong. */
 static long body_size(__u16 type)
 {
@@ -331,6 +345,12 @@ static long body_size(__u16 type)
 	case NPF_MSG_REGION_UNREGISTER:
 	case NPF_MSG_STATS:
 		return sizeof(struct npf_region_id_req);
+	case NPF_MSG_DEVICE_ATTACH:
+		return sizeof(struct npf_device_attach_req);
+	case NPF_MSG_DEVICE_DETACH:
+		return sizeof(struct npf_device_id_req);
+	case NPF_MSG_DEVICE_LIST:
+		return 0;
 	}
 	return -1;
 }
@@ -384,7 +404,8 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 		bad_message(c);
 		reply_error(&rp, -EBADMSG, "request type %u needs a %ld-byte body, got %zu",
 			    hdr->type, want, n - sizeof(*hdr));
-	} else if (nfds && hdr->type != NPF_MSG_REGION_REGISTER) {
+	} else if (nfds && hdr->type != NPF_MSG_REGION_REGISTER &&
+		   hdr->type != NPF_MSG_DEVICE_ATTACH) {
 		bad_message(c);
 		reply_error(&rp, -EINVAL, "request type %u takes no descriptors", hdr->type);
 	} else {
@@ -405,6 +426,28 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 		case NPF_MSG_REGION_UNREGISTER:
 			rc = region_unregister(c, ((struct npf_region_id_req *)body)->region_id,
 					       err, sizeof(err));
+			break;
+		case NPF_MSG_DEVICE_ATTACH: {
+			struct npf_device_info info;
+
+			if (nfds != 1) {
+				rc = -EINVAL;
+				snprintf(err, sizeof(err),
+					 "attaching a device needs 1 descriptor (its IO page table), got %d",
+					 nfds);
+				break;
+			}
+			rc = device_attach(c, body, fds[0], &info, err, sizeof(err));
+			if (!rc)
+				memcpy(reply_item(&rp, sizeof(info)), &info, sizeof(info));
+			break;
+		}
+		case NPF_MSG_DEVICE_DETACH:
+			rc = device_detach(c, ((struct npf_device_id_req *)body)->device_id, err,
+					   sizeof(err));
+			break;
+		case NPF_MSG_DEVICE_LIST:
+			device_list(emit_device, &rp);
 			break;
 		case NPF_MSG_REGION_REGISTER: {
 			struct npf_region_info info;

@@ -167,6 +167,7 @@ int loop_run(void)
 	while (!npfd.stop) {
 		struct __kernel_timespec ts = {.tv_sec = 0, .tv_nsec = 200 * 1000 * 1000};
 		struct io_uring_cqe *cqe;
+		bool polling;
 		int err;
 
 		/*
@@ -175,16 +176,14 @@ int loop_run(void)
 		 */
 		if (resolve_pending())
 			ts.tv_nsec = 50 * 1000;
-		if (resolve_polling()) {
+		polling = resolve_polling();
+		if (polling) {
 			/*
 			 * Busy-polling the hot userfaultfds (resolve.c): enter
 			 * the ring only now and then, for everything else.
 			 */
 			if (++spins % 32 == 0)
 				io_uring_submit_and_get_events(&ring);
-			resolve_poll_hot();
-			resolve_flush();
-			continue;
 		} else if (nready == 0) {
 			err = io_uring_submit_and_wait_timeout(&ring, &cqe, 1, &ts, NULL);
 			if (err < 0 && err != -ETIME && err != -EINTR) {
@@ -197,7 +196,10 @@ int loop_run(void)
 		reap();
 		collect_drain();
 		dispatch();
+		if (polling)
+			resolve_poll_hot();
 		resolve_flush();
+		device_flush();
 	}
 	return 0;
 }

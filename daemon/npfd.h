@@ -22,6 +22,7 @@
 
 struct npfd_client;
 struct npfd_mm;
+struct bpf_link;
 
 struct npfd_region {
 	struct list_head node; /* in npfd_mm.regions */
@@ -53,6 +54,8 @@ struct npfd_mm {
 	bool dead; /* torn down; freed at the end of the loop iteration */
 	int src;   /* event-loop source id of uffd */
 	int pid_src;
+	struct bpf_link *nic_uprobe; /* on the process's npf_nic_fault_report(), once attached */
+	int pagemap_fd;		     /* /proc/PID/pagemap, opened for device requests */
 };
 
 struct npfd_client {
@@ -112,6 +115,7 @@ int collect_filter_update(pid_t tgid, struct npfd_mm *mm);
 void collect_filter_remove(pid_t tgid);
 __u64 collect_fault_ts(__u32 tid, __u64 page);
 const struct npf_global_stats *collect_global(void);
+int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen);
 
 /* region.c */
 struct npfd_mm *mm_new(int uffd, ino_t ino, pid_t tgid, struct npfd_client *owner);
@@ -132,10 +136,23 @@ void resolve_exit(void);
 void resolve_uffd_ready(void *arg);
 void resolve_flush(void);
 void resolve_forget_mm(struct npfd_mm *mm);
+int resolve_queue(struct npfd_mm *mm, __u64 addr, __u64 raised_ns);
 bool resolve_pending(void);
 void resolve_set_poll(unsigned int us);
 bool resolve_polling(void);
 void resolve_poll_hot(void);
+
+/* device.c: device memory regions (the software NIC's IO page tables) */
+int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req, int fd,
+		  struct npf_device_info *out, char *err, size_t errlen);
+int device_detach(struct npfd_client *c, __u32 id, char *err, size_t errlen);
+void device_region_gone(struct npfd_region *r, bool process_alive);
+void device_range_removed(struct npfd_region *r, __u64 start, __u64 end);
+void device_pages_installed(struct npfd_region *r, __u64 start, __u64 npages);
+void device_request(const struct npf_fault_record *rec);
+void device_flush(void);
+void device_list(void (*emit)(const struct npf_device_info *, void *), void *arg);
+bool process_alive(pid_t pid);
 
 /* control.c */
 int control_open(const char *path);

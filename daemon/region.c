@@ -21,6 +21,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <linux/userfaultfd.h>
+#include <bpf/libbpf.h>
 #include "npfd.h"
 
 /* Events npfd must see to keep its table true to the address space. */
@@ -65,6 +66,7 @@ struct npfd_mm *mm_new(int uffd, ino_t ino, pid_t tgid, struct npfd_client *owne
 	mm->owner = owner;
 	mm->pidfd = -1;
 	mm->pid_src = -1;
+	mm->pagemap_fd = -1;
 	INIT_LIST_HEAD(&mm->regions);
 	mm->src = source_add(uffd, POLLIN, mm_ready, mm);
 	if (mm->src < 0) {
@@ -90,6 +92,8 @@ void region_remove(struct npfd_region *r, bool unregister_range)
 		    errno != ESRCH && errno != EINVAL && errno != ENOMEM)
 			pr_warn("region %u: UFFDIO_UNREGISTER failed: %s", r->id, strerror(errno));
 	}
+	/* Devices first: no DMA may reach the pages once they are not served. */
+	device_region_gone(r, unregister_range && process_alive(mm->tgid));
 	list_del_init(&r->node);
 	mm->nr_regions--;
 	npfd.nr_regions--;
@@ -113,10 +117,13 @@ void mm_destroy(struct npfd_mm *mm, bool unregister_ranges)
 	list_for_each_entry_safe(r, tmp, &mm->regions, node)
 		region_remove(r, unregister_ranges);
 	collect_filter_remove(mm->tgid);
+	bpf_link__destroy(mm->nic_uprobe);
 	source_del(mm->src);
 	source_del(mm->pid_src);
 	if (mm->pidfd >= 0)
 		close(mm->pidfd);
+	if (mm->pagemap_fd >= 0)
+		close(mm->pagemap_fd);
 	/* Closing the last reference wakes every thread still blocked on it. */
 	close(mm->uffd);
 	if (mm->owner && mm->owner->mm == mm)
@@ -525,6 +532,28 @@ void mm_forked(struct npfd_mm *parent, int child_uffd)
 			pr_warn("child region %u has no stats slot", r->id);
 	}
 	pr_info("pid %d forked: serving the child's %u regions", parent->tgid, mm->nr_regions);
+}
+
+/* Does pid still run (not gone, not a zombie whose mm and threads are gone)? */
+bool process_alive(pid_t pid)
+{
+	char path[64], buf[256], *p;
+	ssize_t n;
+	int fd;
+
+	if (pid <= 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* the command name may hold anything */
+	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
 }
 
 void mm_learn_tgid(struct npfd_mm *mm, pid_t tid)

@@ -109,6 +109,12 @@ static int queue_fault(struct npfd_mm *mm, __u64 addr, __u32 tid, __u64 t)
 	return 0;
 }
 
+/* A page a device needs (device.c): resolved like a CPU fault, nobody to wake. */
+int resolve_queue(struct npfd_mm *mm, __u64 addr, __u64 raised_ns)
+{
+	return queue_fault(mm, addr, 0, raised_ns);
+}
+
 bool resolve_pending(void)
 {
 	return nfaults != 0;
@@ -208,13 +214,19 @@ void resolve_forget_mm(struct npfd_mm *mm)
 	nfaults = j;
 }
 
+/* An mm event on [start, end): count it, and take the pages from the devices. */
 static void count_event(struct npfd_mm *mm, __u64 start, __u64 end)
 {
 	struct npfd_region *r;
 
 	list_for_each_entry(r, &mm->regions, node)
-		if (start < r->start + r->length && r->start < end && r->stats)
+	{
+		if (!(start < r->start + r->length && r->start < end))
+			continue;
+		if (r->stats)
 			r->stats->mm_events++;
+		device_range_removed(r, start, end);
+	}
 }
 
 /* munmap: regions wholly inside go; regions cut at an end shrink. */
@@ -475,7 +487,9 @@ static void account(struct run *rn, __u64 t_done)
 	npfd.faults_resolved += rn->nfaults;
 	if (!r || !r->stats)
 		return;
-	r->stats->uffd_faults += rn->nfaults;
+	for (i = rn->first; i < rn->first + rn->nfaults; i++)
+		if (faults[i].tid)
+			r->stats->uffd_faults++;
 	if (r->backing == NPF_BACKING_FILE)
 		r->stats->pages_copied += rn->npages;
 	else
@@ -485,7 +499,7 @@ static void account(struct run *rn, __u64 t_done)
 		r->stats->batches++;
 	}
 	for (i = rn->first; i < rn->first + rn->nfaults; i++) {
-		__u64 raised = collect_fault_ts(faults[i].tid, faults[i].page);
+		__u64 raised = faults[i].tid ? collect_fault_ts(faults[i].tid, faults[i].page) : 0;
 		__u64 lat;
 
 		if (!raised || raised > t_done)
@@ -610,6 +624,8 @@ void resolve_flush(void)
 					strerror(-rn->status));
 			if (!rn->woken)
 				wake(rn);
+			if (!rn->status && rn->region)
+				device_pages_installed(rn->region, rn->start, rn->npages);
 			account(rn, t);
 		}
 		pos = next;

@@ -53,6 +53,8 @@ struct npf_fault_record {
 	__u64 len;	 /* bytes covered by the record */
 	__u64 ts_ns;	 /* CLOCK_MONOTONIC when the fault was raised */
 	__u64 cookie;	 /* device: page request cookie; cpu: faulting ip */
+	__u32 device_id; /* device: npfd's attachment id of the memory region; else 0 */
+	__u32 npages;	 /* device: missing pages the request names; cpu: 1 */
 };
 
 /* ------------------------------------------------------------------ */
@@ -143,6 +145,9 @@ enum npf_msg_type {
 	NPF_MSG_REGION_UNREGISTER = 3, /* npf_region_id_req -> nothing */
 	NPF_MSG_REGION_LIST = 4,     /* -> npf_region_info[] */
 	NPF_MSG_STATS = 5,	     /* npf_region_id_req (0: all) -> npf_region_stats_full[] */
+	NPF_MSG_DEVICE_ATTACH = 6,   /* npf_device_attach_req + IO page table fd -> npf_device_info */
+	NPF_MSG_DEVICE_DETACH = 7,   /* npf_device_id_req -> nothing (after invalidation) */
+	NPF_MSG_DEVICE_LIST = 8,     /* -> npf_device_info[] */
 	NPF_MSG_REPLY = 0x8000,	     /* OR-ed into the request type */
 };
 
@@ -195,6 +200,35 @@ struct npf_region_info {
 	__u32 backing;
 	__u32 flags;
 	char name[NPF_NAME_LEN];
+};
+
+/*
+ * Attach a device memory region (the software NIC's MR) to a registered
+ * region: SCM_RIGHTS carries the MR's IO page table (a memfd laid out as
+ * struct npf_iopt_header, npf_nic_abi.h). npfd maps it, answers the
+ * device's page requests for it and alone sets its entries present.
+ */
+struct npf_device_attach_req {
+	__u32 region_id; /* the registered region that contains the MR */
+	__u32 flags;	 /* none defined yet: must be 0 */
+};
+
+struct npf_device_id_req {
+	__u32 device_id;
+	__u32 pad;
+};
+
+struct npf_device_info {
+	__u32 device_id; /* put it in every page request (npf_page_request.mr_id) */
+	__u32 region_id;
+	__u32 tgid;
+	__u32 pad;
+	__u64 start;	     /* first byte of the MR's page table coverage */
+	__u64 npages;
+	__u64 page_requests; /* page request groups answered */
+	__u64 pages_mapped;  /* entries npfd set present */
+	__u64 invalidations; /* ranges invalidated and acknowledged */
+	__u64 fault_ns_sum;  /* sum over answered groups of (answered - raised) */
 };
 
 struct npf_region_stats_full {

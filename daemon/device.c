@@ -1,0 +1,458 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Device memory regions: npfd's side of the software NIC (nic/) and of any
+ * device whose IO page table npfd keeps.
+ *
+ * A client attaches an MR's IO page table (a memfd, npf_nic_abi.h) to one
+ * of its registered regions. From then on:
+ *
+ *   NIC: page missing -> npf_nic_fault_report(req) --uprobe--> BPF record
+ *   npfd: record -> group {cookie, range} -> each missing page queued in the
+ *         resolver's batch like a CPU fault -> installed in the client's mm
+ *         (UFFDIO_COPY / ZEROPAGE; EEXIST means it is there already)
+ *         -> entries set present (version bump) -> response in the ring
+ *         -> one futex wake per device per batch
+ *
+ * npfd is the only writer of PRESENT. Before pages stop being safe for DMA
+ * (unregistration, detach, munmap, MADV_DONTNEED) their entries are
+ * cleared with a version bump and an invalidation is posted; where npfd
+ * can wait (detach, unregistration) it waits for the NIC's acknowledgement
+ * that no DMA to them is in flight (seed 000 Fig. 2).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/futex.h>
+#include "npfd.h"
+#include "npf_nic_abi.h"
+
+#define INVAL_ACK_TIMEOUT_NS (2ULL * 1000 * 1000 * 1000)
+
+struct npfd_device {
+	struct list_head node; /* in devices */
+	struct npfd_region *region;
+	__u32 id;
+	struct npf_iopt_header *hdr;
+	size_t map_len;
+	__u64 *pte;
+	__u64 start, npages;
+	__u64 inval_seq;
+	bool resp_posted; /* responses posted since the last wake */
+	struct npf_device_info info;
+};
+
+/* A page request group waiting for its pages. */
+struct group {
+	struct list_head node;
+	struct npfd_device *dev;
+	__u64 first, last; /* page indexes, inclusive */
+	__u64 cookie;
+	__u64 raised_ns;
+};
+
+static struct list_head devices = LIST_HEAD_INIT(devices);
+static struct list_head groups = LIST_HEAD_INIT(groups);
+static __u32 next_device_id;
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -code;
+}
+
+static void futex_wake_shared(void *word)
+{
+	syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static struct npfd_device *device_find(__u32 id)
+{
+	struct npfd_device *d;
+
+	list_for_each_entry(d, &devices, node)
+		if (d->id == id)
+			return d;
+	return NULL;
+}
+
+static bool pte_present(const struct npfd_device *d, __u64 i)
+{
+	return __atomic_load_n(&d->pte[i], __ATOMIC_ACQUIRE) & NPF_PTE_PRESENT;
+}
+
+/* Set or clear PRESENT (with R/W) on entry i, bumping its version; A/D bits are the NIC's. */
+static bool pte_set(struct npfd_device *d, __u64 i, bool present)
+{
+	__u64 old = __atomic_load_n(&d->pte[i], __ATOMIC_RELAXED), val;
+
+	do {
+		if (!!(old & NPF_PTE_PRESENT) == present)
+			return false;
+		val = ((old >> NPF_PTE_VERSION_SHIFT) + 1) << NPF_PTE_VERSION_SHIFT;
+		val |= old & (NPF_PTE_ACCESSED | NPF_PTE_DIRTY);
+		if (present)
+			val |= NPF_PTE_PRESENT | NPF_PTE_READ | NPF_PTE_WRITE;
+	} while (!__atomic_compare_exchange_n(&d->pte[i], &old, val, false, __ATOMIC_RELEASE,
+					      __ATOMIC_RELAXED));
+	return true;
+}
+
+static int post_response(struct npfd_device *d, __u64 cookie, __u32 status)
+{
+	struct npf_resp_ring *rr = &d->hdr->resp;
+	__u32 head = __atomic_load_n(&rr->head, __ATOMIC_ACQUIRE), tail = rr->tail;
+
+	if (tail - head >= NPF_NIC_RING_SIZE)
+		return -EAGAIN; /* the NIC has not consumed: try after the next batch */
+	rr->ent[tail % NPF_NIC_RING_SIZE] = (struct npf_page_response){.cookie = cookie,
+								      .status = status};
+	__atomic_store_n(&rr->tail, tail + 1, __ATOMIC_RELEASE);
+	d->resp_posted = true;
+	return 0;
+}
+
+/* Clear [first, first + n) and tell the NIC; with wait, until it acknowledges. */
+static int invalidate(struct npfd_device *d, __u64 first, __u64 n, bool wait)
+{
+	struct npf_inval_ring *ir = &d->hdr->inval;
+	__u32 head, tail = ir->tail;
+	__u64 i, seq, deadline;
+
+	for (i = first; i < first + n && i < d->npages; i++)
+		pte_set(d, i, false);
+	head = __atomic_load_n(&ir->head, __ATOMIC_ACQUIRE);
+	if (tail - head >= NPF_NIC_RING_SIZE) {
+		pr_warn("device %u: invalidation ring full: the NIC is not acknowledging", d->id);
+		return -EAGAIN;
+	}
+	seq = ++d->inval_seq;
+	ir->ent[tail % NPF_NIC_RING_SIZE] =
+		(struct npf_inval_request){.seq = seq, .first_page = first, .npages = n};
+	__atomic_store_n(&ir->tail, tail + 1, __ATOMIC_RELEASE);
+	futex_wake_shared(&ir->tail);
+	d->info.invalidations++;
+	if (!wait)
+		return 0;
+	deadline = now_ns() + INVAL_ACK_TIMEOUT_NS;
+	for (;;) {
+		__u64 acked = __atomic_load_n(&ir->acked_seq, __ATOMIC_ACQUIRE);
+		struct timespec ts = {.tv_sec = 0, .tv_nsec = 10 * 1000 * 1000};
+
+		if (acked >= seq)
+			return 0;
+		if (now_ns() > deadline) {
+			pr_warn("device %u: the NIC did not acknowledge invalidation %llu within 2 s",
+				d->id, (unsigned long long)seq);
+			return -ETIMEDOUT;
+		}
+		syscall(SYS_futex, &ir->acked_seq, FUTEX_WAIT, (__u32)acked, &ts, NULL, 0);
+	}
+}
+
+static void answer_groups_of(struct npfd_device *d, __u32 status)
+{
+	struct group *g, *tmp;
+
+	list_for_each_entry_safe(g, tmp, &groups, node)
+	{
+		if (g->dev != d)
+			continue;
+		post_response(d, g->cookie, status);
+		list_del_init(&g->node);
+		free(g);
+	}
+}
+
+static void device_free(struct npfd_device *d, bool wait_for_ack)
+{
+	answer_groups_of(d, NPF_PR_INVALID);
+	invalidate(d, 0, d->npages, wait_for_ack);
+	if (d->resp_posted)
+		futex_wake_shared(&d->hdr->resp.tail);
+	list_del_init(&d->node);
+	munmap(d->hdr, d->map_len);
+	pr_info("device %u detached from region %u", d->id, d->region->id);
+	free(d);
+}
+
+int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req, int fd,
+		  struct npf_device_info *out, char *err, size_t errlen)
+{
+	struct npfd_region *r = region_find_id(req->region_id);
+	struct npf_iopt_header hdr;
+	struct npfd_device *d;
+	struct stat st;
+	size_t need;
+	void *map;
+	int ret;
+
+	if (req->flags)
+		return fail(err, errlen, EINVAL, "unknown flags 0x%x", req->flags);
+	if (!r || !c->mm || r->mm != c->mm)
+		return fail(err, errlen, ENOENT, "no region %u of this client", req->region_id);
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (size_t)st.st_size < sizeof(hdr))
+		return fail(err, errlen, EINVAL,
+			    "the descriptor is not an IO page table (a memfd of at least %zu bytes)",
+			    sizeof(hdr));
+	if (pread(fd, &hdr, sizeof(hdr), 0) != sizeof(hdr) || hdr.magic != NPF_IOPT_MAGIC)
+		return fail(err, errlen, EINVAL, "the IO page table has a bad magic");
+	if (hdr.version != NPF_IOPT_VERSION)
+		return fail(err, errlen, EPROTONOSUPPORT,
+			    "IO page table version %u is not supported (npfd speaks %d)", hdr.version,
+			    NPF_IOPT_VERSION);
+	need = hdr.pte_offset + hdr.npages * sizeof(__u64);
+	if (!hdr.npages || hdr.pte_offset < sizeof(hdr) || hdr.pte_offset % 8 ||
+	    need > (size_t)st.st_size || (hdr.start & (NPF_PAGE_SIZE - 1)))
+		return fail(err, errlen, EINVAL,
+			    "the IO page table header is inconsistent (%llu pages at offset %llu, object %lld bytes)",
+			    (unsigned long long)hdr.npages, (unsigned long long)hdr.pte_offset,
+			    (long long)st.st_size);
+	if (hdr.start < r->start || hdr.start + hdr.npages * NPF_PAGE_SIZE > r->start + r->length)
+		return fail(err, errlen, ERANGE,
+			    "the device region 0x%llx+%llu pages is not inside region %u (0x%llx-0x%llx)",
+			    (unsigned long long)hdr.start, (unsigned long long)hdr.npages, r->id,
+			    (unsigned long long)r->start,
+			    (unsigned long long)(r->start + r->length));
+
+	map = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		return fail(err, errlen, errno, "cannot map the IO page table: %s", strerror(errno));
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		munmap(map, need);
+		return fail(err, errlen, ENOMEM, "out of memory");
+	}
+	ret = collect_nic_uprobe(c->mm, err, errlen);
+	if (ret) {
+		munmap(map, need);
+		free(d);
+		return ret;
+	}
+	d->region = r;
+	d->id = ++next_device_id;
+	d->hdr = map;
+	d->map_len = need;
+	d->pte = (__u64 *)((char *)map + hdr.pte_offset);
+	d->start = hdr.start;
+	d->npages = hdr.npages;
+	d->inval_seq = __atomic_load_n(&d->hdr->inval.acked_seq, __ATOMIC_ACQUIRE);
+	d->info.device_id = d->id;
+	d->info.region_id = r->id;
+	d->info.tgid = (__u32)c->mm->tgid;
+	d->info.start = d->start;
+	d->info.npages = d->npages;
+	list_add_tail(&d->node, &devices);
+	*out = d->info;
+	pr_info("pid %d: device %u attached to region %u: 0x%llx, %llu pages", c->pid, d->id, r->id,
+		(unsigned long long)d->start, (unsigned long long)d->npages);
+	return 0;
+}
+
+int device_detach(struct npfd_client *c, __u32 id, char *err, size_t errlen)
+{
+	struct npfd_device *d = device_find(id);
+
+	if (!d || !c->mm || d->region->mm != c->mm)
+		return fail(err, errlen, ENOENT, "no device %u of this client", id);
+	device_free(d, true);
+	return 0;
+}
+
+/* Region going away: detach its devices; wait for acks only if its process lives on. */
+void device_region_gone(struct npfd_region *r, bool process_alive)
+{
+	struct npfd_device *d, *tmp;
+
+	list_for_each_entry_safe(d, tmp, &devices, node)
+		if (d->region == r)
+			device_free(d, process_alive);
+}
+
+void device_list(void (*emit)(const struct npf_device_info *, void *), void *arg)
+{
+	struct npfd_device *d;
+
+	list_for_each_entry(d, &devices, node)
+		emit(&d->info, arg);
+}
+
+/*
+ * Pages of [start, start + len) of region r stop being safe for DMA
+ * (munmap, MADV_DONTNEED): clear them in every device that maps them.
+ * The kernel does not wait for npfd here, so neither can npfd wait for the
+ * NIC; the NIC finds the entries gone before its next access.
+ */
+void device_range_removed(struct npfd_region *r, __u64 start, __u64 end)
+{
+	struct npfd_device *d;
+
+	list_for_each_entry(d, &devices, node)
+	{
+		__u64 lo = start > d->start ? start : d->start;
+		__u64 hi = d->start + d->npages * NPF_PAGE_SIZE;
+
+		if (d->region != r)
+			continue;
+		if (end < hi)
+			hi = end;
+		if (lo >= hi)
+			continue;
+		invalidate(d, (lo - d->start) >> NPF_PAGE_SHIFT, (hi - lo) >> NPF_PAGE_SHIFT, false);
+	}
+}
+
+/* The resolver installed [start, start + npages) of region r: the devices may use it now. */
+void device_pages_installed(struct npfd_region *r, __u64 start, __u64 npages)
+{
+	struct npfd_device *d;
+
+	list_for_each_entry(d, &devices, node)
+	{
+		__u64 end = start + npages * NPF_PAGE_SIZE, i, lo, hi;
+
+		if (d->region != r)
+			continue;
+		lo = start > d->start ? start : d->start;
+		hi = d->start + d->npages * NPF_PAGE_SIZE;
+		if (end < hi)
+			hi = end;
+		for (i = lo; i < hi; i += NPF_PAGE_SIZE)
+			if (pte_set(d, (i - d->start) >> NPF_PAGE_SHIFT, true))
+				d->info.pages_mapped++;
+	}
+}
+
+/*
+ * Queue the pages of [first, last] the device cannot use yet. Pages the
+ * process already has (written by its CPU, say) need no install: one read
+ * of /proc/PID/pagemap finds them and they are mapped at once; installing
+ * them would cost an ioctl each just to hear EEXIST.
+ */
+static void queue_missing(struct npfd_device *d, __u64 first, __u64 last, __u64 raised)
+{
+	struct npfd_mm *mm = d->region->mm;
+	__u64 ent[512], i, j, n;
+
+	if (mm->pagemap_fd < 0) {
+		char path[64];
+
+		snprintf(path, sizeof(path), "/proc/%d/pagemap", mm->tgid);
+		mm->pagemap_fd = open(path, O_RDONLY | O_CLOEXEC);
+	}
+	for (i = first; i <= last; i += n) {
+		__u64 va = d->start + i * NPF_PAGE_SIZE;
+		ssize_t got = -1;
+
+		n = last - i + 1 < 512 ? last - i + 1 : 512;
+		if (mm->pagemap_fd >= 0)
+			got = pread(mm->pagemap_fd, ent, n * sizeof(__u64),
+				    (off_t)((va >> NPF_PAGE_SHIFT) * sizeof(__u64)));
+		for (j = 0; j < n; j++) {
+			/* pagemap bits 63/62: present in RAM / in swap */
+			bool exists = got == (ssize_t)(n * sizeof(__u64)) && (ent[j] >> 62);
+
+			if (pte_present(d, i + j))
+				continue;
+			if (exists) {
+				if (pte_set(d, i + j, true))
+					d->info.pages_mapped++;
+			} else {
+				resolve_queue(mm, va + j * NPF_PAGE_SIZE, raised);
+			}
+		}
+	}
+}
+
+/* A device fault record from the ring buffer. */
+void device_request(const struct npf_fault_record *rec)
+{
+	struct npfd_device *d = device_find(rec->device_id);
+	__u64 first, last;
+	struct group *g;
+
+	if (!d || (pid_t)rec->tgid != d->region->mm->tgid) {
+		pr_warn("pid %u: page request for unknown device %u dropped", rec->tgid,
+			rec->device_id);
+		return;
+	}
+	if (!rec->len || rec->addr < d->start ||
+	    rec->addr + rec->len > d->start + d->npages * NPF_PAGE_SIZE) {
+		pr_warn("device %u: page request 0x%llx+%llu outside the device region: invalid",
+			d->id, (unsigned long long)rec->addr, (unsigned long long)rec->len);
+		post_response(d, rec->cookie, NPF_PR_INVALID);
+		return;
+	}
+	first = (rec->addr - d->start) >> NPF_PAGE_SHIFT;
+	last = (rec->addr + rec->len - 1 - d->start) >> NPF_PAGE_SHIFT;
+	g = calloc(1, sizeof(*g));
+	if (!g) {
+		post_response(d, rec->cookie, NPF_PR_INVALID);
+		return;
+	}
+	g->dev = d;
+	g->first = first;
+	g->last = last;
+	g->cookie = rec->cookie;
+	g->raised_ns = rec->ts_ns;
+	list_add_tail(&g->node, &groups);
+	queue_missing(d, first, last, rec->ts_ns);
+}
+
+/*
+ * After a resolver batch: answer every group whose pages are all present
+ * now; a group with a page neither present nor still queued failed (its
+ * memory went away) and is answered INVALID. Then one wake per device.
+ */
+void device_flush(void)
+{
+	struct npfd_device *d;
+	struct group *g, *tmp;
+	__u64 t = 0;
+
+	list_for_each_entry_safe(g, tmp, &groups, node)
+	{
+		__u32 status = NPF_PR_SUCCESS;
+		__u64 i;
+
+		for (i = g->first; i <= g->last; i++)
+			if (!pte_present(g->dev, i))
+				break;
+		if (i <= g->last) {
+			if (resolve_pending())
+				continue; /* retried next batch */
+			status = NPF_PR_INVALID;
+		}
+		if (post_response(g->dev, g->cookie, status))
+			continue;
+		if (!t)
+			t = now_ns();
+		g->dev->info.page_requests++;
+		if (t > g->raised_ns)
+			g->dev->info.fault_ns_sum += t - g->raised_ns;
+		list_del_init(&g->node);
+		free(g);
+	}
+	list_for_each_entry(d, &devices, node)
+	{
+		if (!d->resp_posted)
+			continue;
+		d->resp_posted = false;
+		futex_wake_shared(&d->hdr->resp.tail);
+	}
+}

@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The npf software RNIC: a verbs-shaped device that moves bytes between two
+ * processes (shared memory on one host, UDP across network namespaces) over
+ * a reliable-connection transport, and whose IOMMU takes page faults that
+ * npfd resolves. See nic/README.md for the model.
+ *
+ * API conventions:
+ *  - names follow ibverbs: nic_open/nic_close, nic_alloc_pd, nic_reg_mr,
+ *    nic_create_cq, nic_create_qp, nic_post_send, nic_post_recv,
+ *    nic_poll_cq; accessors are nic_<object>_<field>() (nic_mr_lkey()).
+ *  - objects are opaque; options structs start with `size_t sz` (declare
+ *    them with NIC_OPTS so that the size is filled in);
+ *  - int functions return 0 (or a non-negative value) on success and
+ *    -errno on failure; pointer functions return NULL and set errno;
+ *  - the library never prints.
+ *  - posting (nic_post_send/recv) and polling (nic_poll_cq) are lock-free
+ *    and may run concurrently with the device; one thread at a time per
+ *    QP for posting and per CQ for polling. Control calls (create, destroy,
+ *    register, connect) take the device lock and may be called from any
+ *    thread.
+ */
+#ifndef NPF_NIC_H
+#define NPF_NIC_H
+
+#include <stddef.h>
+#include <linux/types.h>
+#include "npf_nic_abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Declare and zero an options struct with its size filled in. */
+#define NIC_OPTS(TYPE, NAME, ...)                                                                  \
+	struct TYPE NAME = ({                                                                      \
+		struct TYPE ___##NAME = {.sz = sizeof(struct TYPE), __VA_ARGS__};                 \
+		___##NAME;                                                                         \
+	})
+
+#define NIC_MAX_SGE 4
+#define NIC_DEFAULT_MTU 4096
+#define NIC_DEFAULT_MAX_PAGE_REQUESTS 4
+
+struct nic;
+struct nic_pd;
+struct nic_mr;
+struct nic_cq;
+struct nic_qp;
+
+/* ---- device ---------------------------------------------------------- */
+
+enum nic_wire_type {
+	NIC_WIRE_SHM = 1, /* peer on this host: one shared-memory ring per direction */
+	NIC_WIRE_UDP = 2, /* peer anywhere IPv4 reaches (e.g. another netns) */
+};
+
+struct nic_opts {
+	size_t sz;
+	enum nic_wire_type wire;  /* 0: NIC_WIRE_SHM */
+	const char *udp_addr;	  /* NIC_WIRE_UDP: local IPv4 address to bind (NULL: 127.0.0.1) */
+	__u32 tx_drop_every;	  /* fault injection: lose 1 in N transmitted packets, pseudo-randomly */
+};
+
+/*
+ * Start a NIC in this process: its DMA engine thread (and, for UDP, a thread
+ * that rings the engine's doorbell when packets arrive). Create threads
+ * after fork(), not before.
+ */
+struct nic *nic_open(const struct nic_opts *opts);
+void nic_close(struct nic *nic);
+
+struct nic_stats {
+	__u64 pkts_tx;
+	__u64 pkts_rx;
+	__u64 pkts_dropped;	   /* injected drops, malformed or unroutable packets */
+	__u64 retransmits;	   /* packets sent again (go-back-N) */
+	__u64 timeouts;		   /* retransmission timer expiries */
+	__u64 rnr_nak_tx;	   /* RNR NAKs sent (responder not ready or faulting) */
+	__u64 rnr_nak_rx;
+	__u64 seq_nak_tx;
+	__u64 page_requests;	   /* npf_nic_fault_report() calls */
+	__u64 page_requests_suppressed; /* missing pages already requested, not asked again */
+	__u64 page_responses;
+	__u64 requester_stalls;	   /* WRs that waited for a page response before sending */
+	__u64 invalidations;	   /* inval ring entries acknowledged */
+	__u64 cq_overruns;	   /* completions lost because a CQ was full */
+};
+
+/* Copy the device counters (up to sz bytes of struct nic_stats). */
+int nic_query_stats(struct nic *nic, struct nic_stats *stats, size_t sz);
+
+/* ---- protection domain, memory regions -------------------------------- */
+
+struct nic_pd *nic_alloc_pd(struct nic *nic);
+int nic_dealloc_pd(struct nic_pd *pd); /* -EBUSY while MRs or QPs use it */
+
+enum nic_access {
+	NIC_ACCESS_LOCAL_WRITE = 1,  /* RECV and RDMA READ may write it */
+	NIC_ACCESS_REMOTE_WRITE = 2,
+	NIC_ACCESS_REMOTE_READ = 4,
+};
+
+/*
+ * Register [addr, addr + len) without pinning it. The IO page table covers
+ * every page the range touches and starts with no entry present: until
+ * npfd (or whoever holds nic_mr_iopt_fd()) marks pages present, every DMA
+ * into the region raises a page request. The memory must stay mapped as
+ * long as the MR exists.
+ */
+struct nic_mr *nic_reg_mr(struct nic_pd *pd, void *addr, size_t len, int access);
+
+/*
+ * Deregister: from the moment this returns the device never touches the
+ * region again; WRs that still name its keys complete with an error
+ * (LOC_PROT_ERR locally, REM_ACCESS_ERR for the remote requester).
+ */
+int nic_dereg_mr(struct nic_mr *mr);
+
+__u32 nic_mr_lkey(const struct nic_mr *mr);
+__u32 nic_mr_rkey(const struct nic_mr *mr);
+
+/*
+ * The IO page table: a memfd laid out as struct npf_iopt_header followed by
+ * the PTEs (npf_nic_abi.h), sealed against resizing. The fd stays owned by
+ * the MR (dup it to keep it). Hand it to npfd.
+ */
+int nic_mr_iopt_fd(const struct nic_mr *mr);
+
+/* The id npfd gave this MR's attachment: copied into every page request. */
+int nic_mr_set_npf_id(struct nic_mr *mr, __u32 id);
+
+/* ---- completion queues ------------------------------------------------ */
+
+enum nic_wc_status {
+	NIC_WC_SUCCESS = 0,
+	NIC_WC_LOC_LEN_ERR,	/* receive buffer too small for the SEND */
+	NIC_WC_LOC_QP_OP_ERR,
+	NIC_WC_LOC_PROT_ERR,	/* bad lkey, out of bounds, or npfd said INVALID */
+	NIC_WC_WR_FLUSH_ERR,	/* QP in error: WR not executed */
+	NIC_WC_LOC_ACCESS_ERR,	/* responder: incoming data hit an invalid local page */
+	NIC_WC_REM_INV_REQ_ERR, /* responder refused the request (e.g. SEND too long) */
+	NIC_WC_REM_ACCESS_ERR,	/* bad rkey, out of bounds, no permission, or remote INVALID */
+	NIC_WC_REM_OP_ERR,
+	NIC_WC_RETRY_EXC_ERR,	/* no ACK after retry_cnt retransmissions */
+	NIC_WC_RNR_RETRY_EXC_ERR,
+};
+
+enum nic_wc_opcode {
+	NIC_WC_SEND,
+	NIC_WC_RDMA_WRITE,
+	NIC_WC_RDMA_READ,
+	NIC_WC_RECV,
+};
+
+struct nic_wc {
+	__u64 wr_id;
+	enum nic_wc_status status;
+	enum nic_wc_opcode opcode;
+	__u32 byte_len; /* RECV: bytes received; RDMA READ: bytes read */
+	__u32 qp_num;
+};
+
+const char *nic_wc_status_str(enum nic_wc_status status);
+
+struct nic_cq *nic_create_cq(struct nic *nic, int cqe);
+int nic_destroy_cq(struct nic_cq *cq); /* -EBUSY while a QP uses it */
+
+/* Take up to n completions; returns how many (0 if none). */
+int nic_poll_cq(struct nic_cq *cq, int n, struct nic_wc *wc);
+
+/* Sleep until the CQ holds a completion: 0, or -ETIMEDOUT (timeout_ms < 0: forever). */
+int nic_cq_wait(struct nic_cq *cq, int timeout_ms);
+
+/* ---- queue pairs (reliable connection) --------------------------------- */
+
+struct nic_qp_init_attr {
+	size_t sz;
+	struct nic_cq *send_cq;
+	struct nic_cq *recv_cq;
+	__u32 max_send_wr;	 /* default 256 */
+	__u32 max_recv_wr;	 /* default 256 */
+	int sq_sig_all;		 /* every send WR is signaled */
+	__u32 max_page_requests; /* outstanding page requests (default 4) */
+	__u32 rnr_timer_us;	 /* what our RNR NAKs ask the sender to wait (default 100) */
+	__u32 timeout_us;	 /* retransmission timeout, doubled per retry up to x16 (default 10000) */
+	__u32 retry_cnt;	 /* retransmissions without progress before RETRY_EXC_ERR (default 7) */
+	__u32 rnr_retry;	 /* RNR NAKs tolerated per WR; 7 = forever (default 7) */
+};
+
+struct nic_qp *nic_create_qp(struct nic_pd *pd, const struct nic_qp_init_attr *attr);
+int nic_destroy_qp(struct nic_qp *qp);
+__u32 nic_qp_num(const struct nic_qp *qp);
+
+/*
+ * What two QPs exchange out of band before they can talk (what an ibverbs
+ * application sends over TCP: QPN, PSN and address). Plain data: may be
+ * copied across processes as bytes.
+ */
+#define NIC_QP_INFO_MAGIC 0x4951504e /* "NPQI" */
+struct nic_qp_info {
+	__u32 magic;
+	__u32 version;	 /* 1 */
+	__u32 wire;	 /* enum nic_wire_type */
+	__u32 qpn;
+	__u32 psn;	 /* first PSN this QP sends */
+	__u32 mtu;
+	__u32 udp_addr;	 /* network byte order */
+	__u16 udp_port;	 /* network byte order */
+	__u16 pad;
+	char shm_name[64]; /* this QP's receive ring */
+};
+
+int nic_qp_local_info(const struct nic_qp *qp, struct nic_qp_info *info);
+
+/* Connect to the remote QP described by info: the QP becomes ready to send. */
+int nic_qp_connect(struct nic_qp *qp, const struct nic_qp_info *remote);
+
+/*
+ * Exchange nic_qp_info over a connected stream socket (unix or TCP) and
+ * connect. Both peers call it; it blocks until the peer's info arrives.
+ */
+int nic_qp_connect_fd(struct nic_qp *qp, int sockfd);
+
+struct nic_sge {
+	__u64 addr;
+	__u32 length;
+	__u32 lkey;
+};
+
+enum nic_wr_opcode {
+	NIC_WR_SEND,
+	NIC_WR_RDMA_WRITE,
+	NIC_WR_RDMA_READ,
+};
+
+enum nic_send_flags {
+	NIC_SEND_SIGNALED = 1,
+};
+
+struct nic_send_wr {
+	__u64 wr_id;
+	struct nic_send_wr *next;
+	struct nic_sge *sg_list;
+	int num_sge;
+	enum nic_wr_opcode opcode;
+	unsigned int send_flags;
+	__u64 remote_addr; /* RDMA WRITE / READ */
+	__u32 rkey;
+};
+
+struct nic_recv_wr {
+	__u64 wr_id;
+	struct nic_recv_wr *next;
+	struct nic_sge *sg_list;
+	int num_sge;
+};
+
+/*
+ * Post a chain of WRs. On failure returns -errno and points *bad_wr at the
+ * first WR not posted (-ENOMEM: queue full; -EINVAL: bad WR or QP not
+ * connected). Keys and bounds are checked when the device executes the WR
+ * and reported as completions, as hardware does.
+ */
+int nic_post_send(struct nic_qp *qp, struct nic_send_wr *wr, struct nic_send_wr **bad_wr);
+int nic_post_recv(struct nic_qp *qp, struct nic_recv_wr *wr, struct nic_recv_wr **bad_wr);
+
+/* ---- the fault-report site --------------------------------------------- */
+
+/*
+ * Called once per page request group. It does nothing: its first
+ * instruction is the 5-byte nop 0f 1f 44 00 00 so that npfd's BPF uprobe on
+ * it is cheap; the uprobe reads *req (struct npf_page_request).
+ */
+void npf_nic_fault_report(const struct npf_page_request *req);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NPF_NIC_H */

@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Two NICs in two network namespaces joined by a veth pair, talking RC over
+ * UDP: SEND/RECV, RDMA WRITE and RDMA READ with checksums, on a link that
+ * also loses 1 packet in 50. The namespaces are removed at the end.
+ */
+#include <sched.h>
+#include "nic_fixture.h"
+
+#define REG (2UL << 20)
+
+static char ns[2][32];
+static const char *addr[2] = {"10.251.7.1", "10.251.7.2"};
+
+static void enter_ns(int i)
+{
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/run/netns/%s", ns[i]);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	FX_ASSERT(fd >= 0 && !setns(fd, CLONE_NEWNET), "enter netns %s: %s", ns[i], strerror(errno));
+	close(fd);
+}
+
+static struct nic_mr *reg_present(struct fx_ep *ep, void *buf, size_t len, int acc)
+{
+	struct nic_mr *mr = nic_reg_mr(ep->pd, buf, len, acc);
+	struct fx_iopt t;
+
+	FX_ASSERT(mr, "nic_reg_mr: %s", strerror(errno));
+	fx_iopt_map(&t, mr);
+	nic_test_mark_present(&t, (uintptr_t)buf, len);
+	return mr;
+}
+
+static int side(int sock, void *arg, int me)
+{
+	NIC_OPTS(nic_opts, o, .wire = NIC_WIRE_UDP, .udp_addr = addr[me], .tx_drop_every = 50);
+	int acc = NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_REMOTE_WRITE | NIC_ACCESS_REMOTE_READ;
+	struct fx_ep ep = {0};
+	struct fx_region reg, peer;
+	struct nic_mr *mr, *rmr;
+	char *buf, *rbuf;
+	struct nic_wc wc;
+	__u64 sum;
+
+	enter_ns(me);
+	fx_ep_open(&ep, &o);
+	buf = fx_alloc(REG);
+	rbuf = fx_alloc(REG);
+	fx_fill(buf, REG, 40 + me);
+	memset(rbuf, 0, REG);
+	mr = reg_present(&ep, buf, REG, acc);
+	rmr = reg_present(&ep, rbuf, REG, acc);
+	fx_qp(&ep, sock);
+	reg = (struct fx_region){(uintptr_t)rbuf, REG, nic_mr_rkey(rmr)};
+	fx_send(sock, &reg, sizeof(reg));
+	fx_recv(sock, &peer, sizeof(peer));
+
+	if (me == 0) {
+		/* A: SEND 100000 bytes, then WRITE 1 MiB, then READ 1 MiB of B's buf */
+		fx_sync(sock, 1);
+		FX_ASSERT(!fx_post(ep.qp, NIC_WR_SEND, 1, buf, 100000, mr, 0, 0), "post");
+		fx_expect_wc(ep.cq, 1, NIC_WC_SUCCESS);
+		sum = fx_sum(buf, 100000);
+		fx_send(sock, &sum, sizeof(sum));
+		FX_ASSERT(!fx_post(ep.qp, NIC_WR_RDMA_WRITE, 2, buf, REG / 2, mr, peer.addr + 4096,
+				   peer.rkey),
+			  "post");
+		fx_expect_wc(ep.cq, 2, NIC_WC_SUCCESS);
+		sum = fx_sum(buf, REG / 2);
+		fx_send(sock, &sum, sizeof(sum));
+		fx_sync(sock, 2);
+		/* B copied its own pattern into its rbuf: read it back */
+		FX_ASSERT(!fx_post(ep.qp, NIC_WR_RDMA_READ, 3, rbuf, REG / 2, rmr, peer.addr,
+				   peer.rkey),
+			  "post");
+		fx_expect_wc(ep.cq, 3, NIC_WC_SUCCESS);
+		fx_recv(sock, &sum, sizeof(sum));
+		FX_ASSERT(fx_sum(rbuf, REG / 2) == sum, "READ over UDP: checksum mismatch");
+		fx_print_stats("A", ep.nic);
+	} else {
+		__u64 got;
+
+		fx_post_recv(ep.qp, 9, rbuf, REG, rmr);
+		fx_sync(sock, 1);
+		fx_wait_wc(ep.cq, &wc, 20000);
+		FX_ASSERT(wc.status == NIC_WC_SUCCESS && wc.byte_len == 100000, "RECV '%s' %u",
+			  nic_wc_status_str(wc.status), wc.byte_len);
+		fx_recv(sock, &got, sizeof(got));
+		FX_ASSERT(fx_sum(rbuf, 100000) == got, "SEND over UDP: checksum mismatch");
+		fx_recv(sock, &got, sizeof(got));
+		FX_ASSERT(fx_sum(rbuf + 4096, REG / 2) == got, "WRITE over UDP: checksum mismatch");
+		memcpy(rbuf, buf, REG / 2);
+		fx_sync(sock, 2);
+		sum = fx_sum(buf, REG / 2);
+		fx_send(sock, &sum, sizeof(sum));
+	}
+	fx_sync(sock, 3);
+	nic_close(ep.nic);
+	return 0;
+}
+
+static int side_a(int sock, void *arg)
+{
+	return side(sock, arg, 0);
+}
+
+static int side_b(int sock, void *arg)
+{
+	return side(sock, arg, 1);
+}
+
+static int sh(const char *fmt, ...)
+{
+	char cmd[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	return system(cmd);
+}
+
+static void cleanup(void)
+{
+	sh("ip netns del %s 2>/dev/null", ns[0]);
+	sh("ip netns del %s 2>/dev/null", ns[1]);
+}
+
+int main(void)
+{
+	int r;
+
+	if (geteuid())
+		fx_skip("creating network namespaces needs root");
+	if (sh("ip -V >/dev/null 2>&1"))
+		fx_skip("the ip command (iproute2) is missing");
+	snprintf(ns[0], sizeof(ns[0]), "npfnicA%d", getpid());
+	snprintf(ns[1], sizeof(ns[1]), "npfnicB%d", getpid());
+	atexit(cleanup);
+	if (sh("ip netns add %s && ip netns add %s", ns[0], ns[1]) ||
+	    sh("ip link add vnpfa%d netns %s type veth peer name vnpfb%d netns %s", getpid() % 100000,
+	       ns[0], getpid() % 100000, ns[1]) ||
+	    sh("ip -n %s addr add %s/24 dev vnpfa%d && ip -n %s link set vnpfa%d up && "
+	       "ip -n %s link set lo up",
+	       ns[0], addr[0], getpid() % 100000, ns[0], getpid() % 100000, ns[0]) ||
+	    sh("ip -n %s addr add %s/24 dev vnpfb%d && ip -n %s link set vnpfb%d up && "
+	       "ip -n %s link set lo up",
+	       ns[1], addr[1], getpid() % 100000, ns[1], getpid() % 100000, ns[1]))
+	{
+		cleanup(); /* fx_skip() exits without running atexit handlers */
+		fx_skip("cannot set up two network namespaces joined by veth");
+	}
+	r = fx_pair(side_a, side_b, NULL, 25);
+	if (!r)
+		printf("PASS: SEND/RECV, WRITE, READ over UDP between two network namespaces\n");
+	return r;
+}
