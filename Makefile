@@ -112,6 +112,7 @@ $(LIBNIC_A): $(patsubst %.c,$(O)/obj/%.o,$(NIC_SRCS))
 
 $(O)/bin/npfctl: $(O)/obj/client/npfctl.o $(LIBNPF_A)
 	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^
 
 $(O)/tests/%: $(O)/obj/tests/%.o $(LIBNIC_A) $(LIBNPF_A)
