@@ -24,12 +24,14 @@ ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 
 CFLAGS	?= -O2 -g
 CFLAGS	+= -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
-	   -D_GNU_SOURCE -std=gnu11 -Iinclude -Iclient -Inic -I$(O)/gen -MMD -MP
-LDLIBS_NPFD := -lbpf -luring -lelf -lz -lpthread
+	   -D_GNU_SOURCE -std=gnu11 -Iinclude -Iclient -Inic -Icommon -I$(O)/gen -MMD -MP
+LDLIBS_NPFD := -lbpf -luring -lelf -lz -lpthread -lsystemd
+LDLIBS_NPFCTL := -lbpf -luring -lelf -lz
 
 BPF_CFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_$(ARCH) -Iinclude -I$(O)/gen -Wall
 
 DAEMON_SRCS := $(wildcard daemon/*.c)
+COMMON_SRCS := $(wildcard common/*.c)
 LIB_SRCS    := $(wildcard client/lib*.c)
 NIC_SRCS    := $(wildcard nic/*.c)
 BPF_SRCS    := $(wildcard bpf/*.bpf.c)
@@ -45,6 +47,7 @@ EXAMPLES  := $(patsubst examples/%.c,$(O)/bin/npf-%,$(EXAMPLE_SRCS))
 LIBNPF_A  := $(O)/lib/libnpf.a
 LIBNPF_SO := $(O)/lib/libnpf.so
 LIBNIC_A  := $(O)/lib/libnpfnic.a
+COMMON_OBJS := $(patsubst %.c,$(O)/obj/%.o,$(COMMON_SRCS))
 
 DEPS_STAMP := $(O)/.deps-installed
 
@@ -86,7 +89,7 @@ $(O)/obj/lib/%.o: client/%.c | $(DEPS_STAMP)
 # The daemon includes the skeletons: make them before compiling it.
 $(patsubst %.c,$(O)/obj/%.o,$(DAEMON_SRCS)): | $(SKELS)
 
-$(O)/bin/npfd: $(patsubst %.c,$(O)/obj/%.o,$(DAEMON_SRCS))
+$(O)/bin/npfd: $(patsubst %.c,$(O)/obj/%.o,$(DAEMON_SRCS)) $(COMMON_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_NPFD)
@@ -110,10 +113,10 @@ $(LIBNIC_A): $(patsubst %.c,$(O)/obj/%.o,$(NIC_SRCS))
 	$(Q)mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(O)/bin/npfctl: $(O)/obj/client/npfctl.o $(LIBNPF_A)
+$(O)/bin/npfctl: $(O)/obj/client/npfctl.o $(COMMON_OBJS) $(LIBNPF_A)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_NPFCTL)
 
 $(O)/tests/%: $(O)/obj/tests/%.o $(LIBNIC_A) $(LIBNPF_A)
 	$(call msg,LINK,$@)

@@ -11,11 +11,17 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+#include "npf_features.h"
 #include "npf.h"
 
 #define NPFCTL_VERSION "0.1"
@@ -24,6 +30,8 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
 static bool json_output;
 static bool pretty_output;
+static bool prometheus_output;
+static bool top_once;
 static const char *socket_path;
 static struct npf_client *client;
 
@@ -422,19 +430,30 @@ static const char help_text[] =
 	"                             file offset, name\n"
 	"  stats [show [region ID]]   per region: CPU, device and userfaultfd faults, pages\n"
 	"                             zeroed and copied, bytes read, batches, mm events,\n"
-	"                             fault latency (mean, p50, p99, histogram)\n"
+	"                             fault latency (mean, p50, p99, histogram); with\n"
+	"                             --format prometheus, the Prometheus text format\n"
+	"  top [--once]               live view, refreshed every second: fault rates and\n"
+	"                             latencies per region ('q' quits); one frame with\n"
+	"                             --once, --json, or when stdout is not a terminal\n"
+	"  doctor                     probe every kernel feature npf uses by trying it;\n"
+	"                             print what works, what does not and what that\n"
+	"                             disables (exit 1 when a required one is missing)\n"
 	"  help                       this text (also OBJECT help)\n"
 	"\n"
 	"Options:\n"
 	"  -j, --json                 print one JSON document (numbers in bytes and ns)\n"
 	"  -p, --pretty               pretty-print the JSON (implies --json)\n"
+	"      --format FMT           text (default), json (as --json), or prometheus\n"
+	"                             (stats only)\n"
+	"      --once                 top: print one frame and exit\n"
 	"  -s, --socket PATH          npfd's control socket (default: $NPF_SOCKET, else\n"
 	"                             " NPF_DEFAULT_SOCKET ")\n"
 	"  -h, --help                 this text\n"
 	"  -V, --version              npfctl's version and protocol version\n"
 	"\n"
-	"Exit status: 0 success, 1 failure (npfd not running, or npfd refused the request),\n"
-	"2 usage error. With --json, errors are {\"error\": \"...\"} on stderr.\n";
+	"Exit status: 0 success, 1 failure (npfd not running, npfd refused the request, or\n"
+	"doctor found a required feature missing), 2 usage error. With --json, errors are\n"
+	"{\"error\": \"...\"} on stderr.\n";
 
 static int do_help(int argc, char **argv)
 {
@@ -656,6 +675,146 @@ static void print_region_stats(const struct npf_region_stats_full *sf, const cha
 	close_json_object();
 }
 
+/*
+ * The Prometheus text exposition format (version 0.0.4): one HELP and TYPE
+ * line per metric family, then its samples. Counters end in _total; the
+ * latency histogram is in seconds, the base unit, with cumulative buckets
+ * at the log2(ns) bucket bounds.
+ */
+static void prom_label_value(const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			printf("\\%c", *s);
+		else if (*s == '\n')
+			fputs("\\n", stdout);
+		else
+			putchar(*s);
+	}
+}
+
+static void prom_family(const char *name, const char *type, const char *help)
+{
+	printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+struct prom_region {
+	__u32 id, pid;
+	const char *name;
+};
+
+static void prom_labels(const struct prom_region *r, const char *extra)
+{
+	printf("{region=\"%u\",pid=\"%u\",name=\"", r->id, r->pid);
+	prom_label_value(r->name);
+	printf("\"%s}", extra ? extra : "");
+}
+
+static const struct {
+	const char *metric, *help;
+	size_t off;
+} prom_region_counters[] = {
+#define C(f, h) {"npf_region_" #f "_total", h, offsetof(struct npf_region_stats, f)}
+	C(cpu_faults, "CPU page faults in the region seen by the BPF collector."),
+	C(device_faults, "Device page requests for the region."),
+	C(uffd_faults, "userfaultfd fault messages npfd resolved for the region."),
+	C(pages_zeroed, "Pages npfd installed zero-filled."),
+	C(pages_copied, "Pages npfd installed from the backing file."),
+	C(bytes_read, "Bytes npfd read from the backing file."),
+	C(batches, "Resolver batches that touched the region."),
+	C(mm_events, "userfaultfd REMOVE, UNMAP, REMAP and FORK events on the region."),
+#undef C
+};
+
+static void print_prometheus(const struct npf_status *st, const struct npf_region_stats_full *sf,
+			     size_t n, const struct npf_region_info *ri, size_t nri)
+{
+	struct prom_region *r = calloc(n ? n : 1, sizeof(*r));
+	char (*names)[NPF_NAME_LEN + 1] = calloc(n ? n : 1, sizeof(*names));
+	size_t i, k, c;
+	int b;
+
+	if (!r || !names) {
+		free(r);
+		free(names);
+		p_err("cannot format the metrics: %s", strerror(ENOMEM));
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		r[i].id = sf[i].stats.region_id;
+		r[i].pid = sf[i].stats.tgid;
+		for (k = 0; k < nri; k++)
+			if (ri[k].region_id == r[i].id)
+				region_name(names[i], ri[k].name);
+		r[i].name = names[i];
+	}
+
+	prom_family("npf_up", "gauge", "1: npfd answered.");
+	printf("npf_up{pid=\"%u\",protocol_version=\"%u\"} 1\n", st->npfd_pid,
+	       st->proto_version);
+	prom_family("npf_uptime_seconds", "gauge", "Seconds since npfd started.");
+	printf("npf_uptime_seconds %.3f\n", (double)st->uptime_ns / 1e9);
+	prom_family("npf_clients", "gauge", "Connected clients.");
+	printf("npf_clients %u\n", st->clients);
+	prom_family("npf_regions", "gauge", "Registered regions.");
+	printf("npf_regions %u\n", st->regions);
+	prom_family("npf_faults_resolved_total", "counter", "Faults npfd resolved, all regions.");
+	printf("npf_faults_resolved_total %llu\n", (unsigned long long)st->faults_resolved);
+	prom_family("npf_batches_total", "counter", "Resolver batches, all regions.");
+	printf("npf_batches_total %llu\n", (unsigned long long)st->batches);
+	prom_family("npf_iommu_faults_total", "counter", "iommu:io_page_fault events, any device.");
+	printf("npf_iommu_faults_total %llu\n", (unsigned long long)st->iommu_faults);
+	prom_family("npf_records_dropped_total", "counter",
+		    "Fault records lost because the BPF ring buffer was full.");
+	printf("npf_records_dropped_total %llu\n", (unsigned long long)st->records_dropped);
+	prom_family("npf_bad_messages_total", "counter", "Requests npfd refused as malformed.");
+	printf("npf_bad_messages_total %llu\n", (unsigned long long)st->bad_messages);
+
+	prom_family("npf_region_length_bytes", "gauge", "Length of the region.");
+	for (i = 0; i < n; i++) {
+		printf("npf_region_length_bytes");
+		prom_labels(&r[i], NULL);
+		printf(" %llu\n", (unsigned long long)sf[i].stats.length);
+	}
+	for (c = 0; c < sizeof(prom_region_counters) / sizeof(prom_region_counters[0]); c++) {
+		prom_family(prom_region_counters[c].metric, "counter", prom_region_counters[c].help);
+		for (i = 0; i < n; i++) {
+			const char *base = (const char *)&sf[i].stats;
+
+			printf("%s", prom_region_counters[c].metric);
+			prom_labels(&r[i], NULL);
+			printf(" %llu\n",
+			       (unsigned long long)*(const __u64 *)(base + prom_region_counters[c].off));
+		}
+	}
+
+	prom_family("npf_region_fault_latency_seconds", "histogram",
+		    "Fault service time, fault raised to page installed.");
+	for (i = 0; i < n; i++) {
+		__u64 cum = 0;
+		char le[48];
+
+		for (b = 0; b < NPF_LAT_BUCKETS; b++) {
+			cum += sf[i].latency.slot[b];
+			snprintf(le, sizeof(le), ",le=\"%.9g\"", (double)(1ULL << (b + 1)) / 1e9);
+			printf("npf_region_fault_latency_seconds_bucket");
+			prom_labels(&r[i], le);
+			printf(" %llu\n", (unsigned long long)cum);
+		}
+		printf("npf_region_fault_latency_seconds_bucket");
+		prom_labels(&r[i], ",le=\"+Inf\"");
+		printf(" %llu\n", (unsigned long long)cum);
+		printf("npf_region_fault_latency_seconds_sum");
+		prom_labels(&r[i], NULL);
+		printf(" %.9f\n", (double)sf[i].stats.latency_sum_ns / 1e9);
+		printf("npf_region_fault_latency_seconds_count");
+		prom_labels(&r[i], NULL);
+		printf(" %llu\n", (unsigned long long)cum);
+	}
+	free(names);
+	free(r);
+}
+
 static int parse_region_id(const char *s, __u32 *id)
 {
 	unsigned long v;
@@ -706,6 +865,20 @@ static int do_stats_show(int argc, char **argv)
 	if (npf_client__region_list(client, &ri, &nri))
 		nri = 0;
 
+	if (prometheus_output) {
+		struct npf_status st;
+
+		err = npf_client__status(client, &st);
+		if (err) {
+			free(ri);
+			free(sf);
+			return request_failed("status", err);
+		}
+		print_prometheus(&st, sf, n, ri, nri);
+		free(ri);
+		free(sf);
+		return EXIT_OK;
+	}
 	if (!n)
 		print_string(NULL, "%s\n", "no regions registered");
 	open_json_array(NULL);
@@ -735,12 +908,265 @@ static int do_stats(int argc, char **argv)
 	return cmd_select(cmds, "stats", argc, argv);
 }
 
+/* doctor */
+
+static const char *need_name(enum npf_feat_need need)
+{
+	switch (need) {
+	case NPF_NEED_REQUIRED:
+		return "required";
+	case NPF_NEED_OPTIONAL:
+		return "optional";
+	default:
+		return "unused";
+	}
+}
+
+static int do_doctor(int argc, char **argv)
+{
+	size_t i;
+	int err, missing;
+
+	err = no_more_args("doctor", argc, argv);
+	if (err)
+		return err;
+	/* The text report is npfd --check's, word for word. */
+	if (!json_output) {
+		missing = npf_features_report(stdout);
+		return missing ? EXIT_FAIL : EXIT_OK;
+	}
+	missing = npf_features_missing_required();
+	open_json_object(NULL);
+	open_json_array("features");
+	for (i = 0; i < npf_nr_features; i++) {
+		const struct npf_feature *f = &npf_features[i];
+
+		open_json_object(NULL);
+		print_string("group", NULL, f->group);
+		print_string("name", NULL, f->name);
+		print_string("result", NULL, npf_feature_verdict(f));
+		print_string("need", NULL, need_name(f->need));
+		print_string("detail", NULL, f->detail);
+		print_string("disables", NULL, f->disables);
+		close_json_object();
+	}
+	close_json_array();
+	print_u64("missing_required", NULL, (__u64)missing);
+	close_json_object();
+	return missing ? EXIT_FAIL : EXIT_OK;
+}
+
+/* top */
+
+struct top_sample {
+	struct npf_status st;
+	struct npf_region_stats_full *sf;
+	size_t n;
+	struct npf_region_info *ri;
+	size_t nri;
+	double t; /* CLOCK_MONOTONIC seconds */
+};
+
+static volatile sig_atomic_t top_stop;
+
+static void top_signal(int sig)
+{
+	top_stop = 1;
+}
+
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void top_sample_free(struct top_sample *s)
+{
+	free(s->sf);
+	free(s->ri);
+	memset(s, 0, sizeof(*s));
+}
+
+static int top_sample_take(struct top_sample *s)
+{
+	int err;
+
+	memset(s, 0, sizeof(*s));
+	err = npf_client__status(client, &s->st);
+	if (err)
+		return request_failed("status", err);
+	err = npf_client__stats(client, 0, &s->sf, &s->n);
+	if (err)
+		return request_failed("stats", err);
+	if (npf_client__region_list(client, &s->ri, &s->nri))
+		s->nri = 0;
+	s->t = mono_s();
+	return 0;
+}
+
+static const struct npf_region_stats_full *top_find(const struct top_sample *s, __u32 id)
+{
+	size_t i;
+
+	for (i = 0; i < s->n; i++)
+		if (s->sf[i].stats.region_id == id)
+			return &s->sf[i];
+	return NULL;
+}
+
+/* A per-second rate in text ("12.3k/s" style); the raw rate in JSON. */
+static void print_rate(const char *key, const char *fmt, double per_s)
+{
+	char buf[32];
+
+	if (json_output) {
+		print_u64(key, NULL, (__u64)(per_s + 0.5));
+		return;
+	}
+	if (per_s >= 1e6)
+		snprintf(buf, sizeof(buf), "%.1fM", per_s / 1e6);
+	else if (per_s >= 1e4)
+		snprintf(buf, sizeof(buf), "%.1fk", per_s / 1e3);
+	else
+		snprintf(buf, sizeof(buf), "%.0f", per_s);
+	print_string(NULL, fmt, buf);
+}
+
+/* One frame: rates and latencies over the interval between two samples. */
+static void top_frame(const struct top_sample *a, const struct top_sample *b)
+{
+	double dt = b->t - a->t > 0 ? b->t - a->t : 1;
+	char name[NPF_NAME_LEN + 1], buf[64];
+	size_t i, k;
+
+	open_json_object(NULL);
+	print_u64("npfd_pid", "npfd %llu", b->st.npfd_pid);
+	print_u64("uptime_ns", NULL, b->st.uptime_ns);
+	print_string(NULL, "  up %s", fmt_uptime(buf, sizeof(buf), b->st.uptime_ns));
+	print_u64("clients", "  clients %llu", b->st.clients);
+	print_u64("regions", "  regions %llu", b->st.regions);
+	print_rate("faults_per_s", "  resolved %s/s",
+		   (double)(b->st.faults_resolved - a->st.faults_resolved) / dt);
+	print_u64("iommu_faults", "  iommu faults %llu", b->st.iommu_faults);
+	print_u64("records_dropped", "  dropped %llu\n\n", b->st.records_dropped);
+	print_string(NULL, "%s\n",
+		     "ID     PID      NAME             CPU/s    UFFD/s   PAGES/s  READ/s   MEAN     P50      P99");
+	open_json_array("per_region");
+	for (i = 0; i < b->n; i++) {
+		const struct npf_region_stats *s = &b->sf[i].stats;
+		const struct npf_region_stats_full *prev = top_find(a, s->region_id);
+		struct npf_region_stats z = {0};
+		struct npf_latency_hist d = {{0}};
+		const struct npf_region_stats *p = prev ? &prev->stats : &z;
+		__u64 samples = 0;
+		int j;
+
+		for (j = 0; j < NPF_LAT_BUCKETS; j++) {
+			d.slot[j] = b->sf[i].latency.slot[j] - (prev ? prev->latency.slot[j] : 0);
+			samples += d.slot[j];
+		}
+		name[0] = '\0';
+		for (k = 0; k < b->nri; k++)
+			if (b->ri[k].region_id == s->region_id)
+				region_name(name, b->ri[k].name);
+
+		open_json_object(NULL);
+		print_u64("id", "%-6llu ", s->region_id);
+		print_u64("pid", "%-8llu ", s->tgid);
+		print_string("name", "%-16.16s ", json_output || *name ? name : "-");
+		print_rate("cpu_faults_per_s", "%-8s ", (double)(s->cpu_faults - p->cpu_faults) / dt);
+		print_rate("uffd_faults_per_s", "%-8s ",
+			   (double)(s->uffd_faults - p->uffd_faults) / dt);
+		print_rate("pages_per_s", "%-8s ",
+			   (double)(s->pages_zeroed + s->pages_copied - p->pages_zeroed -
+				    p->pages_copied) / dt);
+		print_rate("bytes_read_per_s", "%-8s ",
+			   (double)(s->bytes_read - p->bytes_read) / dt);
+		print_u64("latency_samples", NULL, samples);
+		if (samples) {
+			print_ns("mean_ns", "%-8s ",
+				 (s->latency_sum_ns - p->latency_sum_ns) / samples);
+			print_ns("p50_ns", "<%-7s ", npf_latency_percentile(&d, 50));
+			print_ns("p99_ns", "<%s", npf_latency_percentile(&d, 99));
+		} else {
+			print_string(NULL, "%s", "-        -        -");
+		}
+		print_nl();
+		close_json_object();
+	}
+	close_json_array();
+	if (!b->n)
+		print_string(NULL, "%s\n", "no regions registered");
+	close_json_object();
+}
+
+static int do_top(int argc, char **argv)
+{
+	struct top_sample a, b;
+	struct termios saved, raw;
+	bool live, tty_in;
+	struct sigaction sa = {.sa_handler = top_signal};
+	int err;
+
+	err = no_more_args("top", argc, argv);
+	if (err)
+		return err;
+	live = !top_once && !json_output && isatty(STDOUT_FILENO);
+	err = open_client();
+	if (err)
+		return err;
+	err = top_sample_take(&a);
+	if (err)
+		return err;
+
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	tty_in = live && isatty(STDIN_FILENO) && !tcgetattr(STDIN_FILENO, &saved);
+	if (tty_in) {
+		raw = saved;
+		raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+		raw.c_cc[VMIN] = 0;
+		raw.c_cc[VTIME] = 0;
+		tcsetattr(STDIN_FILENO, TCSANOW, &raw);
+	}
+	do {
+		struct pollfd pfd = {.fd = STDIN_FILENO, .events = POLLIN};
+		char ch;
+
+		/* Wait out the interval; in a live view, 'q' ends it early. */
+		if (poll(&pfd, tty_in ? 1 : 0, 1000) > 0 && read(STDIN_FILENO, &ch, 1) == 1 &&
+		    (ch == 'q' || ch == 'Q'))
+			break;
+		if (top_stop)
+			break;
+		err = top_sample_take(&b);
+		if (err)
+			break;
+		if (live)
+			fputs("\033[H\033[2J", stdout);
+		top_frame(&a, &b);
+		if (live)
+			print_string(NULL, "%s", "\n(q to quit)\n");
+		fflush(stdout);
+		top_sample_free(&a);
+		a = b;
+	} while (live && !top_stop);
+	if (tty_in)
+		tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+	top_sample_free(&a);
+	return err ? EXIT_FAIL : EXIT_OK;
+}
+
 static int do_objects(int argc, char **argv)
 {
 	static const struct cmd objects[] = {
 		{"status", do_status},
 		{"region", do_region},
 		{"stats", do_stats},
+		{"top", do_top},
+		{"doctor", do_doctor},
 		{"help", do_help},
 		{},
 	};
@@ -758,6 +1184,8 @@ int main(int argc, char **argv)
 		{"socket", required_argument, NULL, 's'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
+		{"format", required_argument, NULL, 'F'},
+		{"once", no_argument, NULL, 'O'},
 		{},
 	};
 	char bad[128] = "";
@@ -783,6 +1211,19 @@ int main(int argc, char **argv)
 		case 'V':
 			version = true;
 			break;
+		case 'F':
+			if (!strcmp(optarg, "json")) {
+				json_output = true;
+			} else if (!strcmp(optarg, "prometheus")) {
+				prometheus_output = true;
+			} else if (strcmp(optarg, "text") && !*bad) {
+				snprintf(bad, sizeof(bad),
+					 "--format: '%s' is not one of text, json, prometheus", optarg);
+			}
+			break;
+		case 'O':
+			top_once = true;
+			break;
 		case ':':
 			/* Reported after the loop, once -j is known. */
 			if (!*bad)
@@ -800,6 +1241,12 @@ int main(int argc, char **argv)
 			break;
 		}
 	}
+	if (!*bad && prometheus_output && json_output)
+		snprintf(bad, sizeof(bad), "--format prometheus and --json exclude each other");
+	if (!*bad && prometheus_output && (optind >= argc || strcmp(argv[optind], "stats")))
+		snprintf(bad, sizeof(bad), "--format prometheus applies to 'stats' only");
+	if (!*bad && top_once && (optind >= argc || strcmp(argv[optind], "top")))
+		snprintf(bad, sizeof(bad), "--once applies to 'top' only");
 	if (*bad)
 		return usage_error("%s", bad);
 	if (help)
