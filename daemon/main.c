@@ -3,7 +3,6 @@
  * npfd: resolves page faults of registered, unpinned memory.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -12,6 +11,9 @@
 #include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
+#include <systemd/sd-daemon.h>
+#include "config.h"
+#include "npf_features.h"
 #include "npfd.h"
 
 struct npfd npfd = {
@@ -28,30 +30,28 @@ __u64 now_ns(void)
 	return (__u64)ts.tv_sec * 1000000000ULL + (__u64)ts.tv_nsec;
 }
 
-static void usage(FILE *f)
+static struct npfd_cmdline cmdline;
+static struct npfd_config config; /* in effect */
+
+/*
+ * SIGHUP: re-read the configuration file. Clients stay connected; what
+ * cannot change under them (socket, pin directory, staging buffer) waits
+ * for a restart. A file that does not parse changes nothing.
+ */
+static void reload(void)
 {
-	fprintf(f,
-		"Usage: npfd [OPTIONS]\n"
-		"Resolve page faults of memory registered with npf (unpinned) on behalf of\n"
-		"applications and devices.\n"
-		"\n"
-		"Options:\n"
-		"  -s, --socket PATH        control socket (default %s)\n"
-		"  -b, --bpffs DIR          where BPF maps are pinned (default %s)\n"
-		"  -c, --config FILE        configuration file (default /etc/npf/npfd.conf;\n"
-		"                           not read yet: this npfd takes options only)\n"
-		"  -f, --foreground         stay in the foreground (npfd never daemonizes;\n"
-		"                           accepted for compatibility with service managers)\n"
-		"      --staging-pages N    pages in the I/O staging buffer (default 1024)\n"
-		"      --poll-us N          after a fault, keep polling for the next one for N µs\n"
-		"                           before sleeping (default 100; 0: never poll)\n"
-		"  -v, --verbose            more logging (repeat for debug)\n"
-		"  -q, --quiet              errors and warnings only\n"
-		"  -h, --help               this text\n"
-		"\n"
-		"npfd must run as root (or with CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN): it loads\n"
-		"BPF programs and serves other processes' userfaultfds.\n",
-		NPF_DEFAULT_SOCKET, NPF_DEFAULT_BPFFS);
+	struct npfd_config next;
+	char err[768];
+
+	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu", (unsigned long long)(now_ns() / 1000));
+	if (config_load(&cmdline, &next, err, sizeof(err))) {
+		pr_err("reload: %s; keeping the running configuration", err);
+		sd_notify(0, "READY=1\nSTATUS=reload failed: configuration error (see the log)");
+		return;
+	}
+	config_apply_reload(&config, &next);
+	pr_info("reload: configuration re-read from %s", cmdline.config_path);
+	sd_notify(0, "READY=1\nSTATUS=running");
 }
 
 static void signal_ready(void *arg)
@@ -61,7 +61,7 @@ static void signal_ready(void *arg)
 
 	while (read(fd, &si, sizeof(si)) == sizeof(si)) {
 		if (si.ssi_signo == SIGHUP) {
-			pr_info("SIGHUP: nothing to reload (no configuration file is read yet)");
+			reload();
 			continue;
 		}
 		pr_info("%s: shutting down", strsignal((int)si.ssi_signo));
@@ -90,77 +90,35 @@ static int setup_signals(void)
 
 int main(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"socket", required_argument, NULL, 's'},
-		{"bpffs", required_argument, NULL, 'b'},
-		{"config", required_argument, NULL, 'c'},
-		{"foreground", no_argument, NULL, 'f'},
-		{"staging-pages", required_argument, NULL, 'P'},
-		{"poll-us", required_argument, NULL, 'U'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"quiet", no_argument, NULL, 'q'},
-		{"help", no_argument, NULL, 'h'},
-		{},
-	};
-	int opt, err;
-	char *end;
+	char why[768];
+	int err;
 
-	npfd.opt.socket_path = NPF_DEFAULT_SOCKET;
-	npfd.opt.bpffs = NPF_DEFAULT_BPFFS;
-	npfd.opt.staging_pages = 1024;
-	npfd.opt.poll_us = 100;
-	while ((opt = getopt_long(argc, argv, "s:b:c:fvqh", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 's':
-			npfd.opt.socket_path = optarg;
-			break;
-		case 'b':
-			npfd.opt.bpffs = optarg;
-			break;
-		case 'c':
-			npfd.opt.config = optarg;
-			break;
-		case 'f':
-			npfd.opt.foreground = true;
-			break;
-		case 'P':
-			npfd.opt.staging_pages = (unsigned int)strtoul(optarg, &end, 0);
-			if (*end || npfd.opt.staging_pages < 1 || npfd.opt.staging_pages > 65536) {
-				fprintf(stderr, "npfd: --staging-pages: '%s' is not a number from 1 to 65536\n",
-					optarg);
-				return 2;
-			}
-			break;
-		case 'U':
-			npfd.opt.poll_us = (unsigned int)strtoul(optarg, &end, 0);
-			if (*end || npfd.opt.poll_us > 100000) {
-				fprintf(stderr, "npfd: --poll-us: '%s' is not a number from 0 to 100000\n",
-					optarg);
-				return 2;
-			}
-			break;
-		case 'v':
-			log_level++;
-			break;
-		case 'q':
-			log_level = LOG_WARN;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
+	if (config_parse_args(argc, argv, &cmdline))
+		return 2;
+	switch (cmdline.action) {
+	case NPFD_HELP:
+		config_usage(stdout);
+		return 0;
+	case NPFD_CHECK:
+		return npf_features_report(stdout) ? 1 : 0;
+	default:
+		break;
 	}
-	if (optind < argc) {
-		fprintf(stderr, "npfd: unexpected argument '%s' (see npfd --help)\n", argv[optind]);
+	if (config_load(&cmdline, &config, why, sizeof(why))) {
+		fprintf(stderr, "npfd: %s\n", why);
 		return 2;
 	}
-	if (npfd.opt.config) {
-		fprintf(stderr, "npfd: --config: configuration files are not supported yet; pass options on the command line\n");
-		return 2;
+	if (cmdline.action == NPFD_CHECK_CONFIG) {
+		config_print(stdout, &config, cmdline.config_path);
+		return 0;
 	}
+	log_level = config_log_level(&config);
+	npfd.opt.socket_path = config.socket;
+	npfd.opt.bpffs = config.bpffs;
+	npfd.opt.config = cmdline.config_path;
+	npfd.opt.foreground = config.foreground;
+	npfd.opt.staging_pages = config.staging_pages;
+	npfd.opt.poll_us = config.poll_us;
 
 	npfd.start_ns = now_ns();
 	err = loop_init();
@@ -175,8 +133,11 @@ int main(int argc, char **argv)
 		err = control_open(npfd.opt.socket_path);
 	if (!err) {
 		pr_info("ready (pid %d)", getpid());
+		/* BPF loaded, maps pinned, socket listening: clients may come. */
+		sd_notify(0, "READY=1\nSTATUS=running");
 		err = loop_run();
 	}
+	sd_notify(0, "STOPPING=1");
 	control_close();
 	collect_close();
 	resolve_exit();
