@@ -5,6 +5,8 @@
 #   make check      build and run the test suite (as root)
 #   make demo       run npfd plus a real workload and print what happened
 #   make bench      run the benchmarks
+#   make install    install into $(DESTDIR)$(PREFIX) (default /usr/local; the
+#                   config file goes to $(SYSCONFDIR), default /etc)
 #   make V=1        show full commands
 
 O	?= build
@@ -40,6 +42,7 @@ BENCH_SRCS  := $(wildcard bench/*.c)
 EXAMPLE_SRCS := $(wildcard examples/*.c)
 
 BPF_OBJS  := $(patsubst bpf/%.bpf.c,$(O)/bpf/%.bpf.o,$(BPF_SRCS))
+POLICIES  := $(patsubst policies/%.bpf.c,$(O)/policies/%.bpf.o,$(wildcard policies/*.bpf.c))
 SKELS     := $(patsubst bpf/%.bpf.c,$(O)/gen/%.skel.h,$(BPF_SRCS))
 TESTS     := $(patsubst tests/%.c,$(O)/tests/%,$(TEST_SRCS))
 BENCHES   := $(patsubst bench/%.c,$(O)/bin/npf-bench-%,$(BENCH_SRCS))
@@ -51,7 +54,8 @@ COMMON_OBJS := $(patsubst %.c,$(O)/obj/%.o,$(COMMON_SRCS))
 
 DEPS_STAMP := $(O)/.deps-installed
 
-all: $(O)/bin/npfd $(O)/bin/npfctl $(LIBNPF_A) $(LIBNPF_SO) $(LIBNIC_A) $(TESTS) $(BENCHES) $(EXAMPLES)
+all: $(O)/bin/npfd $(O)/bin/npfctl $(LIBNPF_A) $(LIBNPF_SO) $(LIBNIC_A) $(POLICIES) $(TESTS) \
+     $(BENCHES) $(EXAMPLES)
 
 # Debian packages: checked once per build tree, re-checked when the list changes.
 $(DEPS_STAMP): scripts/deps.sh
@@ -71,6 +75,12 @@ $(O)/bpf/%.bpf.o: bpf/%.bpf.c $(O)/gen/vmlinux.h | $(DEPS_STAMP)
 	$(call msg,BPF,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -MMD -MP -c $< -o $@
+
+# Fault policies: BPF objects npfd loads at run time (npfctl policy load).
+$(O)/policies/%.bpf.o: policies/%.bpf.c $(O)/gen/vmlinux.h | $(DEPS_STAMP)
+	$(call msg,POLICY,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -Ibpf -MMD -MP -c $< -o $@
 
 $(O)/gen/%.skel.h: $(O)/bpf/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
@@ -133,6 +143,70 @@ $(O)/bin/npf-%: $(O)/obj/examples/%.o $(LIBNPF_A)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lpthread
 
+# ------------------------------------------------------------------ #
+# make install: PREFIX and DESTDIR as usual; the default configuration
+# goes to SYSCONFDIR (/etc: npfd reads /etc/npf/npfd.conf) and is not
+# overwritten when present. The BPF objects are embedded in npfd (skeletons);
+# the .bpf.o files are installed for inspection (bpftool prog/btf dump).
+NPF_VERSION := 0.1.0
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+SBINDIR    ?= $(PREFIX)/sbin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR     ?= $(PREFIX)/share/man
+SYSCONFDIR ?= /etc
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+NPF_LIBDIR := $(LIBDIR)/npf
+INSTALL    ?= install
+
+$(O)/gen/npfd.service: systemd/npfd.service.in Makefile
+	$(call msg,GEN,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)sed 's|@SBINDIR@|$(SBINDIR)|g' $< > $@
+
+$(O)/gen/npf.pc: Makefile
+	$(call msg,GEN,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
+		'Name: libnpf' 'Description: register memory with npfd without pinning it' \
+		'Version: $(NPF_VERSION)' 'Libs: -L$${libdir} -lnpf' 'Libs.private: -lpthread' \
+		'Cflags: -I$${includedir}' > $@
+
+install: $(O)/bin/npfd $(O)/bin/npfctl $(LIBNPF_A) $(LIBNPF_SO) $(BPF_OBJS) \
+		$(O)/gen/npfd.service $(O)/gen/npf.pc
+	$(call msg,INSTALL,$(DESTDIR)$(PREFIX))
+	$(Q)$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
+		$(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(NPF_LIBDIR)/bpf $(DESTDIR)$(NPF_LIBDIR)/policies \
+		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/npf \
+		$(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
+	$(Q)$(INSTALL) -m 0755 $(O)/bin/npfd $(DESTDIR)$(SBINDIR)/npfd
+	$(Q)$(INSTALL) -m 0755 $(O)/bin/npfctl $(DESTDIR)$(BINDIR)/npfctl
+	$(Q)$(INSTALL) -m 0644 $(LIBNPF_A) $(DESTDIR)$(LIBDIR)/libnpf.a
+	$(Q)$(INSTALL) -m 0755 $(LIBNPF_SO) $(DESTDIR)$(LIBDIR)/libnpf.so.$(NPF_VERSION)
+	$(Q)ln -sf libnpf.so.$(NPF_VERSION) $(DESTDIR)$(LIBDIR)/libnpf.so.0
+	$(Q)ln -sf libnpf.so.0 $(DESTDIR)$(LIBDIR)/libnpf.so
+	$(Q)$(INSTALL) -m 0644 $(O)/gen/npf.pc $(DESTDIR)$(LIBDIR)/pkgconfig/npf.pc
+	$(Q)$(INSTALL) -m 0644 client/npf.h include/npf_abi.h $(DESTDIR)$(INCLUDEDIR)/
+	$(Q)$(INSTALL) -m 0644 $(BPF_OBJS) $(DESTDIR)$(NPF_LIBDIR)/bpf/
+	$(Q)$(INSTALL) -m 0644 $(O)/gen/npfd.service $(DESTDIR)$(UNITDIR)/npfd.service
+	$(Q)[ -e $(DESTDIR)$(SYSCONFDIR)/npf/npfd.conf ] || \
+		$(INSTALL) -m 0644 etc/npfd.conf $(DESTDIR)$(SYSCONFDIR)/npf/npfd.conf
+	$(Q)$(INSTALL) -m 0644 man/libnpf.3 $(DESTDIR)$(MANDIR)/man3/
+	$(Q)$(INSTALL) -m 0644 man/npfd.conf.5 $(DESTDIR)$(MANDIR)/man5/
+	$(Q)$(INSTALL) -m 0644 man/npfd.8 man/npfctl.8 $(DESTDIR)$(MANDIR)/man8/
+
+uninstall:
+	$(call msg,UNINSTALL,$(DESTDIR)$(PREFIX))
+	$(Q)rm -f $(DESTDIR)$(SBINDIR)/npfd $(DESTDIR)$(BINDIR)/npfctl \
+		$(DESTDIR)$(LIBDIR)/libnpf.a $(DESTDIR)$(LIBDIR)/libnpf.so* \
+		$(DESTDIR)$(LIBDIR)/pkgconfig/npf.pc $(DESTDIR)$(INCLUDEDIR)/npf.h \
+		$(DESTDIR)$(INCLUDEDIR)/npf_abi.h $(DESTDIR)$(UNITDIR)/npfd.service \
+		$(DESTDIR)$(MANDIR)/man3/libnpf.3 $(DESTDIR)$(MANDIR)/man5/npfd.conf.5 \
+		$(DESTDIR)$(MANDIR)/man8/npfd.8 $(DESTDIR)$(MANDIR)/man8/npfctl.8
+	$(Q)rm -rf $(DESTDIR)$(NPF_LIBDIR)
+	$(Q)echo "  kept $(DESTDIR)$(SYSCONFDIR)/npf/npfd.conf (remove it by hand if unwanted)"
+
 check: all
 	$(Q)sh tests/run.sh
 
@@ -145,7 +219,7 @@ bench: all
 clean:
 	$(Q)rm -rf $(O)
 
-.PHONY: all check demo bench clean
+.PHONY: all check demo bench clean install uninstall
 .DELETE_ON_ERROR:
 .SECONDARY:
 
