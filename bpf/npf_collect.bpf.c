@@ -68,6 +68,59 @@ struct {
 	__uint(max_entries, 1 << 22);
 } npf_events SEC(".maps");
 
+/*
+ * Policies (policies/, bpf/npf_policy.h) are reached by tail call: slot 0
+ * is the global policy, slot 1 + region slot a region's own. A tail call
+ * needs the caller's program type, so npfd loads each policy twice: as a
+ * tracepoint program for CPU faults, as a kprobe program for the NIC's
+ * uprobe. The fault travels in npf_policy_scratch.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct npf_policy_ctx);
+} npf_policy_scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, NPF_MAX_REGIONS + 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} npf_policy_tp SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, NPF_MAX_REGIONS + 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} npf_policy_kp SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct npf_policy_conf);
+} npf_policy_conf SEC(".maps");
+
+static __always_inline struct npf_policy_ctx *policy_ctx(void)
+{
+	__u32 zero = 0;
+	struct npf_policy_ctx *pc = bpf_map_lookup_elem(&npf_policy_scratch, &zero);
+
+	if (pc)
+		__builtin_memset(pc, 0, sizeof(*pc));
+	return pc;
+}
+
+static __always_inline bool policies_enabled(void)
+{
+	__u32 zero = 0;
+	struct npf_policy_conf *c = bpf_map_lookup_elem(&npf_policy_conf, &zero);
+
+	return c && c->enabled;
+}
+
 static __always_inline struct npf_global_stats *global_stats(void)
 {
 	__u32 zero = 0;
@@ -136,15 +189,23 @@ static __always_inline void count_filter_miss(void)
 		__sync_fetch_and_add(&g->filter_misses, 1);
 }
 
+static __always_inline void fill_region(struct npf_policy_ctx *pc, const struct npf_range *r)
+{
+	pc->rec.region_id = r->region_id;
+	pc->region_start = r->start;
+	pc->region_length = r->end - r->start;
+	pc->region_slot = r->slot;
+}
+
 SEC("tp/exceptions/page_fault_user")
 int npf_cpu_fault(struct page_fault_user_args *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
-	struct npf_fault_record rec = {};
 	struct npf_proc_ranges *pr;
 	const struct npf_range *r;
 	struct npf_region_stats *st;
+	struct npf_policy_ctx *pc;
 
 	pr = bpf_map_lookup_elem(&npf_procs, &tgid);
 	if (!pr)
@@ -157,23 +218,31 @@ int npf_cpu_fault(struct page_fault_user_args *ctx)
 	st = range_stats(r);
 	if (st)
 		__sync_fetch_and_add(&st->cpu_faults, 1);
+	pc = policy_ctx();
+	if (!pc)
+		return 0;
 
-	rec.version = NPF_RECORD_VERSION;
-	rec.source = NPF_SRC_CPU;
-	rec.access = (ctx->error_code & X86_PF_WRITE) ? NPF_ACCESS_WRITE : NPF_ACCESS_READ;
+	pc->rec.version = NPF_RECORD_VERSION;
+	pc->rec.source = NPF_SRC_CPU;
+	pc->rec.access = (ctx->error_code & X86_PF_WRITE) ? NPF_ACCESS_WRITE : NPF_ACCESS_READ;
 	if (ctx->error_code & X86_PF_INSTR)
-		rec.access |= NPF_ACCESS_EXEC;
+		pc->rec.access |= NPF_ACCESS_EXEC;
 	if (ctx->error_code & X86_PF_PROT)
-		rec.access |= NPF_ACCESS_PROT;
-	rec.tgid = tgid;
-	rec.tid = (__u32)id;
-	rec.region_id = r->region_id;
-	rec.addr = ctx->address;
-	rec.len = NPF_PAGE_SIZE;
-	rec.ts_ns = bpf_ktime_get_ns();
-	rec.cookie = ctx->ip;
-	rec.npages = 1;
-	submit_record(&rec, false);
+		pc->rec.access |= NPF_ACCESS_PROT;
+	pc->rec.tgid = tgid;
+	pc->rec.tid = (__u32)id;
+	pc->rec.addr = ctx->address;
+	pc->rec.len = NPF_PAGE_SIZE;
+	pc->rec.ts_ns = bpf_ktime_get_ns();
+	pc->rec.cookie = ctx->ip;
+	pc->rec.npages = 1;
+	fill_region(pc, r);
+	if (policies_enabled()) {
+		/* Each returns only if its slot is empty (or the policy failed to run). */
+		bpf_tail_call(ctx, &npf_policy_tp, 1 + pc->region_slot);
+		bpf_tail_call(ctx, &npf_policy_tp, 0);
+	}
+	submit_record(&pc->rec, false); /* the built-in decision: the faulting page only */
 	return 0;
 }
 
@@ -187,34 +256,41 @@ int BPF_KPROBE(npf_nic_fault, const struct npf_page_request *ureq)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
-	struct npf_fault_record rec = {};
 	struct npf_page_request req;
 	struct npf_proc_ranges *pr;
 	const struct npf_range *r;
 	struct npf_region_stats *st;
+	struct npf_policy_ctx *pc;
 
 	if (bpf_probe_read_user(&req, sizeof(req), ureq) || req.magic != NPF_IOPT_MAGIC)
 		return 0;
+	pc = policy_ctx();
+	if (!pc)
+		return 0;
+	pc->rec.version = NPF_RECORD_VERSION;
+	pc->rec.source = NPF_SRC_DEVICE;
+	pc->rec.access = (__u8)req.access;
+	pc->rec.tgid = tgid;
+	pc->rec.tid = (__u32)id;
+	pc->rec.addr = req.addr;
+	pc->rec.len = req.len;
+	pc->rec.ts_ns = bpf_ktime_get_ns();
+	pc->rec.cookie = req.cookie;
+	pc->rec.device_id = req.mr_id;
+	pc->rec.npages = req.npages;
 	pr = bpf_map_lookup_elem(&npf_procs, &tgid);
 	r = pr ? find_range(pr, req.addr) : NULL;
 	if (r) {
 		st = range_stats(r);
 		if (st)
 			__sync_fetch_and_add(&st->device_faults, 1);
-		rec.region_id = r->region_id;
+		fill_region(pc, r);
+		if (policies_enabled()) {
+			bpf_tail_call(ctx, &npf_policy_kp, 1 + pc->region_slot);
+			bpf_tail_call(ctx, &npf_policy_kp, 0);
+		}
 	}
-	rec.version = NPF_RECORD_VERSION;
-	rec.source = NPF_SRC_DEVICE;
-	rec.access = (__u8)req.access;
-	rec.tgid = tgid;
-	rec.tid = (__u32)id;
-	rec.addr = req.addr;
-	rec.len = req.len;
-	rec.ts_ns = bpf_ktime_get_ns();
-	rec.cookie = req.cookie;
-	rec.device_id = req.mr_id;
-	rec.npages = req.npages;
-	submit_record(&rec, true);
+	submit_record(&pc->rec, true);
 	return 0;
 }
 

@@ -563,6 +563,65 @@ int npf_client__device_list(struct npf_client *c, struct npf_device_info **out, 
 	return err;
 }
 
+int npf_client__policy_load(struct npf_client *c, int obj_fd, __u32 region_id, const char *name,
+			    struct npf_policy_status *out)
+{
+	struct npf_policy_load_req req = {.region_id = region_id};
+	struct npf_policy_status st;
+	int err;
+
+	if (!c || obj_fd < 0)
+		return -EINVAL;
+	if (name)
+		strncpy(req.name, name, sizeof(req.name) - 1);
+	pthread_mutex_lock(&c->lock);
+	err = request_one(c, NPF_MSG_POLICY_LOAD, &req, sizeof(req), &obj_fd, 1, &st, sizeof(st));
+	pthread_mutex_unlock(&c->lock);
+	if (!err && out)
+		*out = st;
+	return err ? err : (int)st.policy_id;
+}
+
+int npf_client__policy_unload(struct npf_client *c, const char *name)
+{
+	struct npf_policy_name_req req = {};
+	int err;
+
+	if (!c || !name)
+		return -EINVAL;
+	strncpy(req.name, name, sizeof(req.name) - 1);
+	pthread_mutex_lock(&c->lock);
+	err = npf_request(c, NPF_MSG_POLICY_UNLOAD, &req, sizeof(req), NULL, 0, 0, NULL, NULL);
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+int npf_client__policy_list(struct npf_client *c, struct npf_policy_status **out, size_t *count)
+{
+	int err;
+
+	if (!c || !out || !count)
+		return -EINVAL;
+	pthread_mutex_lock(&c->lock);
+	err = npf_request(c, NPF_MSG_POLICY_LIST, NULL, 0, NULL, 0, sizeof(**out), (void **)out,
+			  count);
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+int npf_client__policy_enable(struct npf_client *c, bool enabled)
+{
+	struct npf_policy_enable_req req = {.enabled = enabled};
+	int err;
+
+	if (!c)
+		return -EINVAL;
+	pthread_mutex_lock(&c->lock);
+	err = npf_request(c, NPF_MSG_POLICY_ENABLE, &req, sizeof(req), NULL, 0, 0, NULL, NULL);
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
 __u64 npf_latency_percentile(const struct npf_latency_hist *hist, double pct)
 {
 	__u64 total = 0, cum = 0;

@@ -12,6 +12,7 @@
 #ifndef NPF_H
 #define NPF_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdarg.h>
 #include "npf_abi.h"
@@ -104,6 +105,21 @@ NPF_API int npf_client__attach_device(struct npf_client *client, __u32 region_id
 NPF_API int npf_client__detach_device(struct npf_client *client, __u32 device_id);
 NPF_API int npf_client__device_list(struct npf_client *client, struct npf_device_info **out,
 				    size_t *count);
+
+/*
+ * Fault policies (policies/NAME.bpf.c, bpf/npf_policy.h). Load the BPF object
+ * in obj_fd for region_id (0: the global slot); name NULL keeps the name
+ * the object carries. A policy of the same name is replaced atomically.
+ * Returns the policy id (> 0) or -errno; a refusal says why (ABI version,
+ * program type, the verifier's log) in npf_client__errmsg().
+ */
+NPF_API int npf_client__policy_load(struct npf_client *client, int obj_fd, __u32 region_id,
+				    const char *name, struct npf_policy_status *out);
+NPF_API int npf_client__policy_unload(struct npf_client *client, const char *name);
+NPF_API int npf_client__policy_list(struct npf_client *client, struct npf_policy_status **out,
+				    size_t *count);
+/* The kill switch: false gives every fault the built-in decision. */
+NPF_API int npf_client__policy_enable(struct npf_client *client, bool enabled);
 
 /* Percentile (0..100) of a log2(ns) histogram, in ns (bucket upper bound). */
 NPF_API __u64 npf_latency_percentile(const struct npf_latency_hist *hist, double pct);

@@ -41,11 +41,7 @@ static __u8 slot_used[NPF_MAX_REGIONS];
  * raised. Direct-mapped by tid; a collision costs one latency sample.
  */
 #define TS_TABLE 8192
-static struct {
-	__u32 tid;
-	__u64 page;
-	__u64 ts;
-} fault_ts[TS_TABLE];
+static struct npf_fault_record last_fault[TS_TABLE];
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
@@ -132,32 +128,39 @@ static void *map_mmap(struct bpf_map *map)
 static int handle_record(void *ctx, void *data, size_t size)
 {
 	const struct npf_fault_record *rec = data;
-	unsigned int i;
 
 	if (size < sizeof(*rec) || rec->version != NPF_RECORD_VERSION)
 		return 0;
 	if (rec->source == NPF_SRC_DEVICE && rec->device_id)
 		device_request(rec);
-	if (rec->source == NPF_SRC_CPU) {
-		i = rec->tid % TS_TABLE;
-		fault_ts[i].tid = rec->tid;
-		fault_ts[i].page = rec->addr & ~(NPF_PAGE_SIZE - 1);
-		fault_ts[i].ts = rec->ts_ns;
-	}
+	if (rec->source == NPF_SRC_CPU && rec->tid)
+		last_fault[rec->tid % TS_TABLE] = *rec;
 	pr_debug("fault record: src=%u tgid=%u tid=%u region=%u addr=0x%llx access=%#x",
 		 rec->source, rec->tgid, rec->tid, rec->region_id, (unsigned long long)rec->addr,
 		 rec->access);
 	return 0;
 }
 
-__u64 collect_fault_ts(__u32 tid, __u64 page)
+/*
+ * The CPU fault record (raise time, policy decision) of thread tid at page,
+ * taken out of the table. The tracepoint fires before the fault reaches the
+ * userfaultfd, so the record is in the ring by the time npfd reads the
+ * message; if it was submitted after the last drain, drain again.
+ */
+bool collect_fault_take(__u32 tid, __u64 page, struct npf_fault_record *out)
 {
-	unsigned int i = tid % TS_TABLE;
+	struct npf_fault_record *f = &last_fault[tid % TS_TABLE];
+	int tries;
 
-	if (fault_ts[i].tid != tid || fault_ts[i].page != page)
-		return 0;
-	fault_ts[i].tid = 0;
-	return fault_ts[i].ts;
+	for (tries = 0; tries < 2; tries++) {
+		if (f->tid == tid && (f->addr & ~(NPF_PAGE_SIZE - 1)) == page) {
+			*out = *f;
+			f->tid = 0;
+			return true;
+		}
+		collect_drain();
+	}
+	return false;
 }
 
 static void ringbuf_ready(void *arg)
@@ -171,7 +174,8 @@ void collect_drain(void)
 		ring_buffer__consume(rb);
 }
 
-static struct bpf_map *pinned_maps[6];
+#define NPINNED 10
+static struct bpf_map *pinned_maps[NPINNED];
 
 static int pin_maps(void)
 {
@@ -183,7 +187,11 @@ static int pin_maps(void)
 	pinned_maps[3] = skel->maps.npf_latency;
 	pinned_maps[4] = skel->maps.npf_events;
 	pinned_maps[5] = skel->maps.npf_global;
-	for (i = 0; i < 6; i++) {
+	pinned_maps[6] = skel->maps.npf_policy_tp;
+	pinned_maps[7] = skel->maps.npf_policy_kp;
+	pinned_maps[8] = skel->maps.npf_policy_conf;
+	pinned_maps[9] = skel->maps.npf_policy_scratch;
+	for (i = 0; i < NPINNED; i++) {
 		char path[PATH_MAX + 64];
 
 		snprintf(path, sizeof(path), "%s/%s", pin_dir, bpf_map__name(pinned_maps[i]));
@@ -204,7 +212,7 @@ static void unpin_maps(void)
 {
 	int i;
 
-	for (i = 0; i < 6; i++)
+	for (i = 0; i < NPINNED; i++)
 		if (pinned_maps[i])
 			bpf_map__unpin(pinned_maps[i], NULL);
 	rmdir(pin_dir); /* only if empty: other pins there are not ours */
@@ -242,6 +250,7 @@ int collect_open(const char *bpffs)
 	if (err)
 		return err;
 	bpf_map_update_elem(bpf_map__fd(skel->maps.npf_info), &zero, &info, BPF_ANY);
+	collect_policy_enable(true);
 
 	skel->links.npf_cpu_fault = bpf_program__attach(skel->progs.npf_cpu_fault);
 	if (!skel->links.npf_cpu_fault) {
@@ -307,6 +316,49 @@ int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen)
 		return -e;
 	}
 	return 0;
+}
+
+/* The collectors' maps a policy object shares (bpf/npf_policy.h), by name. */
+int collect_shared_map_fd(const char *name)
+{
+	if (!strcmp(name, NPF_MAP_POLICY_SCRATCH))
+		return bpf_map__fd(skel->maps.npf_policy_scratch);
+	if (!strcmp(name, NPF_MAP_EVENTS))
+		return bpf_map__fd(skel->maps.npf_events);
+	return -1;
+}
+
+/* Point slot at the two copies of a policy (-1, -1: empty the slot). */
+int collect_policy_install(__u32 slot, int tp_fd, int kp_fd)
+{
+	int tp = bpf_map__fd(skel->maps.npf_policy_tp), kp = bpf_map__fd(skel->maps.npf_policy_kp);
+
+	if (tp_fd < 0) {
+		bpf_map_delete_elem(tp, &slot);
+		bpf_map_delete_elem(kp, &slot);
+		return 0;
+	}
+	if (bpf_map_update_elem(tp, &slot, &tp_fd, BPF_ANY) ||
+	    bpf_map_update_elem(kp, &slot, &kp_fd, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+void collect_policy_enable(bool on)
+{
+	struct npf_policy_conf conf = {.enabled = on};
+	__u32 zero = 0;
+
+	bpf_map_update_elem(bpf_map__fd(skel->maps.npf_policy_conf), &zero, &conf, BPF_ANY);
+}
+
+bool collect_policy_enabled(void)
+{
+	struct npf_policy_conf conf = {};
+	__u32 zero = 0;
+
+	bpf_map_lookup_elem(bpf_map__fd(skel->maps.npf_policy_conf), &zero, &conf);
+	return conf.enabled;
 }
 
 const struct npf_global_stats *collect_global(void)

@@ -333,6 +333,20 @@ static void emit_device(const struct npf_device_info *info, void *arg)
 		*out = *info;
 }
 
+static void emit_policy(const struct npf_policy_status *st, void *arg)
+{
+	struct reply *rp = arg;
+	struct npf_policy_status *out;
+
+	if (rp->body->status)
+		return;
+	out = reply_item(rp, sizeof(*out));
+	if (!out)
+		reply_error(rp, -E2BIG, "too many policies for one reply");
+	else
+		*out = *st;
+}
+
 /* Which body does each request carry? -1: any size is wrong. */
 static long body_size(__u16 type)
 {
@@ -350,7 +364,14 @@ static long body_size(__u16 type)
 	case NPF_MSG_DEVICE_DETACH:
 		return sizeof(struct npf_device_id_req);
 	case NPF_MSG_DEVICE_LIST:
+	case NPF_MSG_POLICY_LIST:
 		return 0;
+	case NPF_MSG_POLICY_LOAD:
+		return sizeof(struct npf_policy_load_req);
+	case NPF_MSG_POLICY_UNLOAD:
+		return sizeof(struct npf_policy_name_req);
+	case NPF_MSG_POLICY_ENABLE:
+		return sizeof(struct npf_policy_enable_req);
 	}
 	return -1;
 }
@@ -405,7 +426,7 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 		reply_error(&rp, -EBADMSG, "request type %u needs a %ld-byte body, got %zu",
 			    hdr->type, want, n - sizeof(*hdr));
 	} else if (nfds && hdr->type != NPF_MSG_REGION_REGISTER &&
-		   hdr->type != NPF_MSG_DEVICE_ATTACH) {
+		   hdr->type != NPF_MSG_DEVICE_ATTACH && hdr->type != NPF_MSG_POLICY_LOAD) {
 		bad_message(c);
 		reply_error(&rp, -EINVAL, "request type %u takes no descriptors", hdr->type);
 	} else {
@@ -448,6 +469,44 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 			break;
 		case NPF_MSG_DEVICE_LIST:
 			device_list(emit_device, &rp);
+			break;
+		case NPF_MSG_POLICY_LOAD: {
+			struct npf_policy_status st;
+
+			if (nfds != 1) {
+				rc = -EINVAL;
+				snprintf(err, sizeof(err),
+					 "loading a policy needs 1 descriptor (the object file), got %d",
+					 nfds);
+				break;
+			}
+			rc = policy_load(c, body, fds[0], &st, err, sizeof(err));
+			if (!rc)
+				memcpy(reply_item(&rp, sizeof(st)), &st, sizeof(st));
+			else
+				pr_info("client pid %d: policy refused: %s", c->pid, err);
+			break;
+		}
+		case NPF_MSG_POLICY_UNLOAD: {
+			struct npf_policy_name_req *nr = body;
+
+			nr->name[sizeof(nr->name) - 1] = '\0';
+			rc = policy_unload(c, nr->name, err, sizeof(err));
+			break;
+		}
+		case NPF_MSG_POLICY_LIST:
+			policy_list(emit_policy, &rp);
+			break;
+		case NPF_MSG_POLICY_ENABLE:
+			if (c->uid != 0) {
+				rc = -EPERM;
+				snprintf(err, sizeof(err), "only root may switch policies on or off");
+				break;
+			}
+			collect_policy_enable(((struct npf_policy_enable_req *)body)->enabled != 0);
+			pr_info("policies %s", ((struct npf_policy_enable_req *)body)->enabled
+						       ? "enabled"
+						       : "disabled: every fault gets the built-in decision");
 			break;
 		case NPF_MSG_REGION_REGISTER: {
 			struct npf_region_info info;

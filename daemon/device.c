@@ -344,10 +344,11 @@ void device_pages_installed(struct npfd_region *r, __u64 start, __u64 npages)
  * of /proc/PID/pagemap finds them and they are mapped at once; installing
  * them would cost an ioctl each just to hear EEXIST.
  */
-static void queue_missing(struct npfd_device *d, __u64 first, __u64 last, __u64 raised)
+static __u64 queue_missing(struct npfd_device *d, __u64 first, __u64 last, __u64 raised,
+			   __u32 max_pages)
 {
 	struct npfd_mm *mm = d->region->mm;
-	__u64 ent[512], i, j, n;
+	__u64 ent[512], i, j, n, queued = 0;
 
 	if (mm->pagemap_fd < 0) {
 		char path[64];
@@ -374,15 +375,20 @@ static void queue_missing(struct npfd_device *d, __u64 first, __u64 last, __u64 
 					d->info.pages_mapped++;
 			} else {
 				resolve_queue(mm, va + j * NPF_PAGE_SIZE, raised);
+				/* A policy may answer early (pio, pi4): the device asks again. */
+				if (max_pages && ++queued == max_pages)
+					return i + j;
 			}
 		}
 	}
+	return last;
 }
 
 /* A device fault record from the ring buffer. */
 void device_request(const struct npf_fault_record *rec)
 {
 	struct npfd_device *d = device_find(rec->device_id);
+	struct npf_policy_decision dec;
 	__u64 first, last;
 	struct group *g;
 
@@ -400,6 +406,9 @@ void device_request(const struct npf_fault_record *rec)
 	}
 	first = (rec->addr - d->start) >> NPF_PAGE_SHIFT;
 	last = (rec->addr + rec->len - 1 - d->start) >> NPF_PAGE_SHIFT;
+	dec = policy_clamp(rec, d->region);
+	first -= dec.before < first ? dec.before : first;
+	last += dec.after < d->npages - 1 - last ? dec.after : d->npages - 1 - last;
 	g = calloc(1, sizeof(*g));
 	if (!g) {
 		post_response(d, rec->cookie, NPF_PR_INVALID);
@@ -411,7 +420,7 @@ void device_request(const struct npf_fault_record *rec)
 	g->cookie = rec->cookie;
 	g->raised_ns = rec->ts_ns;
 	list_add_tail(&g->node, &groups);
-	queue_missing(d, first, last, rec->ts_ns);
+	g->last = queue_missing(d, first, last, rec->ts_ns, dec.max_pages);
 }
 
 /*

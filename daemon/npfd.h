@@ -38,6 +38,10 @@ struct npfd_region {
 	struct npf_region_stats *stats; /* mmap of npf_region_stats[slot] */
 	struct npf_latency_hist *latency;
 	__u64 last_batch; /* resolver flush that last counted this region */
+	__u8 *installed;  /* bitmap: pages npfd installed (prefetch skips them) */
+	int ws_fd;	  /* working-set record being written (wsreplay), or -1 */
+	bool ws_replayed; /* this run replayed a record: append to it */
+	bool ws_failed;	  /* recording failed once: do not retry every fault */
 };
 
 /* One userfaultfd, i.e. one address space npfd serves. */
@@ -113,7 +117,11 @@ int collect_slot_alloc(struct npfd_region *r);
 void collect_slot_free(struct npfd_region *r);
 int collect_filter_update(pid_t tgid, struct npfd_mm *mm);
 void collect_filter_remove(pid_t tgid);
-__u64 collect_fault_ts(__u32 tid, __u64 page);
+bool collect_fault_take(__u32 tid, __u64 page, struct npf_fault_record *out);
+int collect_shared_map_fd(const char *name);
+int collect_policy_install(__u32 slot, int tp_fd, int kp_fd);
+void collect_policy_enable(bool on);
+bool collect_policy_enabled(void);
 const struct npf_global_stats *collect_global(void);
 int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen);
 
@@ -153,6 +161,19 @@ void device_request(const struct npf_fault_record *rec);
 void device_flush(void);
 void device_list(void (*emit)(const struct npf_device_info *, void *), void *arg);
 bool process_alive(pid_t pid);
+
+/* policy.c: fault policies loaded at run time */
+int policy_load(struct npfd_client *c, const struct npf_policy_load_req *req, int fd,
+		struct npf_policy_status *out, char *err, size_t errlen);
+int policy_unload(struct npfd_client *c, const char *name, char *err, size_t errlen);
+void policy_region_gone(struct npfd_region *r);
+void policy_list(void (*emit)(const struct npf_policy_status *, void *), void *arg);
+bool policy_loaded(const char *name);
+void policy_set_ws_dir(const char *dir);
+void policy_region_registered(struct npfd_region *r);
+void ws_record(struct npfd_region *r, __u64 page);
+struct npf_policy_decision policy_clamp(const struct npf_fault_record *rec,
+					const struct npfd_region *r);
 
 /* control.c */
 int control_open(const char *path);

@@ -94,6 +94,7 @@ void region_remove(struct npfd_region *r, bool unregister_range)
 	}
 	/* Devices first: no DMA may reach the pages once they are not served. */
 	device_region_gone(r, unregister_range && process_alive(mm->tgid));
+	policy_region_gone(r);
 	list_del_init(&r->node);
 	mm->nr_regions--;
 	npfd.nr_regions--;
@@ -103,6 +104,7 @@ void region_remove(struct npfd_region *r, bool unregister_range)
 	if (r->file_fd >= 0)
 		close(r->file_fd);
 	pr_debug("region %u removed", r->id);
+	free(r->installed);
 	free(r);
 }
 
@@ -460,13 +462,16 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 		r->file_fd = fds[1];
 		fds[1] = -1;
 	}
+	r->ws_fd = -1;
+	r->installed = calloc((len >> NPF_PAGE_SHIFT) / 8 + 1, 1);
 	list_add_tail(&r->node, &c->mm->regions);
 	c->mm->nr_regions++;
 	npfd.nr_regions++;
-	if (collect_slot_alloc(r) || collect_filter_update(c->mm->tgid, c->mm)) {
+	if (!r->installed || collect_slot_alloc(r) || collect_filter_update(c->mm->tgid, c->mm)) {
 		region_remove(r, true);
 		return fail(err, errlen, ENOSPC, "cannot add the region to the BPF maps");
 	}
+	policy_region_registered(r);
 	region_info(r, out);
 	pr_info("pid %d: region %u registered: 0x%llx-0x%llx %s%s%s", c->pid, r->id,
 		(unsigned long long)start, (unsigned long long)end,
@@ -525,6 +530,12 @@ void mm_forked(struct npfd_mm *parent, int child_uffd)
 		r->id = ++npfd.next_region_id;
 		r->file_fd = pr->file_fd >= 0 ? fcntl(pr->file_fd, F_DUPFD_CLOEXEC, 0) : -1;
 		r->stats = NULL;
+		r->ws_fd = -1;
+		r->ws_failed = true; /* a child does not record its parent's working set */
+		/* What the parent had installed, the child has too (copied at fork). */
+		r->installed = calloc((r->length >> NPF_PAGE_SHIFT) / 8 + 1, 1);
+		if (r->installed && pr->installed)
+			memcpy(r->installed, pr->installed, (r->length >> NPF_PAGE_SHIFT) / 8 + 1);
 		list_add_tail(&r->node, &mm->regions);
 		mm->nr_regions++;
 		npfd.nr_regions++;

@@ -33,7 +33,7 @@
 struct fault {
 	struct npfd_mm *mm;
 	__u64 page;
-	__u64 t_read; /* when npfd read the message: the fallback raise time */
+	__u64 raised; /* when the fault was raised (BPF), or when npfd read it */
 	__u32 tid;
 };
 
@@ -105,7 +105,7 @@ static int queue_fault(struct npfd_mm *mm, __u64 addr, __u32 tid, __u64 t)
 		faults_cap = cap;
 	}
 	faults[nfaults++] = (struct fault){
-		.mm = mm, .page = addr & ~(NPF_PAGE_SIZE - 1), .tid = tid, .t_read = t};
+		.mm = mm, .page = addr & ~(NPF_PAGE_SIZE - 1), .tid = tid, .raised = t};
 	return 0;
 }
 
@@ -214,6 +214,36 @@ void resolve_forget_mm(struct npfd_mm *mm)
 	nfaults = j;
 }
 
+static bool page_installed(const struct npfd_region *r, __u64 page)
+{
+	__u64 i = (page - r->start) >> NPF_PAGE_SHIFT;
+
+	return r->installed && (r->installed[i / 8] >> (i % 8)) & 1;
+}
+
+static void mark_installed(struct npfd_region *r, __u64 start, __u64 npages)
+{
+	__u64 i = (start - r->start) >> NPF_PAGE_SHIFT, end = i + npages;
+
+	if (!r->installed)
+		return;
+	for (; i < end; i++)
+		r->installed[i / 8] |= (__u8)(1 << (i % 8));
+}
+
+/* Pages of r that left the address space (munmap, MADV_DONTNEED): forget them. */
+static void forget_installed(struct npfd_region *r, __u64 start, __u64 end)
+{
+	__u64 lo = start > r->start ? start : r->start, hi = r->start + r->length, i;
+
+	if (end < hi)
+		hi = end;
+	if (!r->installed)
+		return;
+	for (i = (lo - r->start) >> NPF_PAGE_SHIFT; lo < hi; lo += NPF_PAGE_SIZE, i++)
+		r->installed[i / 8] &= (__u8)~(1 << (i % 8));
+}
+
 /* An mm event on [start, end): count it, and take the pages from the devices. */
 static void count_event(struct npfd_mm *mm, __u64 start, __u64 end)
 {
@@ -225,6 +255,7 @@ static void count_event(struct npfd_mm *mm, __u64 start, __u64 end)
 			continue;
 		if (r->stats)
 			r->stats->mm_events++;
+		forget_installed(r, start, end);
 		device_range_removed(r, start, end);
 	}
 }
@@ -249,6 +280,8 @@ static void handle_unmap(struct npfd_mm *mm, __u64 start, __u64 end)
 		if (start <= rs) {
 			r->file_offset += end - rs;
 			r->start = end;
+			if (r->installed) /* indexes shift: forget rather than misplace */
+				memset(r->installed, 0, (r->length >> NPF_PAGE_SHIFT) / 8 + 1);
 		} else if (end >= re) {
 			/* cut at the top */
 		} else {
@@ -285,6 +318,51 @@ static void handle_remap(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len)
 	collect_filter_update(mm->tgid, mm);
 }
 
+static void prefetch(struct npfd_mm *mm, struct npfd_region *r, __u64 page, __u64 raised)
+{
+	if (!page_installed(r, page))
+		queue_fault(mm, page, 0, raised);
+}
+
+/* Execute a policy's decision for a fault of r at [rec->addr, rec->addr + len). */
+static void apply_decision(struct npfd_mm *mm, struct npfd_region *r,
+			   const struct npf_fault_record *rec)
+{
+	struct npf_policy_decision d = policy_clamp(rec, r);
+	__u64 first = rec->addr & ~(NPF_PAGE_SIZE - 1), i;
+
+	for (i = 1; i <= d.before; i++)
+		prefetch(mm, r, first - i * NPF_PAGE_SIZE, rec->ts_ns);
+	for (i = 1; i <= d.after; i++)
+		prefetch(mm, r, first + i * NPF_PAGE_SIZE, rec->ts_ns);
+	for (i = 1; i <= d.stride_count; i++) {
+		__s64 off = (__s64)i * d.stride * (__s64)NPF_PAGE_SIZE;
+		__u64 p = first + (__u64)off;
+
+		if (p < r->start || p >= r->start + r->length)
+			break;
+		prefetch(mm, r, p, rec->ts_ns);
+	}
+	if (d.flags & NPF_DECIDE_RECORD)
+		ws_record(r, first);
+}
+
+/* A CPU fault read from the userfaultfd: queue it, with what its policy decided. */
+static void cpu_fault(struct npfd_mm *mm, __u64 addr, __u32 tid, __u64 t)
+{
+	__u64 page = addr & ~(NPF_PAGE_SIZE - 1);
+	struct npf_fault_record rec;
+	bool known = tid && collect_fault_take(tid, page, &rec);
+	struct npfd_region *r;
+
+	if (queue_fault(mm, page, tid, known && rec.ts_ns <= t ? rec.ts_ns : t)) {
+		pr_err("out of memory queueing a fault");
+		return;
+	}
+	if (known && (r = mm_find_region(mm, page)))
+		apply_decision(mm, r, &rec);
+}
+
 void resolve_uffd_ready(void *arg)
 {
 	struct npfd_mm *mm = arg;
@@ -310,9 +388,7 @@ void resolve_uffd_ready(void *arg)
 			case UFFD_EVENT_PAGEFAULT:
 				if (!mm->tgid && m->arg.pagefault.feat.ptid)
 					mm_learn_tgid(mm, (pid_t)m->arg.pagefault.feat.ptid);
-				if (queue_fault(mm, m->arg.pagefault.address,
-						m->arg.pagefault.feat.ptid, t))
-					pr_err("out of memory queueing a fault");
+				cpu_fault(mm, m->arg.pagefault.address, m->arg.pagefault.feat.ptid, t);
 				break;
 			case UFFD_EVENT_FORK:
 				mm_forked(mm, (int)m->arg.fork.ufd);
@@ -499,12 +575,8 @@ static void account(struct run *rn, __u64 t_done)
 		r->stats->batches++;
 	}
 	for (i = rn->first; i < rn->first + rn->nfaults; i++) {
-		__u64 raised = faults[i].tid ? collect_fault_ts(faults[i].tid, faults[i].page) : 0;
-		__u64 lat;
+		__u64 lat = t_done > faults[i].raised ? t_done - faults[i].raised : 0;
 
-		if (!raised || raised > t_done)
-			raised = faults[i].t_read;
-		lat = t_done - raised;
 		r->latency->slot[log2_bucket(lat)]++;
 		r->stats->latency_sum_ns += lat;
 	}
@@ -624,8 +696,10 @@ void resolve_flush(void)
 					strerror(-rn->status));
 			if (!rn->woken)
 				wake(rn);
-			if (!rn->status && rn->region)
+			if (!rn->status && rn->region) {
+				mark_installed(rn->region, rn->start, rn->npages);
 				device_pages_installed(rn->region, rn->start, rn->npages);
+			}
 			account(rn, t);
 		}
 		pos = next;

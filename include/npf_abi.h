@@ -55,6 +55,57 @@ struct npf_fault_record {
 	__u64 cookie;	 /* device: page request cookie; cpu: faulting ip */
 	__u32 device_id; /* device: npfd's attachment id of the memory region; else 0 */
 	__u32 npages;	 /* device: missing pages the request names; cpu: 1 */
+	struct npf_policy_decision {
+		__u32 before;	 /* pages to fetch below the fault's first page */
+		__u32 after;	 /* pages to fetch above the fault's last page */
+		__u32 max_pages; /* device requests: answer after this many pages (0: all) */
+		__s32 stride;	 /* also fetch stride_count pages at fault + stride * i (pages) */
+		__u32 stride_count;
+		__u16 policy_id; /* npfd's id of the policy that decided (0: built-in) */
+		__u16 flags;	 /* NPF_DECIDE_* */
+	} decision;
+};
+
+/* ------------------------------------------------------------------ */
+/* Fault policies: BPF programs reached by tail call from the collectors */
+/* ------------------------------------------------------------------ */
+
+#define NPF_POLICY_ABI_VERSION 1
+#define NPF_POLICY_MAGIC 0x4c4f504e /* "NPOL" */
+#define NPF_POLICY_SECTION ".npf_policy"
+#define NPF_POLICY_MAX_PREFETCH 1024 /* pages; npfd clamps larger decisions and counts them */
+
+#define NPF_DECIDE_RECORD 0x1 /* append the fault to the region's working-set record */
+
+/*
+ * Every policy object carries this in section NPF_POLICY_SECTION (use
+ * NPF_POLICY() from bpf/npf_policy.h): npfd refuses an object without it or
+ * with another ABI version.
+ */
+struct npf_policy_info {
+	__u32 magic;	   /* NPF_POLICY_MAGIC */
+	__u32 abi_version; /* NPF_POLICY_ABI_VERSION */
+	char name[32];
+};
+
+/* What a policy sees: npf_policy_scratch[0] (per CPU) while it runs. */
+struct npf_policy_ctx {
+	struct npf_fault_record rec; /* the fault; rec.decision is the policy's to fill */
+	__u64 region_start;
+	__u64 region_length;
+	__u32 region_slot;
+	__u32 pad;
+};
+
+#define NPF_MAP_POLICY_SCRATCH "npf_policy_scratch"
+#define NPF_MAP_POLICY_TP "npf_policy_tp"   /* slot 0: global; slot 1 + region slot */
+#define NPF_MAP_POLICY_KP "npf_policy_kp"   /* the same, for device faults (uprobe) */
+#define NPF_MAP_POLICY_CONF "npf_policy_conf"
+
+/* npf_policy_conf[0] */
+struct npf_policy_conf {
+	__u32 enabled; /* 0: the kill switch: every fault gets the built-in decision */
+	__u32 pad;
 };
 
 /* ------------------------------------------------------------------ */
@@ -148,6 +199,10 @@ enum npf_msg_type {
 	NPF_MSG_DEVICE_ATTACH = 6,   /* npf_device_attach_req + IO page table fd -> npf_device_info */
 	NPF_MSG_DEVICE_DETACH = 7,   /* npf_device_id_req -> nothing (after invalidation) */
 	NPF_MSG_DEVICE_LIST = 8,     /* -> npf_device_info[] */
+	NPF_MSG_POLICY_LOAD = 9,     /* npf_policy_load_req + BPF object fd -> npf_policy_status */
+	NPF_MSG_POLICY_UNLOAD = 10,  /* npf_policy_name_req -> nothing */
+	NPF_MSG_POLICY_LIST = 11,    /* -> npf_policy_status[] */
+	NPF_MSG_POLICY_ENABLE = 12,  /* npf_policy_enable_req: the kill switch -> nothing */
 	NPF_MSG_REPLY = 0x8000,	     /* OR-ed into the request type */
 };
 
@@ -229,6 +284,37 @@ struct npf_device_info {
 	__u64 pages_mapped;  /* entries npfd set present */
 	__u64 invalidations; /* ranges invalidated and acknowledged */
 	__u64 fault_ns_sum;  /* sum over answered groups of (answered - raised) */
+};
+
+/*
+ * Load a policy object (SCM_RIGHTS: the ELF file, opened by the sender)
+ * into the slot of one region, or the global slot. A policy of the same
+ * name is replaced atomically: a fault sees the old or the new one.
+ */
+struct npf_policy_load_req {
+	__u32 region_id; /* 0: the global slot (regions without a policy of their own) */
+	__u32 flags;	 /* none defined yet: must be 0 */
+	char name[32];	 /* "": the name the object carries */
+};
+
+struct npf_policy_name_req {
+	char name[32];
+};
+
+struct npf_policy_enable_req {
+	__u32 enabled;
+	__u32 pad;
+};
+
+struct npf_policy_status {
+	__u32 policy_id;
+	__u32 abi_version;
+	char name[32];
+	__u32 region_id;   /* 0: global */
+	__u32 enabled;	   /* the kill switch, as it is now */
+	__u64 invocations; /* decisions npfd received from it */
+	__u64 clamped;	   /* decisions out of bounds, clamped by npfd */
+	__u64 pages_prefetched;
 };
 
 struct npf_region_stats_full {

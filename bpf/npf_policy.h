@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Writing an npf fault policy.
+ *
+ * A policy is one BPF program in SEC("tracepoint") that the fault
+ * collectors reach by tail call. It reads the fault from npf_policy_ctx(),
+ * fills ctx->rec.decision (pages to fetch before/after, flags), and ends
+ * with `return npf_policy_submit(ctx);`. It must not look at its own
+ * program context: npfd loads the same code as a tracepoint program (CPU
+ * faults) and as a kprobe program (the NIC's page requests). It may keep
+ * state in maps of its own; npfd shares them between the two loads.
+ *
+ *	#include "npf_policy.h"
+ *	NPF_POLICY("mine");
+ *
+ *	SEC("tracepoint")
+ *	int mine(void *unused)
+ *	{
+ *		struct npf_policy_ctx *ctx = npf_policy_ctx();
+ *
+ *		if (!ctx)
+ *			return 0;
+ *		ctx->rec.decision.after = 15;
+ *		return npf_policy_submit(ctx);
+ *	}
+ *
+ * npfd clamps a decision that reaches outside the region or past
+ * NPF_POLICY_MAX_PREFETCH pages and counts it (npfctl policy list).
+ */
+#ifndef NPF_POLICY_H
+#define NPF_POLICY_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "npf_abi.h"
+
+/* Shared with the collectors: npfd gives these the collectors' maps. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct npf_policy_ctx);
+} npf_policy_scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22);
+} npf_events SEC(".maps");
+
+/* Set by npfd before load: stamps every decision with the policy's id. */
+const volatile __u32 npf_policy_id SEC(".rodata.npf") = 0;
+
+#define NPF_POLICY(pname)                                                                          \
+	char LICENSE[] SEC("license") = "Dual BSD/GPL";                                            \
+	struct npf_policy_info __npf_policy_info SEC(NPF_POLICY_SECTION)                           \
+		__attribute__((used)) = {.magic = NPF_POLICY_MAGIC,                                \
+					 .abi_version = NPF_POLICY_ABI_VERSION,                    \
+					 .name = pname}
+
+static __always_inline struct npf_policy_ctx *npf_policy_ctx(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&npf_policy_scratch, &zero);
+}
+
+static __always_inline __u64 npf_fault_page(const struct npf_policy_ctx *ctx)
+{
+	return ctx->rec.addr >> NPF_PAGE_SHIFT;
+}
+
+/* Page index of the fault within its region. */
+static __always_inline __u64 npf_region_page(const struct npf_policy_ctx *ctx)
+{
+	return (ctx->rec.addr - ctx->region_start) >> NPF_PAGE_SHIFT;
+}
+
+static __always_inline __u64 npf_region_pages(const struct npf_policy_ctx *ctx)
+{
+	return ctx->region_length >> NPF_PAGE_SHIFT;
+}
+
+/* Hand the fault and the decision to npfd. */
+static __always_inline int npf_policy_submit(struct npf_policy_ctx *ctx)
+{
+	struct npf_fault_record *rec = bpf_ringbuf_reserve(&npf_events, sizeof(*rec), 0);
+
+	if (!rec)
+		return 0;
+	__builtin_memcpy(rec, &ctx->rec, sizeof(*rec));
+	rec->decision.policy_id = (__u16)npf_policy_id;
+	/* A device waits for the answer; a CPU fault wakes npfd through its userfaultfd. */
+	bpf_ringbuf_submit(rec, ctx->rec.source == NPF_SRC_DEVICE ? BPF_RB_FORCE_WAKEUP
+								  : BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+#endif

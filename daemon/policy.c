@@ -1,0 +1,541 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Fault policies: BPF programs loaded at run time that decide what npfd
+ * fetches for a fault (policies/, bpf/npf_policy.h).
+ *
+ * The collectors tail-call into two prog arrays (npf_policy_tp for CPU
+ * faults, npf_policy_kp for device page requests); slot 0 is the global
+ * policy, slot 1 + region slot a region's own. A tail call needs the
+ * caller's program type, so each policy object is loaded twice -- as a
+ * tracepoint and as a kprobe program -- with its own maps shared between
+ * the two loads and the collectors' scratch and ring buffer maps shared
+ * with both. Replacing a policy is one map update per array: a fault runs
+ * the old program or the new one, never neither.
+ *
+ * What a policy decides is only advice: npfd clamps decisions that reach
+ * outside the region or past NPF_POLICY_MAX_PREFETCH pages and counts them.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "npfd.h"
+
+#define MAX_POLICY_OBJECT (16 << 20)
+#define VERIFIER_LOG_SIZE (1 << 20)
+
+struct npfd_policy {
+	struct list_head node;
+	struct npf_policy_status st;
+	__u32 slot; /* index in both prog arrays */
+	struct bpf_object *obj_tp, *obj_kp;
+};
+
+static struct list_head policies = LIST_HEAD_INIT(policies);
+static __u32 next_policy_id;
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -code;
+}
+
+static struct npfd_policy *policy_by_name(const char *name)
+{
+	struct npfd_policy *p;
+
+	list_for_each_entry(p, &policies, node)
+		if (!strncmp(p->st.name, name, sizeof(p->st.name)))
+			return p;
+	return NULL;
+}
+
+static struct npfd_policy *policy_by_slot(__u32 slot)
+{
+	struct npfd_policy *p;
+
+	list_for_each_entry(p, &policies, node)
+		if (p->slot == slot)
+			return p;
+	return NULL;
+}
+
+static struct npfd_policy *policy_by_id(__u32 id)
+{
+	struct npfd_policy *p;
+
+	list_for_each_entry(p, &policies, node)
+		if (p->st.policy_id == id)
+			return p;
+	return NULL;
+}
+
+/* The object's NPF_POLICY_SECTION, or an error saying what is wrong with it. */
+static int read_policy_info(const void *buf, size_t size, struct npf_policy_info *info,
+			    char *err, size_t errlen)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+	int ret = -ENOENT;
+	Elf *elf;
+
+	elf_version(EV_CURRENT);
+	elf = elf_memory((char *)buf, size);
+	if (!elf || elf_kind(elf) != ELF_K_ELF || elf_getshdrstrndx(elf, &shstrndx)) {
+		if (elf)
+			elf_end(elf);
+		return fail(err, errlen, ENOEXEC, "not an ELF object: build policies with clang -target bpf");
+	}
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *name;
+		Elf_Data *data;
+
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (!name || strcmp(name, NPF_POLICY_SECTION))
+			continue;
+		data = elf_getdata(scn, NULL);
+		if (!data || data->d_size < sizeof(*info)) {
+			ret = fail(err, errlen, EINVAL, "section %s is too short", NPF_POLICY_SECTION);
+			break;
+		}
+		memcpy(info, data->d_buf, sizeof(*info));
+		ret = 0;
+		break;
+	}
+	elf_end(elf);
+	if (ret == -ENOENT)
+		return fail(err, errlen, EINVAL,
+			    "no %s section: not an npf policy (declare it with NPF_POLICY(\"name\"))",
+			    NPF_POLICY_SECTION);
+	if (ret)
+		return ret;
+	if (info->magic != NPF_POLICY_MAGIC)
+		return fail(err, errlen, EINVAL, "bad magic 0x%08x in %s", info->magic,
+			    NPF_POLICY_SECTION);
+	if (info->abi_version != NPF_POLICY_ABI_VERSION)
+		return fail(err, errlen, EPROTONOSUPPORT,
+			    "policy ABI version %u is not supported: this npfd speaks version %d",
+			    info->abi_version, NPF_POLICY_ABI_VERSION);
+	info->name[sizeof(info->name) - 1] = '\0';
+	return 0;
+}
+
+/*
+ * The verifier's reason: its log ends with the offending instruction, the
+ * error line, and a statistics line ("processed N insns ..."); keep the
+ * two lines before the statistics, which say what was wrong and where.
+ */
+static void verifier_tail(char *log, char *err, size_t errlen)
+{
+	char *end = log + strlen(log), *p, *stats;
+	int lines = 0;
+
+	while (end > log && end[-1] == '\n')
+		*--end = '\0';
+	stats = strstr(log, "\nprocessed ");
+	if (stats)
+		*stats = '\0';
+	for (p = log + strlen(log); p > log; p--)
+		if (p[-1] == '\n' && ++lines == 2)
+			break;
+	snprintf(err + strlen(err), errlen - strlen(err), ": verifier: %s", p);
+	for (p = err; *p; p++)
+		if (*p == '\n')
+			*p = ' ';
+}
+
+/*
+ * Open and load one copy of the policy as the given program type. Maps the
+ * policy shares with the collectors get the collectors' fds; its own maps
+ * get those of `peer` (the first copy) so that both copies share state.
+ */
+static struct bpf_object *load_copy(const void *buf, size_t size, const char *name,
+				    enum bpf_prog_type type, __u32 id, struct bpf_object *peer,
+				    char *err, size_t errlen)
+{
+	char *log = calloc(1, VERIFIER_LOG_SIZE);
+	LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = name, .kernel_log_buf = log,
+		    .kernel_log_size = VERIFIER_LOG_SIZE, .kernel_log_level = 1);
+	struct bpf_program *prog, *only = NULL;
+	struct bpf_object *obj;
+	struct bpf_map *map;
+	int nprogs = 0, ret;
+
+	if (!log) {
+		fail(err, errlen, ENOMEM, "out of memory");
+		return NULL;
+	}
+	obj = bpf_object__open_mem(buf, size, &opts);
+	if (!obj) {
+		fail(err, errlen, errno, "libbpf cannot open the object: %s", strerror(errno));
+		goto out;
+	}
+	bpf_object__for_each_program(prog, obj)
+	{
+		only = prog;
+		nprogs++;
+	}
+	if (nprogs != 1) {
+		fail(err, errlen, EINVAL, "a policy object holds exactly one program, this one %d",
+		     nprogs);
+		goto bad;
+	}
+	if (bpf_program__type(only) != BPF_PROG_TYPE_TRACEPOINT) {
+		fail(err, errlen, EINVAL,
+		     "wrong program type: a policy is a SEC(\"tracepoint\") program, '%s' is in section %s",
+		     bpf_program__name(only), bpf_program__section_name(only));
+		goto bad;
+	}
+	bpf_program__set_type(only, type);
+	bpf_object__for_each_map(map, obj)
+	{
+		const char *mname = bpf_map__name(map);
+		int fd = collect_shared_map_fd(mname);
+
+		if (fd < 0 && peer) {
+			struct bpf_map *pm = bpf_object__find_map_by_name(peer, mname);
+
+			fd = pm ? bpf_map__fd(pm) : -1;
+		}
+		if (strstr(mname, ".rodata.npf")) {
+			__u32 v = id;
+
+			if (bpf_map__set_initial_value(map, &v, sizeof(v))) {
+				fail(err, errlen, EINVAL, "cannot set npf_policy_id (not a __u32?)");
+				goto bad;
+			}
+			continue;
+		}
+		if (fd >= 0 && bpf_map__reuse_fd(map, fd)) {
+			fail(err, errlen, EINVAL, "map %s does not match npfd's", mname);
+			goto bad;
+		}
+	}
+	ret = bpf_object__load(obj);
+	if (ret) {
+		fail(err, errlen, -ret, "the kernel refused policy '%s': %s", name, strerror(-ret));
+		if (log[0]) {
+			pr_warn("policy %s: verifier log:\n%s", name, log);
+			verifier_tail(log, err, errlen);
+		}
+		goto bad;
+	}
+	free(log);
+	return obj;
+bad:
+	bpf_object__close(obj);
+	obj = NULL;
+out:
+	free(log);
+	return NULL;
+}
+
+static void policy_free(struct npfd_policy *p)
+{
+	list_del_init(&p->node);
+	bpf_object__close(p->obj_tp);
+	bpf_object__close(p->obj_kp);
+	free(p);
+}
+
+int policy_load(struct npfd_client *c, const struct npf_policy_load_req *req, int fd,
+		struct npf_policy_status *out, char *err, size_t errlen)
+{
+	struct npf_policy_info info;
+	struct npfd_region *r = NULL;
+	struct npfd_policy *p, *old, *in_slot;
+	char name[32];
+	struct stat st;
+	void *buf;
+	__u32 slot = 0;
+	int ret;
+
+	if (req->flags)
+		return fail(err, errlen, EINVAL, "unknown flags 0x%x", req->flags);
+	if (req->region_id) {
+		r = region_find_id(req->region_id);
+		if (!r)
+			return fail(err, errlen, ENOENT, "no region %u", req->region_id);
+		if (c->uid != 0 && r->mm != c->mm)
+			return fail(err, errlen, EPERM,
+				    "region %u belongs to pid %d: only its owner or root may set its policy",
+				    r->id, r->mm->tgid);
+		slot = 1 + r->slot;
+	} else if (c->uid != 0) {
+		return fail(err, errlen, EPERM, "only root may set the global policy");
+	}
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode))
+		return fail(err, errlen, EINVAL, "the policy descriptor is not a regular file");
+	if (st.st_size <= 0 || st.st_size > MAX_POLICY_OBJECT)
+		return fail(err, errlen, EFBIG, "a policy object is 1 byte to %d MiB, this one %lld bytes",
+			    MAX_POLICY_OBJECT >> 20, (long long)st.st_size);
+	buf = malloc((size_t)st.st_size);
+	if (!buf)
+		return fail(err, errlen, ENOMEM, "out of memory");
+	if (pread(fd, buf, (size_t)st.st_size, 0) != st.st_size) {
+		free(buf);
+		return fail(err, errlen, EIO, "cannot read the policy object");
+	}
+	ret = read_policy_info(buf, (size_t)st.st_size, &info, err, errlen);
+	if (ret) {
+		free(buf);
+		return ret;
+	}
+	snprintf(name, sizeof(name), "%s", req->name[0] ? req->name : info.name);
+	if (!name[0]) {
+		free(buf);
+		return fail(err, errlen, EINVAL, "the policy has no name: give it one in NPF_POLICY() or with 'name NAME'");
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		free(buf);
+		return fail(err, errlen, ENOMEM, "out of memory");
+	}
+	p->st.policy_id = ++next_policy_id;
+	p->st.abi_version = info.abi_version;
+	p->st.region_id = req->region_id;
+	p->slot = slot;
+	memcpy(p->st.name, name, sizeof(p->st.name));
+	p->obj_tp = load_copy(buf, (size_t)st.st_size, name, BPF_PROG_TYPE_TRACEPOINT,
+			      p->st.policy_id, NULL, err, errlen);
+	if (p->obj_tp)
+		p->obj_kp = load_copy(buf, (size_t)st.st_size, name, BPF_PROG_TYPE_KPROBE,
+				      p->st.policy_id, p->obj_tp, err, errlen);
+	free(buf);
+	if (!p->obj_tp || !p->obj_kp) {
+		bpf_object__close(p->obj_tp);
+		free(p);
+		return -EINVAL;
+	}
+
+	/* Install: one update per array; what was in the slot is replaced, not removed first. */
+	ret = collect_policy_install(slot, bpf_program__fd(bpf_object__next_program(p->obj_tp, NULL)),
+				     bpf_program__fd(bpf_object__next_program(p->obj_kp, NULL)));
+	if (ret) {
+		bpf_object__close(p->obj_tp);
+		bpf_object__close(p->obj_kp);
+		free(p);
+		return fail(err, errlen, -ret, "cannot install the policy in slot %u: %s", slot,
+			    strerror(-ret));
+	}
+	old = policy_by_name(name);
+	in_slot = policy_by_slot(slot);
+	if (old && old->slot != slot)
+		collect_policy_install(old->slot, -1, -1); /* the name moved to another slot */
+	if (old)
+		policy_free(old);
+	if (in_slot && in_slot != old)
+		policy_free(in_slot);
+	list_add_tail(&p->node, &policies);
+	*out = p->st;
+	out->enabled = collect_policy_enabled();
+	pr_info("policy %s (id %u) loaded for %s%.0u%s", name, p->st.policy_id,
+		r ? "region " : "every region without its own", r ? r->id : 0,
+		old ? ", replacing the previous one" : "");
+	return 0;
+}
+
+int policy_unload(struct npfd_client *c, const char *name, char *err, size_t errlen)
+{
+	struct npfd_policy *p = policy_by_name(name);
+
+	if (!p)
+		return fail(err, errlen, ENOENT, "no policy named '%.32s'", name);
+	if (c->uid != 0) {
+		struct npfd_region *r = p->st.region_id ? region_find_id(p->st.region_id) : NULL;
+
+		if (!r || r->mm != c->mm)
+			return fail(err, errlen, EPERM, "only root or the region's owner may unload '%s'",
+				    p->st.name);
+	}
+	collect_policy_install(p->slot, -1, -1);
+	pr_info("policy %s unloaded", p->st.name);
+	policy_free(p);
+	return 0;
+}
+
+/*
+ * Working sets (the wsreplay policy). A region's record is a file named
+ * after the region under ws_dir: NPF_WS_MAGIC, then the region-relative
+ * page index of every recorded fault (__u64, native order). A run that
+ * replayed a record appends to it, so the record grows to the union of
+ * the runs; a run that did not starts it afresh.
+ */
+#define NPF_WS_MAGIC "NPFWS001"
+
+static const char *ws_dir = "/var/lib/npf/ws";
+
+void policy_set_ws_dir(const char *dir)
+{
+	ws_dir = dir;
+}
+
+static int ws_path(const struct npfd_region *r, char *buf, size_t len)
+{
+	const char *c;
+
+	if (!r->name[0])
+		return -EINVAL;
+	for (c = r->name; *c; c++)
+		if (*c == '/' || (*c == '.' && c == r->name))
+			return -EINVAL; /* a name is not a path */
+	return snprintf(buf, len, "%s/%s.ws", ws_dir, r->name) < (int)len ? 0 : -ENAMETOOLONG;
+}
+
+void ws_record(struct npfd_region *r, __u64 page)
+{
+	__u64 idx = (page - r->start) >> NPF_PAGE_SHIFT;
+	char path[512];
+
+	if (r->ws_fd < 0) {
+		if (r->ws_failed || ws_path(r, path, sizeof(path)))
+			return;
+		mkdir(ws_dir, 0750);
+		r->ws_fd = open(path,
+				O_WRONLY | O_CREAT | O_CLOEXEC | (r->ws_replayed ? O_APPEND : O_TRUNC),
+				0640);
+		if (r->ws_fd < 0) {
+			pr_warn("region %u: cannot record its working set in %s: %s", r->id, path,
+				strerror(errno));
+			r->ws_failed = true;
+			return;
+		}
+		if (!r->ws_replayed && write(r->ws_fd, NPF_WS_MAGIC, 8) != 8)
+			pr_warn("region %u: cannot write %s", r->id, path);
+	}
+	if (write(r->ws_fd, &idx, sizeof(idx)) != sizeof(idx)) {
+		pr_warn("region %u: recording the working set failed: %s", r->id, strerror(errno));
+		close(r->ws_fd);
+		r->ws_fd = -1;
+		r->ws_failed = true;
+	}
+}
+
+/* A region was registered: with wsreplay loaded, prefetch what its last run faulted on. */
+void policy_region_registered(struct npfd_region *r)
+{
+	__u64 idx[512], npages = r->length >> NPF_PAGE_SHIFT, queued = 0;
+	char path[512], magic[8];
+	ssize_t n;
+	int fd;
+
+	r->ws_fd = -1;
+	if (!policy_by_name("wsreplay") || ws_path(r, path, sizeof(path)))
+		return;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (read(fd, magic, 8) != 8 || memcmp(magic, NPF_WS_MAGIC, 8)) {
+		pr_warn("region %u: %s is not a working-set record: ignored", r->id, path);
+		close(fd);
+		return;
+	}
+	while ((n = read(fd, idx, sizeof(idx))) > 0) {
+		ssize_t i;
+
+		for (i = 0; i < n / (ssize_t)sizeof(idx[0]); i++)
+			if (idx[i] < npages) {
+				resolve_queue(r->mm, r->start + idx[i] * NPF_PAGE_SIZE, now_ns());
+				queued++;
+			}
+	}
+	close(fd);
+	r->ws_replayed = true;
+	pr_info("region %u: replaying %llu recorded pages from %s", r->id,
+		(unsigned long long)queued, path);
+}
+
+/* A region is going away: its policy goes with it. */
+void policy_region_gone(struct npfd_region *r)
+{
+	struct npfd_policy *p = policy_by_slot(1 + r->slot);
+
+	if (r->ws_fd >= 0) {
+		close(r->ws_fd);
+		r->ws_fd = -1;
+	}
+	if (p && p->st.region_id == r->id) {
+		collect_policy_install(p->slot, -1, -1);
+		pr_info("policy %s unloaded with region %u", p->st.name, r->id);
+		policy_free(p);
+	}
+}
+
+void policy_list(void (*emit)(const struct npf_policy_status *, void *), void *arg)
+{
+	struct npfd_policy *p;
+
+	list_for_each_entry(p, &policies, node)
+	{
+		struct npf_policy_status st = p->st;
+
+		st.enabled = collect_policy_enabled();
+		emit(&st, arg);
+	}
+}
+
+bool policy_loaded(const char *name)
+{
+	return policy_by_name(name) != NULL;
+}
+
+/*
+ * Clamp a decision to what npfd will do, and account it to its policy.
+ * Returns the decision to apply for a fault at [addr, addr + len) of r.
+ */
+struct npf_policy_decision policy_clamp(const struct npf_fault_record *rec,
+					const struct npfd_region *r)
+{
+	struct npf_policy_decision d = rec->decision;
+	struct npfd_policy *p = d.policy_id ? policy_by_id(d.policy_id) : NULL;
+	__u64 first = (rec->addr - r->start) >> NPF_PAGE_SHIFT;
+	__u64 last = (rec->addr + (rec->len ? rec->len : 1) - 1 - r->start) >> NPF_PAGE_SHIFT;
+	__u64 npages = r->length >> NPF_PAGE_SHIFT;
+	bool clamped = false;
+
+	if (d.before > first) {
+		d.before = (__u32)first;
+		clamped = true;
+	}
+	if (d.after > npages - 1 - last) {
+		d.after = (__u32)(npages - 1 - last);
+		clamped = true;
+	}
+	if (d.before > NPF_POLICY_MAX_PREFETCH) {
+		d.before = NPF_POLICY_MAX_PREFETCH;
+		clamped = true;
+	}
+	if (d.after > NPF_POLICY_MAX_PREFETCH) {
+		d.after = NPF_POLICY_MAX_PREFETCH;
+		clamped = true;
+	}
+	if (d.stride_count > 64 || (d.stride_count && !d.stride)) {
+		d.stride_count = d.stride ? 64 : 0;
+		clamped = true;
+	}
+	if (p) {
+		p->st.invocations++;
+		if (clamped)
+			p->st.clamped++;
+		p->st.pages_prefetched += d.before + d.after + d.stride_count;
+	}
+	return d;
+}

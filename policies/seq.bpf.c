@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * seq: adaptive readahead. Per region it remembers where the next fault of
+ * a sequential reader would land (just past what it fetched last); a fault
+ * there doubles the window (8, 16, ... 512 pages), a fault anywhere else
+ * resets it to nothing. Use it for scans and streaming reads where the
+ * order is not known in advance; random access costs it nothing extra.
+ */
+#include "npf_policy.h"
+
+NPF_POLICY("seq");
+
+#define SEQ_FIRST 8
+#define SEQ_MAX 512
+
+struct seq_state {
+	__u64 next_page; /* where a sequential reader faults next */
+	__u32 window;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, NPF_MAX_REGIONS);
+	__type(key, __u32); /* region id */
+	__type(value, struct seq_state);
+} seq_state SEC(".maps");
+
+SEC("tracepoint")
+int seq(void *unused)
+{
+	struct npf_policy_ctx *ctx = npf_policy_ctx();
+	struct seq_state *st, fresh = {};
+	__u64 page;
+	__u32 id;
+
+	if (!ctx)
+		return 0;
+	id = ctx->rec.region_id;
+	page = npf_fault_page(ctx) + (ctx->rec.len ? (ctx->rec.len - 1) >> NPF_PAGE_SHIFT : 0);
+	st = bpf_map_lookup_elem(&seq_state, &id);
+	if (!st) {
+		bpf_map_update_elem(&seq_state, &id, &fresh, BPF_ANY);
+		st = bpf_map_lookup_elem(&seq_state, &id);
+		if (!st)
+			return npf_policy_submit(ctx);
+	}
+	if (npf_fault_page(ctx) == st->next_page)
+		st->window = st->window ? (st->window * 2 > SEQ_MAX ? SEQ_MAX : st->window * 2)
+					: SEQ_FIRST;
+	else
+		st->window = 0;
+	ctx->rec.decision.after = st->window;
+	st->next_page = page + st->window + 1;
+	return npf_policy_submit(ctx);
+}
