@@ -1,0 +1,162 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+# npfd under a real systemd: boot systemd as PID 1 of a fresh PID+mount(+net)
+# namespace, 'make install' into a scratch root that the namespace mounts over
+# /usr/local (and an overlay over /etc, so the host is not modified), then
+# systemctl start / status / reload / stop npfd, a libnpf workload that faults
+# through the service, and what is left behind afterwards.
+#
+# The namespace shares the host's file systems, and a booting systemd cleans
+# and sets up what it believes is its machine (tmpfiles empties /tmp, udev
+# re-triggers devices, sysctl writes /proc/sys). So before systemd starts,
+# /run, /tmp, /var/tmp, /var/log and /var/lib/systemd become tmpfs, /sys is
+# read-only (systemd then skips udev, as in a container; bpffs and tracefs are
+# their own mounts and stay writable), /etc is an overlay whose changes stay
+# in the namespace, and the units that touch shared state are masked there.
+set -u
+[ "$(id -u)" -eq 0 ] || { echo "needs root (boots systemd in a namespace; npfd loads BPF)"; exit 77; }
+[ -x /lib/systemd/systemd ] || { echo "systemd is not installed (/lib/systemd/systemd is missing)"; exit 77; }
+for c in unshare nsenter jq; do
+	command -v $c >/dev/null || { echo "$c is missing"; exit 77; }
+done
+O=${O:-build}
+BIN=${NPF_BIN:-$PWD/$O/bin}
+# Not under /tmp: the namespace gets its own /tmp.
+mkdir -p "$O"
+t=$(mktemp -d "$PWD/$O/ops-systemd-XXXXXX")
+pins=/sys/fs/bpf/npf-ops-systemd-$$
+sd=
+fail() {
+	echo "FAIL: $*"
+	if [ -n "$sd" ]; then
+		echo "--- systemctl status npfd:"; ns systemctl status --no-pager -l npfd 2>&1 | tail -n 20
+		echo "--- journal:"; ns journalctl --no-pager -u npfd 2>&1 | tail -n 30
+	fi
+	exit 1
+}
+cleanup() {
+	[ -n "$sd" ] && kill -9 "$sd" 2>/dev/null
+	[ -n "${boot:-}" ] && wait "$boot" 2>/dev/null
+	rm -f "$pins"/* 2>/dev/null; rmdir "$pins" 2>/dev/null
+	rm -rf "$t"
+}
+trap cleanup EXIT
+ns() { nsenter -t "$sd" -a "$@"; }
+
+make -s install O="$O" DESTDIR="$t/root" PREFIX=/usr/local >"$t/install.log" 2>&1 ||
+	{ cat "$t/install.log"; fail "make install failed"; }
+# This test's npfd pins its maps away from any npfd on the host (bpffs is shared).
+printf 'bpffs = %s\n' "$pins" >>"$t/root/etc/npf/npfd.conf"
+
+mkdir -p "$t/ovl"
+unshare -fpm --mount-proc --net sh -c '
+	set -e
+	for d in /run /tmp /var/tmp /var/log /var/lib/systemd; do mount -t tmpfs tmpfs $d; done
+	mount -o remount,bind,ro /sys
+	mount --bind "$1/root/usr/local" /usr/local
+	mount -t tmpfs tmpfs "$1/ovl"
+	mkdir "$1/ovl/upper" "$1/ovl/work"
+	mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1/ovl/upper,workdir=$1/ovl/work" /etc
+	cp -r "$1/root/etc/npf" /etc/
+	for u in systemd-tmpfiles-setup.service systemd-tmpfiles-setup-dev.service \
+		 systemd-tmpfiles-clean.service systemd-tmpfiles-clean.timer systemd-sysctl.service \
+		 systemd-udevd.service systemd-udev-trigger.service systemd-udev-settle.service \
+		 systemd-random-seed.service systemd-remount-fs.service systemd-modules-load.service \
+		 systemd-binfmt.service systemd-firstboot.service systemd-machine-id-commit.service \
+		 apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer; do
+		ln -sf /dev/null /etc/systemd/system/$u
+	done
+	exec /lib/systemd/systemd --system --unit=basic.target' sh "$t" >"$t/boot.log" 2>&1 &
+boot=$!
+i=0
+while [ -z "$sd" ]; do
+	i=$((i + 1)); [ $i -lt 100 ] || { cat "$t/boot.log"; fail "systemd did not start"; }
+	sleep 0.1
+	sd=$(cat /proc/$boot/task/$boot/children 2>/dev/null | awk '{print $1}')
+done
+i=0
+until state=$(ns systemctl is-system-running 2>/dev/null); [ "$state" = running ] || [ "$state" = degraded ]; do
+	i=$((i + 1)); [ $i -lt 300 ] || { cat "$t/boot.log"; fail "systemd did not finish booting (state '$state')"; }
+	sleep 0.1
+done
+echo "systemd booted as pid $sd (state $state)"
+
+# The installed unit passes systemd's own checks (the man pages are installed too).
+ns systemd-analyze verify /usr/local/lib/systemd/system/npfd.service >"$t/verify" 2>&1 ||
+	fail "systemd-analyze verify: $(cat "$t/verify")"
+echo "systemd-analyze verify: ok"
+
+ns systemctl start npfd || fail "systemctl start npfd failed"
+ns systemctl status --no-pager npfd >"$t/status" 2>&1
+grep -q "active (running)" "$t/status" || fail "npfd is not active (running): $(cat "$t/status")"
+echo "systemctl status: $(grep -o 'Active: .*' "$t/status")"
+pid=$(ns systemctl show -P MainPID npfd)
+[ -e "$pins/npf_region_stats" ] || fail "maps are not pinned under $pins"
+ns test -S /run/npf/npfd.sock || fail "no socket at /run/npf/npfd.sock"
+
+# A libnpf client of the service: register two regions, fault them, hold them.
+mkdir "$t/wl"
+ns env NPF_SOCKET=/run/npf/npfd.sock "$BIN/npf-workload" --dir "$t/wl" --size 16 --touches 100 \
+	--threads 1 --hold "$t/wl/hold" >"$t/wl.log" 2>&1 &
+wl=$!
+i=0
+until [ -e "$t/wl/hold" ]; do
+	i=$((i + 1)); [ $i -lt 600 ] || fail "workload did not finish its touches"
+	kill -0 $wl 2>/dev/null || fail "workload died: $(cat "$t/wl.log")"
+	sleep 0.05
+done
+ns /usr/local/bin/npfctl -j stats >"$t/stats.json" || fail "npfctl -j stats (installed) failed"
+filled=$(jq '[.[] | .pages_zeroed + .pages_copied] | add' "$t/stats.json")
+[ "${filled:-0}" -ge 200 ] || fail "the service filled $filled pages, want >= 200: $(cat "$t/stats.json")"
+echo "workload through the service: $filled pages filled"
+
+# Reload: poll-us changes live; the client stays connected; same process.
+ns sh -c 'echo "poll-us = 7" >> /etc/npf/npfd.conf'
+ns systemctl reload npfd || fail "systemctl reload npfd failed"
+[ "$(ns systemctl show -P MainPID npfd)" = "$pid" ] || fail "reload restarted npfd"
+ns /usr/local/bin/npfctl -j status | jq -e '.regions == 2' >/dev/null ||
+	fail "regions lost across the reload"
+i=0
+until ns journalctl --no-pager -u npfd 2>/dev/null | grep -q "reload: poll-us: 100 -> 7"; do
+	i=$((i + 1)); [ $i -lt 100 ] || fail "the journal does not show the reload applying poll-us"
+	sleep 0.1
+done
+echo "reload: applied, MainPID $pid kept, clients kept"
+
+# A bad file on reload changes nothing and says why.
+ns sh -c 'echo "poll-us = fast" > /etc/npf/npfd.conf.bad; cat /etc/npf/npfd.conf >> /etc/npf/npfd.conf.bad'
+ns cp /etc/npf/npfd.conf /etc/npf/npfd.conf.good
+ns cp /etc/npf/npfd.conf.bad /etc/npf/npfd.conf
+ns systemctl reload npfd || fail "systemctl reload with a bad file failed"
+ns systemctl is-active npfd >/dev/null || fail "npfd not active after a bad reload"
+i=0
+until ns journalctl --no-pager -u npfd 2>/dev/null | grep -q "npfd.conf:1: poll-us: 'fast'.*keeping the running configuration"; do
+	i=$((i + 1)); [ $i -lt 100 ] || fail "the journal does not show the refused reload"
+	sleep 0.1
+done
+echo "bad reload: refused, npfd still active"
+ns cp /etc/npf/npfd.conf.good /etc/npf/npfd.conf
+
+touch "$t/wl/done"; rm -f "$t/wl/hold"
+wait $wl || fail "workload failed: $(cat "$t/wl.log")"
+
+# Stop: npfd unpins its maps and removes its socket; systemd removes /run/npf.
+ns systemctl stop npfd || fail "systemctl stop npfd failed"
+[ "$(ns systemctl is-active npfd)" = inactive ] || fail "npfd is not inactive after stop"
+ns test -e /run/npf/npfd.sock && fail "the socket is left behind after stop"
+ns test -e /run/npf && fail "/run/npf is left behind after stop"
+left=$(ls "$pins" 2>/dev/null)
+[ -z "$left" ] || fail "maps left pinned under $pins after stop: $left"
+echo "stop: socket, /run/npf and pinned maps gone"
+
+# A bad configuration keeps npfd from starting, with one line naming file:line.
+ns sh -c 'echo "pol-us = 5" >> /etc/npf/npfd.conf'
+ns systemctl start npfd 2>/dev/null && fail "npfd started with an unknown key in its configuration"
+i=0
+until ns journalctl --no-pager -u npfd 2>/dev/null | grep -q "/etc/npf/npfd.conf:[0-9]*: unknown key 'pol-us'"; do
+	i=$((i + 1)); [ $i -lt 100 ] || fail "the journal does not name the bad line"
+	sleep 0.1
+done
+ns journalctl --no-pager -u npfd | grep "unknown key" | tail -n 1
+[ "$(ns systemctl show -P NRestarts npfd)" = 0 ] || fail "systemd restarted npfd after a configuration error"
+echo ok
