@@ -65,25 +65,6 @@ static bool fs_is(const char *path, long magic)
 	return statfs(path, &st) == 0 && st.f_type == magic;
 }
 
-static int mkdir_p(const char *path, mode_t mode)
-{
-	char buf[PATH_MAX];
-	char *p;
-
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, mode) && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(buf, mode) && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 /* bpffs and tracefs are mounted by systemd on a normal boot; not always here. */
 static int ensure_filesystems(const char *bpffs)
 {

@@ -101,6 +101,7 @@ struct npfd {
 extern struct npfd npfd;
 
 __u64 now_ns(void);
+int mkdir_p(const char *path, mode_t mode); /* util.c */
 
 /* loop.c: readiness sources. A handler drains its fd until EAGAIN. */
 typedef void (*source_fn)(void *arg);

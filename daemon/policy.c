@@ -408,7 +408,7 @@ void ws_record(struct npfd_region *r, __u64 page)
 	if (r->ws_fd < 0) {
 		if (r->ws_failed || ws_path(r, path, sizeof(path)))
 			return;
-		mkdir(ws_dir, 0750);
+		mkdir_p(ws_dir, 0750);
 		r->ws_fd = open(path,
 				O_WRONLY | O_CREAT | O_CLOEXEC | (r->ws_replayed ? O_APPEND : O_TRUNC),
 				0640);
