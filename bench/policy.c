@@ -10,6 +10,7 @@
  *   wsreplay          a program touching the same random pages twice, in
  *                     two registrations of the region: faults of the
  *                     second run (replayed) against the first (recorded).
+ *                     The record stays in npfd's --ws-dir as bench-ws-PID.ws.
  *
  * The baseline is exact, measured in the same run. Usage:
  *   npf-bench-policy [--json] [--size MiB] [--policies DIR]
@@ -149,6 +150,7 @@ int main(int argc, char **argv)
 	uint64_t pages, *order, i, nrand, seed = 12345;
 	char tmpl[] = "/tmp/npf-bench-policy-XXXXXX", exe[PATH_MAX];
 	struct run base, r, first, second;
+	char ws_name[32];
 	ssize_t n;
 	int opt;
 
@@ -221,9 +223,11 @@ int main(int argc, char **argv)
 	}
 
 	/* wsreplay: the same random pages, recorded in one run, replayed in the next. */
+	/* A name of its own: a record left by an earlier run would make the first run a replay. */
+	snprintf(ws_name, sizeof(ws_name), "bench-ws-%d", getpid());
 	set_policy("wsreplay");
-	first = touch("bench-ws", order, nrand);
-	second = touch("bench-ws", order, nrand);
+	first = touch(ws_name, order, nrand);
+	second = touch(ws_name, order, nrand);
 	row("wsreplay", "1st run", &first, &first);
 	row("wsreplay", "2nd run", &second, &first);
 	npf_client__policy_unload(c, "wsreplay");
