@@ -289,6 +289,9 @@ static enum npf_feat_result map_type(char *detail, size_t len, enum bpf_map_type
 
 	if (r < 0)
 		return refused(detail, len, name, -r);
+	/* libbpf reports EPERM as "not supported": without root that proves nothing. */
+	if (!r && geteuid() != 0)
+		return refused(detail, len, name, EPERM);
 	snprintf(detail, len, "%s %s", name, r ? "creates" : "is refused");
 	return r ? NPF_FEAT_YES : NPF_FEAT_NO;
 }
@@ -300,6 +303,8 @@ static enum npf_feat_result prog_type(char *detail, size_t len, enum bpf_prog_ty
 
 	if (r < 0)
 		return refused(detail, len, name, -r);
+	if (!r && geteuid() != 0)
+		return refused(detail, len, name, EPERM);
 	snprintf(detail, len, "%s %s", name, r ? "loads" : "is refused");
 	return r ? NPF_FEAT_YES : NPF_FEAT_NO;
 }
@@ -385,6 +390,13 @@ static enum npf_feat_result probe_fentry(char *detail, size_t len)
 
 static const char *const tracefs_dirs[] = {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"};
 
+static bool is_tracefs(const char *dir)
+{
+	struct statfs st;
+
+	return statfs(dir, &st) == 0 && st.f_type == TRACEFS_MAGIC;
+}
+
 static enum npf_feat_result probe_tracefs(char *detail, size_t len)
 {
 	char line[256];
@@ -392,10 +404,7 @@ static enum npf_feat_result probe_tracefs(char *detail, size_t len)
 	FILE *f;
 
 	for (i = 0; i < sizeof(tracefs_dirs) / sizeof(tracefs_dirs[0]); i++) {
-		char p[128];
-
-		snprintf(p, sizeof(p), "%s/events", tracefs_dirs[i]);
-		if (!access(p, F_OK)) {
+		if (is_tracefs(tracefs_dirs[i])) {
 			snprintf(detail, len, "mounted on %s", tracefs_dirs[i]);
 			return NPF_FEAT_YES;
 		}
@@ -423,8 +432,7 @@ static enum npf_feat_result tracepoint(char *detail, size_t len, const char *cat
 	for (i = 0; i < sizeof(tracefs_dirs) / sizeof(tracefs_dirs[0]); i++) {
 		char p[192];
 
-		snprintf(p, sizeof(p), "%s/events", tracefs_dirs[i]);
-		if (access(p, F_OK))
+		if (!is_tracefs(tracefs_dirs[i]))
 			continue;
 		snprintf(p, sizeof(p), "%s/events/%s/%s/id", tracefs_dirs[i], cat, name);
 		if (!access(p, R_OK)) {
