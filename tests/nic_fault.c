@@ -1,54 +1,53 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The software RNIC's fault path, two processes, with fx_npfd standing in
- * for npfd (BPF uprobe on npf_nic_fault_report, answers through the IOPT):
+ * The software RNIC's fault path through the real npfd, two processes:
  *  1. RDMA WRITE of 1024 never-touched remote pages: ONE page request
- *     (npages 1024), RNR NAK, the sender retries, data lands (checksum);
- *  2. SEND into an unpinned, never-touched receive buffer (RNR, checksum);
- *  3. send-side stall: QP1's WR needs 1024 missing local pages and its
- *     answer is held; 64 WRs on QP2 all complete meanwhile; then QP1 does.
+ *     (npfd answers one group and maps 1024 entries; the BPF uprobe counts
+ *     one device fault for the region), RNR NAK, the sender retries, the
+ *     data lands (checksum).
+ *  2. Send-side stall with QP isolation. QP1's WR needs 1024 local pages
+ *     that are missing; QP2's 64 WRs use pages npfd mapped before. To hold
+ *     npfd's answer back honestly, A stops npfd (SIGSTOP: the real daemon,
+ *     descheduled, as a loaded host would) and waits until the kernel says
+ *     it is stopped; only then does A post. npfd cannot answer while
+ *     stopped, so QP1 is stalled on its fault for certain, and every one of
+ *     QP2's 64 WRs must complete meanwhile (the NIC must not have received
+ *     any page response either). After SIGCONT, npfd answers and QP1
+ *     completes; B checks what it wrote (npfd zero-filled QP1's source).
  */
 #include "nic_fixture.h"
 
 #define REG (4UL << 20)
 #define NPG (REG / PG)
-#define RB (64UL << 10)
 #define SMALL (256UL << 10)
+#define NQP2 64
 
-static struct fx_npfd npfd;
-
-static void mark_all(struct nic_mr *mr, void *buf, size_t len)
+static double ms_since(double t0)
 {
-	struct fx_iopt t;
-
-	fx_iopt_map(&t, mr);
-	nic_test_mark_present(&t, (uintptr_t)buf, len);
+	return (th_now() - t0) * 1e3;
 }
 
 static int side_b(int sock, void *arg)
 {
 	int acc = NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_REMOTE_WRITE | NIC_ACCESS_REMOTE_READ;
+	struct npf_client *c = fx_npf_connect();
 	struct fx_ep ep = {0};
 	struct fx_region reg[2];
-	struct nic_mr *mr, *rmr, *smr;
+	struct nic_mr *mr, *smr;
 	struct nic_stats st;
-	char *buf, *rbuf, *small, *expect;
-	struct nic_wc wc;
+	struct npf_device_info di;
+	struct npf_region_stats rs;
+	char *buf, *small;
+	int region, sregion, dev, sdev;
 	__u64 sum;
 
-	fx_npfd_start(&npfd);
 	fx_ep_open(&ep, NULL);
-	buf = fx_alloc(REG);   /* never touched: every page missing */
-	rbuf = fx_alloc(RB);   /* receive buffer, never touched */
+	buf = fx_alloc(REG); /* never touched: every page missing */
 	small = fx_alloc(SMALL);
-	memset(small, 0, SMALL);
-	mr = nic_reg_mr(ep.pd, buf, REG, acc);
-	rmr = nic_reg_mr(ep.pd, rbuf, RB, NIC_ACCESS_LOCAL_WRITE);
-	smr = nic_reg_mr(ep.pd, small, SMALL, acc);
-	FX_ASSERT(mr && rmr && smr, "nic_reg_mr: %s", strerror(errno));
-	fx_npfd_add_mr(&npfd, mr);
-	fx_npfd_add_mr(&npfd, rmr);
-	mark_all(smr, small, SMALL);
+	region = fx_npf_register(c, buf, REG, NULL);
+	sregion = fx_npf_register(c, small, SMALL, NULL);
+	mr = fx_npf_mr(c, &ep, region, buf, REG, acc, &dev);
+	smr = fx_npf_mr(c, &ep, sregion, small, SMALL, acc, &sdev);
 	fx_qp(&ep, sock);
 	fx_qp(&ep, sock); /* QP2 */
 	reg[0] = (struct fx_region){(uintptr_t)buf, REG, nic_mr_rkey(mr)};
@@ -59,69 +58,77 @@ static int side_b(int sock, void *arg)
 	fx_sync(sock, 1);
 	fx_recv(sock, &sum, sizeof(sum));
 	FX_ASSERT(fx_sum(buf, REG) == sum, "WRITE into faulting pages: checksum mismatch");
-	FX_ASSERT(npfd.nreq == 1, "%d page requests for one WRITE, expected 1", npfd.nreq);
-	FX_ASSERT(npfd.last.npages == NPG && npfd.last.len == REG &&
-			  npfd.last.addr == (uintptr_t)buf &&
-			  (npfd.last.access & NPF_ACCESS_WRITE),
-		  "page request: addr %#llx len %llu npages %u access %#x",
-		  (unsigned long long)npfd.last.addr, (unsigned long long)npfd.last.len,
-		  npfd.last.npages, npfd.last.access);
 	nic_query_stats(ep.nic, &st, sizeof(st));
+	di = fx_device_info(c, dev);
+	rs = fx_region_stats(c, region);
+	printf("1: a 4 MiB WRITE into 1024 missing pages: NIC raised %llu page request(s), "
+	       "%llu RNR NAKs, %llu re-requests suppressed; npfd answered %llu group(s), mapped "
+	       "%llu entries; BPF counted %llu device fault(s)\n",
+	       (unsigned long long)st.page_requests, (unsigned long long)st.rnr_nak_tx,
+	       (unsigned long long)st.page_requests_suppressed,
+	       (unsigned long long)di.page_requests, (unsigned long long)di.pages_mapped,
+	       (unsigned long long)rs.device_faults);
+	FX_ASSERT(st.page_requests == 1, "%llu page requests for one WRITE, expected 1",
+		  (unsigned long long)st.page_requests);
+	FX_ASSERT(di.page_requests == 1 && di.pages_mapped == NPG,
+		  "npfd: %llu groups answered, %llu entries mapped; expected 1 and %lu",
+		  (unsigned long long)di.page_requests, (unsigned long long)di.pages_mapped, NPG);
+	FX_ASSERT(rs.device_faults == 1, "BPF counted %llu device faults, expected 1",
+		  (unsigned long long)rs.device_faults);
 	FX_ASSERT(st.rnr_nak_tx >= 1, "the responder never sent an RNR NAK");
-	printf("1: one page request for %u pages; %llu RNR NAKs, %llu suppressed re-requests\n",
-	       npfd.last.npages, (unsigned long long)st.rnr_nak_tx,
-	       (unsigned long long)st.page_requests_suppressed);
 
-	/* 2 */
-	fx_post_recv(ep.qp, 7, rbuf, RB, rmr);
+	/* 2: A warms QP2's pages, stops npfd, stalls QP1, runs QP2, continues npfd */
 	fx_sync(sock, 2);
-	fx_wait_wc(ep.cq, &wc, 20000);
-	FX_ASSERT(wc.status == NIC_WC_SUCCESS && wc.opcode == NIC_WC_RECV && wc.byte_len == 40000,
-		  "RECV into faulting buffer: '%s' %u bytes", nic_wc_status_str(wc.status),
-		  wc.byte_len);
 	fx_recv(sock, &sum, sizeof(sum));
-	FX_ASSERT(fx_sum(rbuf, 40000) == sum, "RECV into faulting buffer: checksum mismatch");
-	FX_ASSERT(npfd.nreq == 2 && npfd.last.npages == 10, "receive buffer: %d requests, last %u pages",
-		  npfd.nreq, npfd.last.npages);
-
-	/* 3 */
+	FX_ASSERT(fx_sum(buf, REG) == sum, "stalled WRITE: checksum mismatch");
+	fx_recv(sock, &sum, sizeof(sum));
+	FX_ASSERT(fx_sum(small, SMALL) == sum, "QP2's WRITEs: checksum mismatch");
+	fx_expect_page_requests(c, "B small", sregion, sdev);
 	fx_sync(sock, 3);
-	expect = fx_alloc(REG);
-	memset(expect, 0x5a, REG);
-	FX_ASSERT(fx_sum(buf, REG) == fx_sum(expect, REG), "stalled WRITE: checksum mismatch");
-	fx_sync(sock, 4);
 	nic_close(ep.nic);
-	fx_npfd_stop(&npfd);
+	npf_client__close(c);
 	return 0;
+}
+
+static void post_qp2(struct nic_qp *qp, char *src, struct nic_mr *mr, const struct fx_region *r,
+		     __u64 id0)
+{
+	int i;
+
+	for (i = 0; i < NQP2; i++)
+		FX_ASSERT(!fx_post(qp, NIC_WR_RDMA_WRITE, id0 + i, src + i * PG, PG, mr,
+				   r->addr + i * PG, r->rkey),
+			  "post");
 }
 
 static int side_a(int sock, void *arg)
 {
+	struct npf_client *c = fx_npf_connect();
 	struct fx_ep ep = {0};
 	struct fx_region reg[2];
 	struct nic_qp *qp1, *qp2;
 	struct nic_mr *mr, *mr2;
+	struct nic_stats s0, s1;
+	struct npf_region_stats rs;
 	char *src, *src2;
 	struct nic_wc wc;
+	int region, region2, dev, dev2, i;
+	double t0, tq2[NQP2], tc, tq1;
 	__u64 sum;
-	int i;
 
-	fx_npfd_start(&npfd);
 	fx_ep_open(&ep, NULL);
 	src = fx_alloc(REG);
-	src2 = fx_alloc(REG); /* never touched: the stand-in fills it with 0x5a */
-	fx_fill(src, REG, 3);
-	mr = nic_reg_mr(ep.pd, src, REG, NIC_ACCESS_LOCAL_WRITE);
-	mr2 = nic_reg_mr(ep.pd, src2, REG, NIC_ACCESS_LOCAL_WRITE);
-	FX_ASSERT(mr && mr2, "nic_reg_mr: %s", strerror(errno));
-	mark_all(mr, src, REG);
-	fx_npfd_add_mr(&npfd, mr2);
-	npfd.fill = 0x5a;
+	src2 = fx_alloc(REG); /* never touched: npfd will zero-fill it */
+	region = fx_npf_register(c, src, REG, NULL);
+	region2 = fx_npf_register(c, src2, REG, NULL);
+	fx_fill(src, REG, 3); /* CPU faults, served by npfd */
+	mr = fx_npf_mr(c, &ep, region, src, REG, NIC_ACCESS_LOCAL_WRITE, &dev);
+	mr2 = fx_npf_mr(c, &ep, region2, src2, REG, NIC_ACCESS_LOCAL_WRITE, &dev2);
 	qp1 = fx_qp(&ep, sock);
 	qp2 = fx_qp(&ep, sock);
 	fx_recv(sock, reg, sizeof(reg));
 
-	/* 1: one WR over 1024 missing remote pages */
+	/* 1: one WR over 1024 missing remote pages (and 1024 local ones) */
 	FX_ASSERT(!fx_post(qp1, NIC_WR_RDMA_WRITE, 1, src, REG, mr, reg[0].addr, reg[0].rkey),
 		  "post");
 	fx_expect_wc(ep.cq, 1, NIC_WC_SUCCESS);
@@ -129,46 +136,60 @@ static int side_a(int sock, void *arg)
 	fx_sync(sock, 1);
 	fx_send(sock, &sum, sizeof(sum));
 
-	/* 2: SEND into a receive buffer that is not resident */
+	/* 2: warm QP2's pages on both sides (npfd maps them), then hold npfd */
+	post_qp2(qp2, src, mr, &reg[1], 100);
+	for (i = 0; i < NQP2; i++)
+		fx_expect_wc(ep.cq, 100 + i, NIC_WC_SUCCESS);
 	fx_sync(sock, 2);
-	FX_ASSERT(!fx_post(qp1, NIC_WR_SEND, 2, src + 5, 40000, mr, 0, 0), "post");
-	fx_expect_wc(ep.cq, 2, NIC_WC_SUCCESS);
-	sum = fx_sum(src + 5, 40000);
-	fx_send(sock, &sum, sizeof(sum));
-
-	/* 3: QP1 stalls on its own missing pages; QP2 keeps flowing */
-	atomic_store(&npfd.hold_qpn, nic_qp_num(qp1));
+	nic_query_stats(ep.nic, &s0, sizeof(s0));
+	fx_npfd_signal(SIGSTOP);
+	t0 = th_now();
 	FX_ASSERT(!fx_post(qp1, NIC_WR_RDMA_WRITE, 3, src2, REG, mr2, reg[0].addr, reg[0].rkey),
 		  "post");
-	for (i = 0; i < 64; i++)
-		FX_ASSERT(!fx_post(qp2, NIC_WR_RDMA_WRITE, 100 + i, src + i * 4096, 4096, mr,
-				   reg[1].addr + i * 4096, reg[1].rkey),
-			  "post");
-	for (i = 0; i < 64; i++) {
+	post_qp2(qp2, src + NQP2 * PG, mr, &reg[1], 200);
+	for (i = 0; i < NQP2; i++) {
 		fx_wait_wc(ep.cq, &wc, 20000);
 		FX_ASSERT(wc.qp_num == nic_qp_num(qp2) && wc.status == NIC_WC_SUCCESS,
-			  "while QP1 stalls: completion on QP %u '%s' (wr %llu)", wc.qp_num,
+			  "while QP1 is stalled: completion on QP %u '%s' (wr %llu)", wc.qp_num,
 			  nic_wc_status_str(wc.status), (unsigned long long)wc.wr_id);
+		tq2[i] = ms_since(t0);
 	}
-	FX_ASSERT(npfd.nreq == 1 && npfd.last.npages == NPG && (npfd.last.cookie >> 32) ==
-			  nic_qp_num(qp1) && (npfd.last.access & NPF_ACCESS_READ),
-		  "send side: %d requests, last %u pages", npfd.nreq, npfd.last.npages);
-	FX_ASSERT(nic_poll_cq(ep.cq, 1, &wc) == 0, "QP1 completed while its fault was held");
-	printf("3: QP2 completed 64 WRs while QP1 waited for its page response\n");
-	atomic_store(&npfd.hold_qpn, 0); /* release the answer */
+	FX_ASSERT(nic_poll_cq(ep.cq, 1, &wc) == 0, "QP1 completed while npfd was stopped");
+	nic_query_stats(ep.nic, &s1, sizeof(s1));
+	FX_ASSERT(s1.page_responses == s0.page_responses,
+		  "the NIC got %llu page responses from a stopped npfd",
+		  (unsigned long long)(s1.page_responses - s0.page_responses));
+	FX_ASSERT(s1.page_requests == s0.page_requests + 1 && s1.requester_stalls > s0.requester_stalls,
+		  "QP1's WR raised %llu page requests and %llu stalls, expected 1 and >= 1",
+		  (unsigned long long)(s1.page_requests - s0.page_requests),
+		  (unsigned long long)(s1.requester_stalls - s0.requester_stalls));
+	tc = ms_since(t0);
+	fx_npfd_signal(SIGCONT);
 	fx_expect_wc(ep.cq, 3, NIC_WC_SUCCESS);
+	tq1 = ms_since(t0);
+	printf("2: npfd stopped; QP1 stalled on 1024 missing pages; QP2's %d WRITEs completed at "
+	       "%.2f .. %.2f ms (first .. last), with no page response in between; npfd "
+	       "continued at %.2f ms; QP1 completed at %.2f ms\n",
+	       NQP2, tq2[0], tq2[NQP2 - 1], tc, tq1);
+	rs = fx_region_stats(c, region2);
+	FX_ASSERT(rs.pages_zeroed == NPG, "npfd zero-filled %llu pages of QP1's source, expected %lu",
+		  (unsigned long long)rs.pages_zeroed, NPG);
+	fx_expect_page_requests(c, "A stalled source", region2, dev2);
+	sum = fx_sum(src2, REG);
+	fx_send(sock, &sum, sizeof(sum));
+	sum = fx_sum(src + NQP2 * PG, SMALL);
+	fx_send(sock, &sum, sizeof(sum));
 	fx_sync(sock, 3);
-	fx_sync(sock, 4);
 	nic_close(ep.nic);
-	fx_npfd_stop(&npfd);
+	npf_client__close(c);
 	return 0;
 }
 
 int main(void)
 {
-	int r = fx_pair(side_a, side_b, NULL, 25);
+	int r = fx_pair_npfd(side_a, side_b, NULL, 60);
 
 	if (!r)
-		printf("PASS: one page request per WR, RNR retry, RECV faults, stalled QP isolation\n");
+		printf("PASS: one page request per WR, RNR retry, stalled QP isolation (through npfd)\n");
 	return r;
 }

@@ -4,32 +4,24 @@
  *
  *  - two-process runner: the two NICs live in two forked processes that
  *    talk like two hosts; a socketpair carries the out-of-band exchange;
- *  - nic_test_mark_present(): what npfd does once a page is resident, done
- *    by the test on memory it made resident itself;
- *  - fx_npfd: a thread that STANDS IN FOR npfd UNTIL ITS NIC BACKEND LANDS.
- *    It learns page requests the way npfd will (a BPF uprobe on
- *    npf_nic_fault_report() reading *req into a ring buffer), resolves
- *    them through the IO page table memfd (touch/fill the pages, set
- *    PRESENT with a version bump, post a response, futex-wake), and can
- *    invalidate ranges (clear, bump, post, wait for the NIC's ack).
+ *  - nic_test_mark_present(): for the transport tests only (no faults
+ *    wanted), marks memory the test made resident itself present;
+ *  - the real npfd: the fault tests run against a private npfd
+ *    (fx_pair_npfd), register their memory with libnpf and attach their
+ *    MRs' IO page tables to it (fx_npf_mr): npfd alone marks pages present.
  */
 #ifndef NIC_FIXTURE_H
 #define NIC_FIXTURE_H
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/bpf.h>
-#include <linux/futex.h>
-#include <linux/perf_event.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -37,12 +29,11 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
-#include "npf_abi.h"
+#include "harness.h"
+#include "npf.h"
 #include "npf_nic.h"
 
-#define FX_SKIP 77
+#define FX_SKIP TH_SKIP
 #define PG 4096UL
 
 static struct nic *fx_dump_nic; /* its counters are printed on failure */
@@ -350,254 +341,151 @@ static inline void nic_test_mark_present(struct fx_iopt *t, __u64 addr, __u64 le
 		fx_pte_update(&t->pte[i], NPF_PTE_PRESENT | NPF_PTE_READ | NPF_PTE_WRITE, 0);
 }
 
-static inline void fx_respond(struct fx_iopt *t, __u64 cookie, __u32 status)
-{
-	struct npf_resp_ring *r = &t->h->resp;
-	__u32 tail = r->tail;
+/* ---- the real npfd -------------------------------------------------------------------- */
 
-	while (tail - __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) >= NPF_NIC_RING_SIZE)
-		sched_yield();
-	r->ent[tail % NPF_NIC_RING_SIZE].cookie = cookie;
-	r->ent[tail % NPF_NIC_RING_SIZE].status = status;
-	__atomic_store_n(&r->tail, tail + 1, __ATOMIC_RELEASE);
-	syscall(SYS_futex, &r->tail, FUTEX_WAKE, 1, NULL, NULL, 0);
+static pid_t fx_npfd_pid; /* the private npfd of this test (fx_pair_npfd) */
+
+/*
+ * Connect to npfd ($NPF_SOCKET). The NIC tests need the real npfd: when it
+ * is absent, say so, with libnpf's reason.
+ */
+static inline struct npf_client *fx_npf_connect(void)
+{
+	const char *path = getenv("NPF_SOCKET");
+	struct npf_client *c = npf_client__connect(NULL);
+
+	FX_ASSERT(c, "cannot connect to npfd at %s: %s (is npfd running? the NIC tests start a private one)",
+		  path ? path : NPF_DEFAULT_SOCKET, strerror(errno));
+	return c;
 }
 
-/* Invalidate pages [first, first + n): clear, bump, post, wait for the ack. */
-static inline void fx_invalidate(struct fx_iopt *t, __u64 first, __u64 n, __u64 seq)
+/* Register [buf, buf + len) with npfd: never pinned; o NULL: zero-filled on first touch. */
+static inline int fx_npf_register(struct npf_client *c, void *buf, size_t len,
+				  const struct npf_region_opts *o)
 {
-	struct npf_inval_ring *r = &t->h->inval;
-	__u32 tail = r->tail;
-	__u64 i;
+	int id = npf_client__register(c, buf, len, o);
 
-	for (i = first; i < first + n; i++)
-		fx_pte_update(&t->pte[i], 0, NPF_PTE_PRESENT | NPF_PTE_READ | NPF_PTE_WRITE);
-	while (tail - __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) >= NPF_NIC_RING_SIZE)
-		sched_yield();
-	r->ent[tail % NPF_NIC_RING_SIZE].seq = seq;
-	r->ent[tail % NPF_NIC_RING_SIZE].first_page = first;
-	r->ent[tail % NPF_NIC_RING_SIZE].npages = n;
-	__atomic_store_n(&r->tail, tail + 1, __ATOMIC_RELEASE);
-	syscall(SYS_futex, &r->tail, FUTEX_WAKE, 1, NULL, NULL, 0);
-	for (;;) {
-		__u64 acked = __atomic_load_n(&r->acked_seq, __ATOMIC_ACQUIRE);
-		struct timespec ts = {1, 0};
-
-		if (acked >= seq)
-			break;
-		syscall(SYS_futex, &r->acked_seq, FUTEX_WAIT, (__u32)acked, &ts, NULL, 0);
-	}
-}
-
-/* ---- fx_npfd: stands in for npfd until its NIC backend lands ----------------------- */
-
-#define FX_MAX_MR 8
-
-struct fx_npfd {
-	int rb_fd, prog_fd, perf_fd;
-	struct ring_buffer *rb;
-	pthread_t thread;
-	atomic_int stop;
-	struct fx_iopt mr[FX_MAX_MR]; /* index = npf id - 1 */
-	int nmr;
-	/* observed */
-	atomic_int nreq;
-	struct npf_page_request last;
-	atomic_uint max_npages;
-	/* policy: hold answers for this QP until released */
-	atomic_uint hold_qpn;
-	/* fill resolved pages with this byte (-1: leave contents alone) */
-	int fill;
-	/* serialises resolution with fx_invalidate() from other threads */
-	pthread_mutex_t lock;
-	struct npf_page_request held[64];
-	int nheld;
-};
-
-#define BPF_INSN(c, d, s, o, i) ((struct bpf_insn){.code = (c), .dst_reg = (d), .src_reg = (s), .off = (o), .imm = (i)})
-
-static inline int fx_uprobe_type(void)
-{
-	FILE *f = fopen("/sys/bus/event_source/devices/uprobe/type", "r");
-	int t = -1;
-
-	if (f) {
-		if (fscanf(f, "%d", &t) != 1)
-			t = -1;
-		fclose(f);
-	}
-	return t;
-}
-
-/* File offset of the fault-report site in the executable mapping. */
-static inline long fx_site_offset(char *path, size_t plen)
-{
-	unsigned long site = (unsigned long)&npf_nic_fault_report, lo, hi, off;
-	char line[512], perm[8], file[400];
-	FILE *f = fopen("/proc/self/maps", "r");
-	long ret = -1;
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		file[0] = 0;
-		if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %399s", &lo, &hi, perm, &off, file) < 4)
-			continue;
-		if (site >= lo && site < hi && file[0] == '/') {
-			ret = site - lo + off;
-			snprintf(path, plen, "%s", file);
-			break;
-		}
-	}
-	fclose(f);
-	return ret;
-}
-
-static int fx_npfd_event(void *ctx, void *data, size_t len);
-
-static inline void fx_npfd_resolve(struct fx_npfd *d, const struct npf_page_request *rq)
-{
-	struct fx_iopt *t;
-	__u64 i, first;
-
-	if (rq->mr_id < 1 || (int)rq->mr_id > d->nmr) {
-		fx_fail("page request for unknown MR id %u", rq->mr_id);
-	}
-	t = &d->mr[rq->mr_id - 1];
-	first = (rq->addr - t->h->start) / PG;
-	pthread_mutex_lock(&d->lock);
-	for (i = first; i < first + rq->len / PG; i++) {
-		volatile char *p = (char *)(uintptr_t)(t->h->start + i * PG);
-
-		if (d->fill >= 0)
-			memset((void *)p, d->fill, PG);
-		else
-			p[0] = p[0]; /* make it resident, keep the contents */
-		fx_pte_update(&t->pte[i], NPF_PTE_PRESENT | NPF_PTE_READ | NPF_PTE_WRITE, 0);
-	}
-	fx_respond(t, rq->cookie, NPF_PR_SUCCESS);
-	pthread_mutex_unlock(&d->lock);
-}
-
-static int fx_npfd_event(void *ctx, void *data, size_t len)
-{
-	struct fx_npfd *d = ctx;
-	struct npf_page_request rq;
-
-	if (len < sizeof(rq))
-		return 0;
-	memcpy(&rq, data, sizeof(rq));
-	FX_ASSERT(rq.magic == NPF_IOPT_MAGIC, "page request without magic");
-	d->last = rq;
-	if (rq.npages > d->max_npages)
-		d->max_npages = rq.npages;
-	atomic_fetch_add(&d->nreq, 1);
-	if (d->hold_qpn && (rq.cookie >> 32) == d->hold_qpn && d->nheld < 64) {
-		d->held[d->nheld++] = rq;
-		return 0;
-	}
-	fx_npfd_resolve(d, &rq);
-	return 0;
-}
-
-static inline void *fx_npfd_main(void *arg)
-{
-	struct fx_npfd *d = arg;
-
-	while (!atomic_load(&d->stop)) {
-		ring_buffer__poll(d->rb, 20);
-		if (!d->hold_qpn && d->nheld) {
-			int i;
-
-			for (i = 0; i < d->nheld; i++)
-				fx_npfd_resolve(d, &d->held[i]);
-			d->nheld = 0;
-		}
-	}
-	return NULL;
+	FX_ASSERT(id > 0, "npfd refused region %p+%zu: %s (%s)", buf, len, strerror(-id),
+		  npf_client__errmsg(c));
+	return id;
 }
 
 /*
- * Attach the uprobe. Returns 0, or skips the test when BPF or uprobes are
- * not available (with the reason).
+ * An MR over [buf, buf + len) of npf region `region`, its IO page table
+ * attached to npfd (which alone will set entries present), the MR told
+ * its device id. Returns the MR; *device gets the id.
  */
-static inline void fx_npfd_start(struct fx_npfd *d)
+static inline struct nic_mr *fx_npf_mr(struct npf_client *c, struct fx_ep *ep, int region,
+				       void *buf, size_t len, int acc, int *device)
 {
-	char path[400];
-	long off = fx_site_offset(path, sizeof(path));
-	int type = fx_uprobe_type(), tgid = getpid();
-	struct perf_event_attr pa;
-	char log[4096];
-	LIBBPF_OPTS(bpf_prog_load_opts, po, .log_buf = log, .log_size = sizeof(log), .log_level = 0);
-	struct bpf_insn prog[] = {
-		BPF_INSN(BPF_ALU64 | BPF_MOV | BPF_X, 6, 1, 0, 0),
-		BPF_INSN(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_get_current_pid_tgid),
-		BPF_INSN(BPF_ALU64 | BPF_RSH | BPF_K, 0, 0, 0, 32),
-		BPF_INSN(BPF_JMP | BPF_JNE | BPF_K, 0, 0, 12, tgid),
-		BPF_INSN(BPF_LDX | BPF_MEM | BPF_DW, 3, 6, 112, 0), /* pt_regs->di */
-		BPF_INSN(BPF_ALU64 | BPF_MOV | BPF_X, 1, 10, 0, 0),
-		BPF_INSN(BPF_ALU64 | BPF_ADD | BPF_K, 1, 0, 0, -40),
-		BPF_INSN(BPF_ALU64 | BPF_MOV | BPF_K, 2, 0, 0, 40),
-		BPF_INSN(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_probe_read_user),
-		BPF_INSN(BPF_LD | BPF_DW | BPF_IMM, 1, BPF_PSEUDO_MAP_FD, 0, 0),
-		BPF_INSN(0, 0, 0, 0, 0),
-		BPF_INSN(BPF_ALU64 | BPF_MOV | BPF_X, 2, 10, 0, 0),
-		BPF_INSN(BPF_ALU64 | BPF_ADD | BPF_K, 2, 0, 0, -40),
-		BPF_INSN(BPF_ALU64 | BPF_MOV | BPF_K, 3, 0, 0, 40),
-		BPF_INSN(BPF_ALU64 | BPF_MOV | BPF_K, 4, 0, 0, 0),
-		BPF_INSN(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_ringbuf_output),
-		BPF_INSN(BPF_ALU64 | BPF_MOV | BPF_K, 0, 0, 0, 0),
-		BPF_INSN(BPF_JMP | BPF_EXIT, 0, 0, 0, 0),
-	};
+	struct nic_mr *mr = nic_reg_mr(ep->pd, buf, len, acc);
+	int dev;
 
-	_Static_assert(sizeof(struct npf_page_request) == 40, "request size");
-	pthread_mutex_init(&d->lock, NULL);
-	if (geteuid())
-		fx_skip("the npfd stand-in attaches a BPF uprobe: run as root");
-	if (off < 0 || type < 0)
-		fx_skip("cannot place a uprobe (no uprobe PMU or no file-backed text)");
-	d->rb_fd = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "fx_npf_rb", 0, 0, 1 << 20, NULL);
-	if (d->rb_fd < 0)
-		fx_skip("BPF ring buffer unavailable: %s", strerror(errno));
-	prog[9].imm = d->rb_fd;
-	d->prog_fd = bpf_prog_load(BPF_PROG_TYPE_KPROBE, "fx_npf_uprobe", "GPL", prog,
-				   sizeof(prog) / sizeof(prog[0]), &po);
-	if (d->prog_fd < 0)
-		fx_skip("cannot load the uprobe program: %s %s", strerror(errno), log);
-	memset(&pa, 0, sizeof(pa));
-	pa.size = sizeof(pa);
-	pa.type = type;
-	pa.config1 = (__u64)(uintptr_t)path;
-	pa.config2 = off;
-	d->perf_fd = syscall(SYS_perf_event_open, &pa, -1, 0, -1, PERF_FLAG_FD_CLOEXEC);
-	if (d->perf_fd < 0)
-		fx_skip("cannot open a uprobe on %s+%#lx: %s", path, off, strerror(errno));
-	if (ioctl(d->perf_fd, PERF_EVENT_IOC_SET_BPF, d->prog_fd) ||
-	    ioctl(d->perf_fd, PERF_EVENT_IOC_ENABLE, 0))
-		fx_skip("cannot attach the uprobe program: %s", strerror(errno));
-	d->rb = ring_buffer__new(d->rb_fd, fx_npfd_event, d, NULL);
-	FX_ASSERT(d->rb, "ring_buffer__new: %s", strerror(errno));
-	d->fill = -1;
-	FX_ASSERT(!pthread_create(&d->thread, NULL, fx_npfd_main, d), "pthread_create");
+	FX_ASSERT(mr, "nic_reg_mr: %s", strerror(errno));
+	dev = npf_client__attach_device(c, (__u32)region, nic_mr_iopt_fd(mr));
+	FX_ASSERT(dev > 0, "npfd refused to attach the MR to region %d: %s (%s)", region,
+		  strerror(-dev), npf_client__errmsg(c));
+	FX_ASSERT(!nic_mr_set_npf_id(mr, (__u32)dev), "nic_mr_set_npf_id");
+	if (device)
+		*device = dev;
+	return mr;
 }
 
-/* Hand an MR to the stand-in: it maps the IOPT and gives the MR its id. */
-static inline void fx_npfd_add_mr(struct fx_npfd *d, struct nic_mr *mr)
+/* npfd's view of a device: page request groups answered, entries mapped, ... */
+static inline struct npf_device_info fx_device_info(struct npf_client *c, int device)
 {
-	FX_ASSERT(d->nmr < FX_MAX_MR, "too many MRs");
-	fx_iopt_map(&d->mr[d->nmr], mr);
-	d->nmr++;
-	FX_ASSERT(!nic_mr_set_npf_id(mr, d->nmr), "nic_mr_set_npf_id");
+	struct npf_device_info *di, out = {0};
+	size_t n, i;
+	int err = npf_client__device_list(c, &di, &n);
+
+	FX_ASSERT(!err, "npfd device list: %s", strerror(-err));
+	for (i = 0; i < n; i++)
+		if ((int)di[i].device_id == device)
+			out = di[i];
+	free(di);
+	FX_ASSERT(out.device_id, "npfd does not list device %d", device);
+	return out;
 }
 
-static inline void fx_npfd_stop(struct fx_npfd *d)
+/* A region's counters (device_faults is counted by the BPF uprobe program). */
+static inline struct npf_region_stats fx_region_stats(struct npf_client *c, int region)
 {
-	atomic_store(&d->stop, 1);
-	pthread_join(d->thread, NULL);
-	ring_buffer__free(d->rb);
-	close(d->perf_fd);
-	close(d->prog_fd);
-	close(d->rb_fd);
+	struct npf_region_stats_full *sf;
+	struct npf_region_stats out;
+	size_t n;
+	int err = npf_client__stats(c, (__u32)region, &sf, &n);
+
+	FX_ASSERT(!err && n == 1, "npfd stats of region %d: %s", region, strerror(-err));
+	out = sf->stats;
+	free(sf);
+	return out;
+}
+
+/* Faults of the region must have been visible to npfd: device_faults and page requests. */
+static inline void fx_expect_page_requests(struct npf_client *c, const char *who, int region,
+					   int device)
+{
+	struct npf_region_stats rs = fx_region_stats(c, region);
+	struct npf_device_info di = fx_device_info(c, device);
+
+	printf("%s: region %d: %llu device faults (BPF), %llu pages zeroed, %llu copied; device %d: %llu page requests answered, %llu entries mapped, mean raised->answered %llu ns\n",
+	       who, region, (unsigned long long)rs.device_faults,
+	       (unsigned long long)rs.pages_zeroed, (unsigned long long)rs.pages_copied, device,
+	       (unsigned long long)di.page_requests, (unsigned long long)di.pages_mapped,
+	       (unsigned long long)(di.page_requests ? di.fault_ns_sum / di.page_requests : 0));
+	FX_ASSERT(rs.device_faults > 0, "%s: npfd counted no device fault for region %d", who,
+		  region);
+	FX_ASSERT(di.page_requests > 0, "%s: npfd answered no page request of device %d", who,
+		  device);
+}
+
+/* Stop / continue npfd: holds back its answers for real (it is a process that can be descheduled). */
+static inline void fx_npfd_signal(int sig)
+{
+	char path[64], buf[512], *p;
+	int i;
+
+	FX_ASSERT(fx_npfd_pid > 0 && !kill(fx_npfd_pid, sig), "signal npfd: %s", strerror(errno));
+	if (sig != SIGSTOP)
+		return;
+	/* kill() returns before the target stops: wait until /proc says 'T' */
+	snprintf(path, sizeof(path), "/proc/%d/stat", fx_npfd_pid);
+	for (i = 0; i < 5000; i++) {
+		FILE *f = fopen(path, "r");
+		size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+
+		if (f)
+			fclose(f);
+		buf[n] = 0;
+		p = strrchr(buf, ')');
+		if (p && p[1] == ' ' && p[2] == 'T')
+			return;
+		usleep(1000);
+	}
+	fx_fail("npfd did not stop");
+}
+
+/*
+ * main() of a NIC test: start a private npfd, run a and b (fx_pair), check
+ * that npfd is alive and stops cleanly. Returns the exit code.
+ */
+static inline int fx_pair_npfd(fx_side_fn a, fx_side_fn b, void *arg, int timeout_s)
+{
+	struct th_npfd d;
+	int r;
+
+	th_npfd_start(&d, NULL);
+	fx_npfd_pid = d.pid;
+	r = fx_pair(a, b, arg, timeout_s);
+	kill(d.pid, SIGCONT); /* a side that failed may have left it stopped */
+	if (!th_npfd_alive(&d)) {
+		th_npfd_dump_log(&d);
+		th_fail("npfd died during the test");
+	}
+	if (r == 1)
+		th_npfd_dump_log(&d);
+	th_npfd_stop(&d);
+	return r;
 }
 
 #endif /* NIC_FIXTURE_H */

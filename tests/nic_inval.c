@@ -1,137 +1,233 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Invalidation racing DMA (stress). B's region is written by a stream of
- * RDMA WRITEs from A while B's stand-in npfd keeps invalidating random
- * pages: clear + version bump, post, wait for the NIC's ack, then make the
- * page inaccessible (PROT_NONE) for a while. A DMA landing after the ack
- * would hit the protected page and kill B with SIGSEGV. Pages come back
- * through the fault path (page request, resolve, response).
+ * Invalidation racing DMA, through the real npfd (stress). A streams RDMA
+ * WRITEs into B's npf region; B drives npfd's two invalidation paths:
+ *
+ *  - MADV_DONTNEED of random pages (hundreds per round). npfd gets
+ *    UFFD_EVENT_REMOVE and invalidates the device's entries without waiting
+ *    (the kernel does not wait for it either); the NIC acknowledges, and
+ *    refaults the pages through page requests. Checked: every WRITE of the
+ *    stream succeeds, the NIC acknowledged every invalidation npfd posted
+ *    (npfd's count per device == the number of DONTNEEDs == the NIC's
+ *    acks), and the final WRITE's data lands intact.
+ *
+ *  - Detach mid-stream: npf_client__detach_device() returns only after the
+ *    NIC acknowledged that no DMA to the region is in flight. Right after
+ *    it returns B makes the whole region PROT_NONE for 100 ms while A's
+ *    stream keeps arriving (and being refused: the entries are cleared and
+ *    npfd no longer maps them). A DMA landing after the acknowledgement
+ *    would hit a protected page and kill B with SIGSEGV. Then B deregisters
+ *    the MR, A's stream ends with REM_ACCESS_ERR and flushed WRs, and the
+ *    next round attaches a new MR.
+ *
+ * What this proves, with the real npfd: "no write lands in a page after its
+ * invalidation was acknowledged" for the acknowledgement npfd waits for
+ * (detach/unregister), and that npfd's DONTNEED invalidations are each
+ * acknowledged and leave the NIC working. What it cannot prove: after a
+ * DONTNEED npfd may re-map the page for the next page request at any time,
+ * so a write after that ack is legitimate and not observable as a
+ * violation; and between the kernel's zap and npfd's clearing of the entry
+ * (npfd learns of the REMOVE as the zap begins) a DMA can still reach the
+ * page: it then takes a CPU fault in the NIC's engine thread that npfd
+ * serves (counted below as uffd faults: B's CPU never touches the region
+ * during the stream, so every uffd fault there is such a DMA).
  */
 #include <poll.h>
+#include <sched.h>
 #include "nic_fixture.h"
 
 #define REG (256UL << 10)
 #define NPG (REG / PG)
 #define WR_LEN (16UL << 10)
-#define NWR 3000
+#define ROUNDS 4
+#define EVICTIONS 300
 
-static struct fx_npfd npfd;
+static __u64 nic_acks(struct nic *nic)
+{
+	struct nic_stats st;
+
+	nic_query_stats(nic, &st, sizeof(st));
+	return st.invalidations;
+}
 
 static int side_b(int sock, void *arg)
 {
 	int acc = NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_REMOTE_WRITE;
+	struct npf_client *c = fx_npf_connect();
 	struct fx_ep ep = {0};
 	struct fx_region reg;
 	struct nic_mr *mr;
-	struct nic_stats st;
-	struct pollfd pfd = {.fd = sock, .events = POLLIN};
-	struct fx_iopt *t;
+	struct nic_qp *qp;
+	struct nic_stats s0, s1;
+	struct npf_device_info di;
+	struct npf_region_stats rs;
 	char *buf;
-	__u64 seq = 0, sum;
+	__u64 posted = 0, sum, e;
 	unsigned int rnd = 1;
-	char c;
+	int region, dev, round, err;
+	double t0;
+	char ch;
 
-	fx_npfd_start(&npfd);
 	fx_ep_open(&ep, NULL);
 	buf = fx_alloc(REG);
-	mr = nic_reg_mr(ep.pd, buf, REG, acc);
-	FX_ASSERT(mr, "nic_reg_mr: %s", strerror(errno));
-	fx_npfd_add_mr(&npfd, mr);
-	t = &npfd.mr[0];
-	fx_qp(&ep, sock);
+	region = fx_npf_register(c, buf, REG, NULL);
+	for (round = 0; round < ROUNDS; round++) {
+		mr = fx_npf_mr(c, &ep, region, buf, REG, acc, &dev);
+		qp = fx_qp(&ep, sock);
+		reg = (struct fx_region){(uintptr_t)buf, REG, nic_mr_rkey(mr)};
+		fx_send(sock, &reg, sizeof(reg));
+		fx_sync(sock, 1); /* A is streaming */
+
+		for (e = 0; e < EVICTIONS; e++) {
+			__u64 first = rand_r(&rnd) % NPG, n = 1 + rand_r(&rnd) % 4, i;
+
+			if (first + n > NPG)
+				n = NPG - first;
+			FX_ASSERT(!madvise(buf + first * PG, n * PG, MADV_DONTNEED),
+				  "MADV_DONTNEED: %s", strerror(errno));
+			for (i = 0; i < 50; i++)
+				sched_yield(); /* let the NIC refault some */
+		}
+		posted += EVICTIONS;
+		/* every invalidation npfd posted for a DONTNEED is acknowledged */
+		for (t0 = th_now(); nic_acks(ep.nic) < posted && th_now() - t0 < 10;)
+			usleep(1000);
+		di = fx_device_info(c, dev);
+		FX_ASSERT(di.invalidations == EVICTIONS,
+			  "round %d: npfd posted %llu invalidations for %d DONTNEEDs", round,
+			  (unsigned long long)di.invalidations, EVICTIONS);
+		FX_ASSERT(nic_acks(ep.nic) == posted, "round %d: the NIC acknowledged %llu of %llu",
+			  round, (unsigned long long)nic_acks(ep.nic), (unsigned long long)posted);
+
+		/* detach under the stream: npfd returns after the NIC's ack */
+		err = npf_client__detach_device(c, (__u32)dev);
+		FX_ASSERT(!err, "detach: %s (%s)", strerror(-err), npf_client__errmsg(c));
+		posted++;
+		FX_ASSERT(nic_acks(ep.nic) == posted,
+			  "round %d: detach returned before the NIC acknowledged (%llu of %llu)",
+			  round, (unsigned long long)nic_acks(ep.nic), (unsigned long long)posted);
+		nic_query_stats(ep.nic, &s0, sizeof(s0));
+		FX_ASSERT(!mprotect(buf, REG, PROT_NONE), "mprotect: %s", strerror(errno));
+		usleep(100 * 1000); /* A's packets keep arriving: none may land */
+		FX_ASSERT(!mprotect(buf, REG, PROT_READ | PROT_WRITE), "mprotect: %s",
+			  strerror(errno));
+		nic_query_stats(ep.nic, &s1, sizeof(s1));
+		printf("B round %d: %d DONTNEEDs -> %llu npfd invalidations, all acked; %llu page "
+		       "requests answered; after detach, 100 ms PROT_NONE: %llu packets received, "
+		       "%llu RNR NAKs, no DMA\n",
+		       round, EVICTIONS, (unsigned long long)di.invalidations,
+		       (unsigned long long)di.page_requests,
+		       (unsigned long long)(s1.pkts_rx - s0.pkts_rx),
+		       (unsigned long long)(s1.rnr_nak_tx - s0.rnr_nak_tx));
+		FX_ASSERT(!nic_dereg_mr(mr), "nic_dereg_mr");
+		fx_recv(sock, &ch, 1); /* A's stream ended in error completions */
+		FX_ASSERT(!nic_destroy_qp(qp), "nic_destroy_qp");
+		fx_sync(sock, 2);
+	}
+
+	/* a last MR: the whole region written once more, checked */
+	mr = fx_npf_mr(c, &ep, region, buf, REG, acc, &dev);
+	qp = fx_qp(&ep, sock);
 	reg = (struct fx_region){(uintptr_t)buf, REG, nic_mr_rkey(mr)};
 	fx_send(sock, &reg, sizeof(reg));
-
-	/* evict until A says it is done */
-	while (poll(&pfd, 1, 0) == 0) {
-		__u64 first = rand_r(&rnd) % NPG, n = 1 + rand_r(&rnd) % 4, i;
-		char *p = buf + first * PG;
-
-		if (first + n > NPG)
-			n = NPG - first;
-		pthread_mutex_lock(&npfd.lock);
-		fx_invalidate(t, first, n, ++seq);
-		FX_ASSERT(!mprotect(p, n * PG, PROT_NONE), "mprotect: %s", strerror(errno));
-		for (i = 0; i < 200; i++)
-			sched_yield(); /* the NIC keeps running, and must not touch it */
-		FX_ASSERT(!mprotect(p, n * PG, PROT_READ | PROT_WRITE), "mprotect: %s",
-			  strerror(errno));
-		pthread_mutex_unlock(&npfd.lock);
-	}
-	fx_recv(sock, &c, 1);
-	fx_send(sock, &c, 1);
-	fx_sync(sock, 1);
 	fx_recv(sock, &sum, sizeof(sum));
 	FX_ASSERT(fx_sum(buf, REG) == sum, "final WRITE: checksum mismatch");
-	nic_query_stats(ep.nic, &st, sizeof(st));
-	FX_ASSERT(st.invalidations == seq, "%llu invalidations acked, %llu posted",
-		  (unsigned long long)st.invalidations, (unsigned long long)seq);
-	printf("B: %llu invalidations acked during the stream, %d page requests, %llu RNR NAKs\n",
-	       (unsigned long long)seq, npfd.nreq, (unsigned long long)st.rnr_nak_tx);
-	FX_ASSERT(seq > 0 && npfd.nreq > 1, "the race never happened");
-	fx_sync(sock, 2);
+	fx_expect_page_requests(c, "B", region, dev);
+	rs = fx_region_stats(c, region);
+	printf("B: %llu mm events; %llu uffd faults (DMA that reached a page between the kernel's "
+	       "zap and npfd's invalidation)\n",
+	       (unsigned long long)rs.mm_events, (unsigned long long)rs.uffd_faults);
+	FX_ASSERT(rs.mm_events >= ROUNDS * EVICTIONS, "npfd saw %llu mm events, expected %d",
+		  (unsigned long long)rs.mm_events, ROUNDS * EVICTIONS);
+	fx_sync(sock, 3);
 	nic_close(ep.nic);
-	fx_npfd_stop(&npfd);
+	npf_client__close(c);
 	return 0;
+}
+
+/* WRITE stream until the first error completion; then drain the flushed rest. */
+static void stream(struct fx_ep *ep, struct nic_qp *qp, char *src, struct nic_mr *mr,
+		   const struct fx_region *reg, int round)
+{
+	__u64 posted = 0, done = 0, ok = 0;
+	enum nic_wc_status first_err = NIC_WC_SUCCESS;
+	struct nic_wc wc;
+
+	while (first_err == NIC_WC_SUCCESS || done < posted) {
+		if (first_err == NIC_WC_SUCCESS && posted - done < 256) {
+			__u64 off = (posted * 7919UL * PG) % (REG - WR_LEN);
+
+			if (!fx_post(qp, NIC_WR_RDMA_WRITE, posted, src + off, WR_LEN, mr,
+				     reg->addr + off, reg->rkey)) {
+				posted++;
+				continue;
+			}
+		}
+		fx_wait_wc(ep->cq, &wc, 20000);
+		done++;
+		if (wc.status == NIC_WC_SUCCESS) {
+			FX_ASSERT(first_err == NIC_WC_SUCCESS, "a WRITE succeeded after an error");
+			ok++;
+		} else if (first_err == NIC_WC_SUCCESS) {
+			first_err = wc.status;
+			FX_ASSERT(wc.status == NIC_WC_REM_ACCESS_ERR,
+				  "round %d: WRITE %llu: '%s' (want remote access error)", round,
+				  (unsigned long long)wc.wr_id, nic_wc_status_str(wc.status));
+		} else {
+			FX_ASSERT(wc.status == NIC_WC_WR_FLUSH_ERR, "after the error: '%s'",
+				  nic_wc_status_str(wc.status));
+		}
+	}
+	printf("A round %d: %llu WRITEs of 16 KiB succeeded, then %s and %llu flushed\n", round,
+	       (unsigned long long)ok, nic_wc_status_str(first_err),
+	       (unsigned long long)(done - ok - 1));
+	FX_ASSERT(ok > 0, "round %d: no WRITE succeeded before the detach", round);
 }
 
 static int side_a(int sock, void *arg)
 {
+	struct npf_client *c = fx_npf_connect();
 	struct fx_ep ep = {0};
 	struct fx_region reg;
 	struct nic_mr *mr;
-	struct nic_wc wc;
+	struct nic_qp *qp;
 	char *src;
 	__u64 sum;
-	int i, done = 0;
-	char one = 1;
+	int region, round;
+	char e = 'E';
 
 	fx_ep_open(&ep, NULL);
 	src = fx_alloc(REG);
+	region = fx_npf_register(c, src, REG, NULL);
 	fx_fill(src, REG, 11);
-	mr = nic_reg_mr(ep.pd, src, REG, NIC_ACCESS_LOCAL_WRITE);
-	FX_ASSERT(mr, "nic_reg_mr: %s", strerror(errno));
-	{
-		struct fx_iopt t;
-
-		fx_iopt_map(&t, mr);
-		nic_test_mark_present(&t, (uintptr_t)src, REG);
+	mr = fx_npf_mr(c, &ep, region, src, REG, NIC_ACCESS_LOCAL_WRITE, NULL);
+	for (round = 0; round < ROUNDS; round++) {
+		qp = fx_qp(&ep, sock);
+		fx_recv(sock, &reg, sizeof(reg));
+		fx_sync(sock, 1);
+		stream(&ep, qp, src, mr, &reg, round);
+		fx_send(sock, &e, 1);
+		fx_sync(sock, 2);
+		FX_ASSERT(!nic_destroy_qp(qp), "nic_destroy_qp");
 	}
-	fx_qp(&ep, sock);
+	qp = fx_qp(&ep, sock);
 	fx_recv(sock, &reg, sizeof(reg));
-	for (i = 0; i < NWR || done < NWR;) {
-		if (i < NWR && i - done < 512) {
-			__u64 off = (i * 7919UL * PG) % (REG - WR_LEN);
-
-			if (!fx_post(ep.qp, NIC_WR_RDMA_WRITE, i, src + off, WR_LEN, mr,
-				     reg.addr + off, reg.rkey)) {
-				i++;
-				continue;
-			}
-		}
-		fx_wait_wc(ep.cq, &wc, 20000);
-		FX_ASSERT(wc.status == NIC_WC_SUCCESS, "WRITE %llu: '%s'",
-			  (unsigned long long)wc.wr_id, nic_wc_status_str(wc.status));
-		done++;
-	}
-	fx_send(sock, &one, 1);
-	fx_recv(sock, &one, 1);
-	fx_sync(sock, 1);
 	fx_fill(src, REG, 12);
-	FX_ASSERT(!fx_post(ep.qp, NIC_WR_RDMA_WRITE, 99999, src, REG, mr, reg.addr, reg.rkey), "post");
+	FX_ASSERT(!fx_post(qp, NIC_WR_RDMA_WRITE, 99999, src, REG, mr, reg.addr, reg.rkey), "post");
 	fx_expect_wc(ep.cq, 99999, NIC_WC_SUCCESS);
 	sum = fx_sum(src, REG);
 	fx_send(sock, &sum, sizeof(sum));
-	fx_sync(sock, 2);
+	fx_sync(sock, 3);
 	nic_close(ep.nic);
+	npf_client__close(c);
 	return 0;
 }
 
 int main(void)
 {
-	int r = fx_pair(side_a, side_b, NULL, 28);
+	int r = fx_pair_npfd(side_a, side_b, NULL, 80);
 
 	if (!r)
-		printf("PASS: no DMA landed in a page after its invalidation was acknowledged\n");
+		printf("PASS: npfd's invalidations acknowledged under a WRITE stream; no DMA after a detach's acknowledgement\n");
 	return r;
 }
