@@ -10,7 +10,7 @@ mkdir -p "$out"
 [ "$(id -u)" -eq 0 ] || { echo "bench: run as root (npfd loads BPF programs)" >&2; exit 1; }
 dir=$(mktemp -d /tmp/npf-bench-XXXXXX)
 export NPF_SOCKET="$dir/npfd.sock"
-"$BIN/npfd" --foreground -q --socket "$NPF_SOCKET" --bpffs /sys/fs/bpf/npf-bench 2>"$dir/npfd.log" &
+"$BIN/npfd" --config /dev/null --foreground -q --socket "$NPF_SOCKET" --bpffs /sys/fs/bpf/npf-bench 2>"$dir/npfd.log" &
 npfd=$!
 trap 'kill $npfd 2>/dev/null; wait $npfd 2>/dev/null; rm -rf "$dir"' EXIT INT TERM
 i=0

@@ -64,6 +64,9 @@ static const struct opt_desc opts[] = {
 	{"poll-us", 0, T_UINT, L_LIVE, F(poll_us), 0, 100000, "N",
 	 "after a fault, keep polling for the next one for N µs\n"
 	 "before sleeping (default 100; 0: never poll)"},
+	{"ws-dir", 0, T_PATH, L_LIVE, F(ws_dir), 0, 0, "DIR",
+	 "where the wsreplay policy keeps working-set records\n"
+	 "(default " NPFD_DEFAULT_WS_DIR ")"},
 	{"verbose", 'v', T_COUNT, L_LIVE, F(verbose), 0, 2, NULL,
 	 "more logging (repeat for debug)"},
 	{"quiet", 'q', T_BOOL, L_LIVE, F(quiet), 0, 0, NULL,
@@ -104,6 +107,18 @@ static void config_defaults(struct npfd_config *c)
 	snprintf(c->bpffs, sizeof(c->bpffs), "%s", NPF_DEFAULT_BPFFS);
 	c->staging_pages = 1024;
 	c->poll_us = 100;
+	snprintf(c->ws_dir, sizeof(c->ws_dir), "%s", NPFD_DEFAULT_WS_DIR);
+}
+
+/* "socket, bpffs, ...": the keys a file may set, from the table. */
+static void list_keys(char *buf, size_t len)
+{
+	size_t i, n = 0;
+
+	buf[0] = '\0';
+	for (i = 0; i < NR_OPTS && n < len; i++)
+		if (opts[i].type != T_ACTION)
+			n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? ", " : "", opts[i].name);
 }
 
 static int parse_uint(const char *s, unsigned int min, unsigned int max, unsigned int *out)
@@ -351,9 +366,11 @@ static int config_read_file(const char *path, bool must_exist, struct npfd_confi
 		val = trim(eq + 1);
 		o = find_key(key);
 		if (!o) {
-			snprintf(err, len,
-				 "%s:%u: unknown key '%s' (keys are npfd's long options: socket, bpffs, foreground, staging-pages, poll-us, verbose, quiet)",
-				 path, lineno, key);
+			char keys[256];
+
+			list_keys(keys, sizeof(keys));
+			snprintf(err, len, "%s:%u: unknown key '%s' (keys are npfd's long options: %s)",
+				 path, lineno, key, keys);
 			ret = -EINVAL;
 			break;
 		}
@@ -472,4 +489,5 @@ void config_apply_reload(struct npfd_config *cur, const struct npfd_config *next
 	}
 	log_level = config_log_level(cur);
 	resolve_set_poll(cur->poll_us);
+	policy_set_ws_dir(cur->ws_dir);
 }

@@ -11,12 +11,14 @@
 #include <stdio.h>
 
 #define NPFD_DEFAULT_CONFIG "/etc/npf/npfd.conf"
+#define NPFD_DEFAULT_WS_DIR "/var/lib/npf/ws"
 
 struct npfd_config {
 	char socket[108]; /* sizeof(sun_path) */
 	char bpffs[256];
 	unsigned int staging_pages;
 	unsigned int poll_us;
+	char ws_dir[256];
 	unsigned int verbose;
 	bool quiet;
 	bool foreground;

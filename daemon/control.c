@@ -274,6 +274,7 @@ static void do_status(struct reply *rp)
 	st->iommu_faults = g->iommu_faults;
 	st->records_dropped = g->records_dropped;
 	st->bad_messages = npfd.bad_messages;
+	st->filter_misses = g->filter_misses;
 	snprintf(st->bpffs, sizeof(st->bpffs), "%s", npfd.opt.bpffs);
 }
 

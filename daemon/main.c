@@ -125,6 +125,7 @@ int main(int argc, char **argv)
 	if (!err)
 		err = setup_signals();
 	resolve_set_poll(npfd.opt.poll_us);
+	policy_set_ws_dir(config.ws_dir);
 	if (!err)
 		err = resolve_init(npfd.opt.staging_pages);
 	if (!err)

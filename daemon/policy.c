@@ -381,7 +381,7 @@ int policy_unload(struct npfd_client *c, const char *name, char *err, size_t err
  */
 #define NPF_WS_MAGIC "NPFWS001"
 
-static const char *ws_dir = "/var/lib/npf/ws";
+static const char *ws_dir; /* --ws-dir: set at start and on reload */
 
 void policy_set_ws_dir(const char *dir)
 {

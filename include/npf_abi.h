@@ -333,6 +333,7 @@ struct npf_status {
 	__u64 iommu_faults;
 	__u64 records_dropped;
 	__u64 bad_messages; /* requests refused as malformed */
+	__u64 filter_misses; /* faults of served processes outside their regions (BPF) */
 	char bpffs[64];
 };
 

@@ -22,7 +22,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 echo "== starting npfd (socket $sock, maps pinned under $pins)"
-"$BIN/npfd" --foreground --socket "$sock" --bpffs "$pins" 2>"$dir/npfd.log" &
+"$BIN/npfd" --config /dev/null --foreground --socket "$sock" --bpffs "$pins" 2>"$dir/npfd.log" &
 npfd_pid=$!
 i=0
 until [ -S "$sock" ]; do

@@ -116,6 +116,8 @@ static inline void th_npfd_start(struct th_npfd *d, const char *const *extra)
 	snprintf(bin, sizeof(bin), "%s/npfd", th_bin_dir());
 	argv[i++] = bin;
 	argv[i++] = "--foreground";
+	argv[i++] = "--config"; /* isolated from the machine's /etc/npf/npfd.conf */
+	argv[i++] = "/dev/null";
 	argv[i++] = "--socket";
 	argv[i++] = d->sock;
 	argv[i++] = "--bpffs";

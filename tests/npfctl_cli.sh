@@ -18,7 +18,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$BIN/npfd" --foreground --socket "$NPF_SOCKET" --bpffs "$pins" 2>"$dir/npfd.log" &
+"$BIN/npfd" --config /dev/null --foreground --socket "$NPF_SOCKET" --bpffs "$pins" 2>"$dir/npfd.log" &
 npfd=$!
 i=0; until [ -S "$NPF_SOCKET" ]; do i=$((i+1)); [ $i -lt 400 ] || fail "npfd did not start"; sleep 0.05; done
 
