@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -216,6 +217,81 @@ static inline int fx_pair(fx_side_fn a, fx_side_fn b, void *arg, int timeout_s)
 		}
 	}
 	return code;
+}
+
+/* ---- two network namespaces joined by a veth pair ----------------------------------------- */
+
+static char fx_ns[2][32];
+static const char *const fx_ns_addr[2] = {"10.251.7.1", "10.251.7.2"};
+
+static inline int __attribute__((format(printf, 1, 2))) fx_sh(const char *fmt, ...)
+{
+	char cmd[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	return system(cmd);
+}
+
+static inline void fx_netns_cleanup(void)
+{
+	if (!fx_ns[0][0])
+		return;
+	fx_sh("ip netns del %s 2>/dev/null", fx_ns[0]);
+	fx_sh("ip netns del %s 2>/dev/null", fx_ns[1]);
+}
+
+static inline void fx_netns_on_signal(int sig)
+{
+	fx_netns_cleanup();
+	_exit(128 + sig);
+}
+
+/*
+ * Create two namespaces, veth between them, fx_ns_addr[i] on side i. They
+ * are removed at exit, on SIGTERM/SIGINT (the runner's timeout), and when
+ * setting up fails (then the test skips with the reason).
+ */
+static inline void fx_netns_setup(void)
+{
+	int id = getpid() % 100000;
+
+	if (geteuid())
+		fx_skip("creating network namespaces needs root");
+	if (fx_sh("ip -V >/dev/null 2>&1"))
+		fx_skip("the ip command (iproute2) is missing");
+	snprintf(fx_ns[0], sizeof(fx_ns[0]), "npfnicA%d", getpid());
+	snprintf(fx_ns[1], sizeof(fx_ns[1]), "npfnicB%d", getpid());
+	atexit(fx_netns_cleanup);
+	signal(SIGTERM, fx_netns_on_signal);
+	signal(SIGINT, fx_netns_on_signal);
+	if (fx_sh("ip netns add %s && ip netns add %s", fx_ns[0], fx_ns[1]) ||
+	    fx_sh("ip link add vnpfa%d netns %s type veth peer name vnpfb%d netns %s", id, fx_ns[0],
+		  id, fx_ns[1]) ||
+	    fx_sh("ip -n %s addr add %s/24 dev vnpfa%d && ip -n %s link set vnpfa%d up && "
+		  "ip -n %s link set lo up",
+		  fx_ns[0], fx_ns_addr[0], id, fx_ns[0], id, fx_ns[0]) ||
+	    fx_sh("ip -n %s addr add %s/24 dev vnpfb%d && ip -n %s link set vnpfb%d up && "
+		  "ip -n %s link set lo up",
+		  fx_ns[1], fx_ns_addr[1], id, fx_ns[1], id, fx_ns[1])) {
+		fx_netns_cleanup(); /* fx_skip() exits without running atexit handlers */
+		fx_skip("cannot set up two network namespaces joined by veth");
+	}
+}
+
+/* Move the calling process (a side of fx_pair) into namespace i. */
+static inline void fx_netns_enter(int i)
+{
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/run/netns/%s", fx_ns[i]);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	FX_ASSERT(fd >= 0 && !setns(fd, CLONE_NEWNET), "enter netns %s: %s", fx_ns[i],
+		  strerror(errno));
+	close(fd);
 }
 
 /* ---- one NIC endpoint --------------------------------------------------------- */

@@ -4,24 +4,9 @@
  * UDP: SEND/RECV, RDMA WRITE and RDMA READ with checksums, on a link that
  * also loses 1 packet in 50. The namespaces are removed at the end.
  */
-#include <sched.h>
 #include "nic_fixture.h"
 
 #define REG (2UL << 20)
-
-static char ns[2][32];
-static const char *addr[2] = {"10.251.7.1", "10.251.7.2"};
-
-static void enter_ns(int i)
-{
-	char path[64];
-	int fd;
-
-	snprintf(path, sizeof(path), "/run/netns/%s", ns[i]);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	FX_ASSERT(fd >= 0 && !setns(fd, CLONE_NEWNET), "enter netns %s: %s", ns[i], strerror(errno));
-	close(fd);
-}
 
 static struct nic_mr *reg_present(struct fx_ep *ep, void *buf, size_t len, int acc)
 {
@@ -36,7 +21,7 @@ static struct nic_mr *reg_present(struct fx_ep *ep, void *buf, size_t len, int a
 
 static int side(int sock, void *arg, int me)
 {
-	NIC_OPTS(nic_opts, o, .wire = NIC_WIRE_UDP, .udp_addr = addr[me], .tx_drop_every = 50);
+	NIC_OPTS(nic_opts, o, .wire = NIC_WIRE_UDP, .udp_addr = fx_ns_addr[me], .tx_drop_every = 50);
 	int acc = NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_REMOTE_WRITE | NIC_ACCESS_REMOTE_READ;
 	struct fx_ep ep = {0};
 	struct fx_region reg, peer;
@@ -45,7 +30,7 @@ static int side(int sock, void *arg, int me)
 	struct nic_wc wc;
 	__u64 sum;
 
-	enter_ns(me);
+	fx_netns_enter(me);
 	fx_ep_open(&ep, &o);
 	buf = fx_alloc(REG);
 	rbuf = fx_alloc(REG);
@@ -112,47 +97,11 @@ static int side_b(int sock, void *arg)
 	return side(sock, arg, 1);
 }
 
-static int sh(const char *fmt, ...)
-{
-	char cmd[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	return system(cmd);
-}
-
-static void cleanup(void)
-{
-	sh("ip netns del %s 2>/dev/null", ns[0]);
-	sh("ip netns del %s 2>/dev/null", ns[1]);
-}
-
 int main(void)
 {
 	int r;
 
-	if (geteuid())
-		fx_skip("creating network namespaces needs root");
-	if (sh("ip -V >/dev/null 2>&1"))
-		fx_skip("the ip command (iproute2) is missing");
-	snprintf(ns[0], sizeof(ns[0]), "npfnicA%d", getpid());
-	snprintf(ns[1], sizeof(ns[1]), "npfnicB%d", getpid());
-	atexit(cleanup);
-	if (sh("ip netns add %s && ip netns add %s", ns[0], ns[1]) ||
-	    sh("ip link add vnpfa%d netns %s type veth peer name vnpfb%d netns %s", getpid() % 100000,
-	       ns[0], getpid() % 100000, ns[1]) ||
-	    sh("ip -n %s addr add %s/24 dev vnpfa%d && ip -n %s link set vnpfa%d up && "
-	       "ip -n %s link set lo up",
-	       ns[0], addr[0], getpid() % 100000, ns[0], getpid() % 100000, ns[0]) ||
-	    sh("ip -n %s addr add %s/24 dev vnpfb%d && ip -n %s link set vnpfb%d up && "
-	       "ip -n %s link set lo up",
-	       ns[1], addr[1], getpid() % 100000, ns[1], getpid() % 100000, ns[1]))
-	{
-		cleanup(); /* fx_skip() exits without running atexit handlers */
-		fx_skip("cannot set up two network namespaces joined by veth");
-	}
+	fx_netns_setup();
 	r = fx_pair(side_a, side_b, NULL, 25);
 	if (!r)
 		printf("PASS: SEND/RECV, WRITE, READ over UDP between two network namespaces\n");
