@@ -173,7 +173,7 @@ $(O)/gen/npf.pc: Makefile
 		'Version: $(NPF_VERSION)' 'Libs: -L$${libdir} -lnpf' 'Libs.private: -lpthread' \
 		'Cflags: -I$${includedir}' > $@
 
-install: $(O)/bin/npfd $(O)/bin/npfctl $(LIBNPF_A) $(LIBNPF_SO) $(BPF_OBJS) \
+install: $(O)/bin/npfd $(O)/bin/npfctl $(LIBNPF_A) $(LIBNPF_SO) $(BPF_OBJS) $(POLICIES) \
 		$(O)/gen/npfd.service $(O)/gen/npf.pc
 	$(call msg,INSTALL,$(DESTDIR)$(PREFIX))
 	$(Q)$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
@@ -189,6 +189,7 @@ install: $(O)/bin/npfd $(O)/bin/npfctl $(LIBNPF_A) $(LIBNPF_SO) $(BPF_OBJS) \
 	$(Q)$(INSTALL) -m 0644 $(O)/gen/npf.pc $(DESTDIR)$(LIBDIR)/pkgconfig/npf.pc
 	$(Q)$(INSTALL) -m 0644 client/npf.h include/npf_abi.h $(DESTDIR)$(INCLUDEDIR)/
 	$(Q)$(INSTALL) -m 0644 $(BPF_OBJS) $(DESTDIR)$(NPF_LIBDIR)/bpf/
+	$(Q)$(INSTALL) -m 0644 $(POLICIES) $(DESTDIR)$(NPF_LIBDIR)/policies/
 	$(Q)$(INSTALL) -m 0644 $(O)/gen/npfd.service $(DESTDIR)$(UNITDIR)/npfd.service
 	$(Q)[ -e $(DESTDIR)$(SYSCONFDIR)/npf/npfd.conf ] || \
 		$(INSTALL) -m 0644 etc/npfd.conf $(DESTDIR)$(SYSCONFDIR)/npf/npfd.conf
