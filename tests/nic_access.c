@@ -1,80 +1,215 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Keys and bounds, as hardware checks them: a bad rkey or an out-of-bounds
- * RDMA READ complete with REM_ACCESS_ERR, a bad lkey with LOC_PROT_ERR, and
- * the WRs behind them are flushed. A region deregistered while a stream of
- * WRITEs targets it ends in an error completion, and nothing crashes.
+ * Bad use, through the real npfd:
+ *  - npfd absent: npf_client__connect() fails with ENOENT (no socket) or
+ *    ECONNREFUSED (a socket nobody listens on), and a NIC test says so;
+ *  - keys and bounds, as hardware checks them: a bad rkey or an
+ *    out-of-bounds RDMA READ complete with REM_ACCESS_ERR, a bad lkey with
+ *    LOC_PROT_ERR, and the WRs behind them are flushed;
+ *  - mid-transfer, under a stream of WRITEs into never-touched memory:
+ *    the region is unregistered (npf_client__unregister), or the device is
+ *    detached (npf_client__detach_device). npfd invalidates the entries and
+ *    waits for the NIC's ack; the NIC's further page requests name a device
+ *    npfd no longer serves, so the stream stalls (RNR) until B deregisters
+ *    the MR; A's stream then ends with REM_ACCESS_ERR and flushed WRs.
+ *    Nothing crashes, and npfd stays alive and answers (checked by
+ *    fx_pair_npfd and by a status request).
  */
+#include <sys/un.h>
 #include "nic_fixture.h"
 
 #define REG (1UL << 20)
+#define NSTREAM 200
 
-static void mark_all(struct nic_mr *mr, void *buf, size_t len)
+/* A NIC test's side connecting to an absent npfd: its output, and its exit status. */
+static int absent_connect_says(const char *sockpath, char *out, size_t outlen)
 {
-	struct fx_iopt t;
+	int p[2], st;
+	ssize_t n, got = 0;
+	pid_t pid;
 
-	fx_iopt_map(&t, mr);
-	nic_test_mark_present(&t, (uintptr_t)buf, len);
+	FX_ASSERT(!pipe(p), "pipe");
+	fflush(stdout);
+	pid = fork();
+	if (!pid) {
+		dup2(p[1], 1);
+		setenv("NPF_SOCKET", sockpath, 1);
+		fx_npf_connect();
+		_exit(0);
+	}
+	close(p[1]);
+	while ((n = read(p[0], out + got, outlen - 1 - got)) > 0)
+		got += n;
+	out[got] = 0;
+	close(p[0]);
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
+
+static void npfd_absent(void)
+{
+	NPF_OPTS(npf_client_opts, o);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char dir[] = "/tmp/npf-absent-XXXXXX", path[64], out[512];
+	struct npf_client *c;
+	int fd, code;
+
+	FX_ASSERT(mkdtemp(dir), "mkdtemp");
+	snprintf(path, sizeof(path), "%s/npfd.sock", dir);
+	o.socket_path = path;
+	c = npf_client__connect(&o);
+	FX_ASSERT(!c && errno == ENOENT, "connect to a missing socket: %s, want ENOENT",
+		  c ? "connected" : strerror(errno));
+	code = absent_connect_says(path, out, sizeof(out));
+	FX_ASSERT(code == 1 && strstr(out, "cannot connect to npfd"),
+		  "a NIC test without npfd exited %d saying '%s'", code, out);
+	printf("npfd absent (no socket): ENOENT; a NIC test says: %s", out);
+
+	/* a socket left behind by an npfd that died: nobody listens */
+	fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	FX_ASSERT(fd >= 0 && !bind(fd, (struct sockaddr *)&sa, sizeof(sa)), "bind %s", path);
+	close(fd);
+	c = npf_client__connect(&o);
+	FX_ASSERT(!c && errno == ECONNREFUSED, "connect to a dead socket: %s, want ECONNREFUSED",
+		  c ? "connected" : strerror(errno));
+	code = absent_connect_says(path, out, sizeof(out));
+	FX_ASSERT(code == 1 && strstr(out, "cannot connect to npfd"),
+		  "a NIC test without npfd exited %d saying '%s'", code, out);
+	printf("npfd absent (stale socket): ECONNREFUSED; a NIC test says: %s", out);
+	unlink(path);
+	rmdir(dir);
+}
+
+enum { BY_UNREGISTER, BY_DETACH };
 
 static int side_b(int sock, void *arg)
 {
 	int acc = NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_REMOTE_WRITE | NIC_ACCESS_REMOTE_READ;
+	struct npf_client *c = fx_npf_connect();
 	struct fx_ep ep = {0};
-	struct fx_region reg;
-	struct nic_mr *mr;
-	char *buf;
-	int i;
+	struct fx_region reg[3];
+	struct nic_mr *mr[3];
+	struct npf_status status;
+	struct npf_device_info *di;
+	struct nic_stats s0, s1;
+	char *buf[3];
+	int region[3], dev[3], i, err;
+	double t0, t_op;
+	size_t n;
 
 	fx_ep_open(&ep, NULL);
-	buf = fx_alloc(REG);
-	memset(buf, 0, REG);
-	mr = nic_reg_mr(ep.pd, buf, REG, acc);
-	FX_ASSERT(mr, "nic_reg_mr: %s", strerror(errno));
-	mark_all(mr, buf, REG);
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < 3; i++) {
+		buf[i] = fx_alloc(REG); /* never touched */
+		region[i] = fx_npf_register(c, buf[i], REG, NULL);
+		mr[i] = fx_npf_mr(c, &ep, region[i], buf[i], REG, acc, &dev[i]);
+		reg[i] = (struct fx_region){(uintptr_t)buf[i], REG, nic_mr_rkey(mr[i])};
+	}
+	for (i = 0; i < 5; i++)
 		fx_qp(&ep, sock);
-	reg = (struct fx_region){(uintptr_t)buf, REG, nic_mr_rkey(mr)};
-	fx_send(sock, &reg, sizeof(reg));
-	fx_sync(sock, 1);	/* A streams WRITEs on its 4th QP */
-	fx_sync(sock, 2);
-	usleep(2000);
-	FX_ASSERT(!nic_dereg_mr(mr), "nic_dereg_mr");
-	munmap(buf, REG); /* gone for good: a DMA now would crash us */
+	fx_send(sock, reg, sizeof(reg));
+
+	for (i = 1; i <= 2; i++) {
+		int how = i == 1 ? BY_UNREGISTER : BY_DETACH;
+
+		nic_query_stats(ep.nic, &s0, sizeof(s0));
+		fx_sync(sock, 10 + i); /* A streams WRITEs into buf[i] */
+		/* mid-transfer: once three of the 1 MiB WRITEs have arrived */
+		for (t0 = th_now(); th_now() - t0 < 10; usleep(200)) {
+			nic_query_stats(ep.nic, &s1, sizeof(s1));
+			if (s1.pkts_rx - s0.pkts_rx > 3 * REG / PG)
+				break;
+		}
+		t0 = th_now();
+		if (how == BY_UNREGISTER)
+			err = npf_client__unregister(c, (__u32)region[i]);
+		else
+			err = npf_client__detach_device(c, (__u32)dev[i]);
+		t_op = th_now() - t0;
+		FX_ASSERT(!err, "%s mid-transfer: %s (%s)",
+			  how == BY_UNREGISTER ? "unregister" : "detach", strerror(-err),
+			  npf_client__errmsg(c));
+		FX_ASSERT(!npf_client__device_list(c, &di, &n), "device list");
+		for (size_t j = 0; j < n; j++)
+			FX_ASSERT((int)di[j].device_id != dev[i], "device %d still listed", dev[i]);
+		free(di);
+		nic_query_stats(ep.nic, &s0, sizeof(s0));
+		usleep(50 * 1000); /* the stream stalls: nobody serves the MR */
+		nic_query_stats(ep.nic, &s1, sizeof(s1));
+		printf("B: %s mid-transfer returned after the NIC's ack in %.1f ms; in the next 50 ms: "
+		       "%llu RNR NAKs\n",
+		       how == BY_UNREGISTER ? "unregister" : "detach", t_op * 1e3,
+		       (unsigned long long)(s1.rnr_nak_tx - s0.rnr_nak_tx));
+		FX_ASSERT(!nic_dereg_mr(mr[i]), "nic_dereg_mr");
+		munmap(buf[i], REG); /* gone for good: a DMA now would crash us */
+		fx_sync(sock, 20 + i);
+	}
+	FX_ASSERT(!npf_client__status(c, &status), "npfd does not answer after the bad use");
+	printf("B: npfd (pid %u) answers: %u regions, %u clients\n", status.npfd_pid,
+	       status.regions, status.clients);
 	fx_sync(sock, 3);
-	nic_close(ep.nic);
+	fx_npf_close(c, &ep);
 	return 0;
+}
+
+/* NSTREAM 1 MiB WRITEs into r; returns how many succeeded before REM_ACCESS_ERR. */
+static int stream_until_error(struct fx_ep *ep, struct nic_qp *qp, char *src, struct nic_mr *mr,
+			      const struct fx_region *r, int sock, __u32 tag)
+{
+	struct nic_wc wc;
+	int i, errs = 0;
+
+	for (i = 0; i < NSTREAM; i++)
+		FX_ASSERT(!fx_post(qp, NIC_WR_RDMA_WRITE, 1000 + i, src, REG, mr, r->addr, r->rkey),
+			  "post");
+	fx_sync(sock, tag);
+	for (i = 0; i < NSTREAM; i++) {
+		fx_wait_wc(ep->cq, &wc, 20000);
+		FX_ASSERT(wc.wr_id == 1000U + i, "completion out of order");
+		if (wc.status != NIC_WC_SUCCESS) {
+			FX_ASSERT(errs || wc.status == NIC_WC_REM_ACCESS_ERR, "first error: '%s'",
+				  nic_wc_status_str(wc.status));
+			FX_ASSERT(!errs || wc.status == NIC_WC_WR_FLUSH_ERR, "then '%s'",
+				  nic_wc_status_str(wc.status));
+			errs++;
+		} else {
+			FX_ASSERT(!errs, "a WRITE succeeded after an error");
+		}
+	}
+	FX_ASSERT(errs > 0, "all %d WRITEs succeeded although the region went away", NSTREAM);
+	return NSTREAM - errs;
 }
 
 static int side_a(int sock, void *arg)
 {
+	struct npf_client *c = fx_npf_connect();
 	struct fx_ep ep = {0};
-	struct fx_region reg;
-	struct nic_qp *qp[4];
+	struct fx_region reg[3];
+	struct nic_qp *qp[5];
 	struct nic_mr *mr;
-	struct nic_wc wc;
 	char *src;
-	int i, n = 0, errs = 0;
+	int i, ok, region;
 
 	fx_ep_open(&ep, NULL);
 	src = fx_alloc(REG);
+	region = fx_npf_register(c, src, REG, NULL);
 	fx_fill(src, REG, 1);
-	mr = nic_reg_mr(ep.pd, src, REG, NIC_ACCESS_LOCAL_WRITE);
-	FX_ASSERT(mr, "nic_reg_mr: %s", strerror(errno));
-	mark_all(mr, src, REG);
-	for (i = 0; i < 4; i++)
+	mr = fx_npf_mr(c, &ep, region, src, REG, NIC_ACCESS_LOCAL_WRITE, NULL);
+	for (i = 0; i < 5; i++)
 		qp[i] = fx_qp(&ep, sock);
-	fx_recv(sock, &reg, sizeof(reg));
+	fx_recv(sock, reg, sizeof(reg));
 
 	/* bad rkey; the next WR on that QP is flushed */
-	FX_ASSERT(!fx_post(qp[0], NIC_WR_RDMA_WRITE, 1, src, 4096, mr, reg.addr, reg.rkey ^ 0x80),
+	FX_ASSERT(!fx_post(qp[0], NIC_WR_RDMA_WRITE, 1, src, 4096, mr, reg[0].addr,
+			   reg[0].rkey ^ 0x80),
 		  "post");
-	FX_ASSERT(!fx_post(qp[0], NIC_WR_RDMA_WRITE, 2, src, 4096, mr, reg.addr, reg.rkey), "post");
+	FX_ASSERT(!fx_post(qp[0], NIC_WR_RDMA_WRITE, 2, src, 4096, mr, reg[0].addr, reg[0].rkey),
+		  "post");
 	fx_expect_wc(ep.cq, 1, NIC_WC_REM_ACCESS_ERR);
 	fx_expect_wc(ep.cq, 2, NIC_WC_WR_FLUSH_ERR);
 	/* READ one byte past the end */
-	FX_ASSERT(!fx_post(qp[1], NIC_WR_RDMA_READ, 3, src, 4096, mr, reg.addr + REG - 4095,
-			   reg.rkey),
+	FX_ASSERT(!fx_post(qp[1], NIC_WR_RDMA_READ, 3, src, 4096, mr, reg[0].addr + REG - 4095,
+			   reg[0].rkey),
 		  "post");
 	fx_expect_wc(ep.cq, 3, NIC_WC_REM_ACCESS_ERR);
 	/* bad lkey */
@@ -82,45 +217,34 @@ static int side_a(int sock, void *arg)
 		struct nic_sge sge = {(uintptr_t)src, 64, nic_mr_lkey(mr) + 0x100};
 		struct nic_send_wr wr = {.wr_id = 4, .sg_list = &sge, .num_sge = 1,
 					 .opcode = NIC_WR_RDMA_WRITE,
-					 .remote_addr = reg.addr, .rkey = reg.rkey};
+					 .remote_addr = reg[0].addr, .rkey = reg[0].rkey};
 
 		FX_ASSERT(!nic_post_send(qp[2], &wr, NULL), "post");
 		fx_expect_wc(ep.cq, 4, NIC_WC_LOC_PROT_ERR);
 	}
-	printf("bad rkey, out-of-bounds READ, bad lkey: error completions as expected\n");
+	printf("A: bad rkey, out-of-bounds READ, bad lkey: error completions as expected\n");
 
-	/* deregistration under a stream of WRITEs */
-	fx_sync(sock, 1);
-	for (i = 0; i < 200; i++)
-		FX_ASSERT(!fx_post(qp[3], NIC_WR_RDMA_WRITE, 1000 + i, src, REG, mr, reg.addr,
-				   reg.rkey),
-			  "post");
-	fx_sync(sock, 2);
-	while (n < 200) {
-		fx_wait_wc(ep.cq, &wc, 20000);
-		FX_ASSERT(wc.wr_id == 1000U + n, "completion out of order");
-		if (wc.status != NIC_WC_SUCCESS) {
-			FX_ASSERT(errs || wc.status == NIC_WC_REM_ACCESS_ERR,
-				  "first error after dereg: '%s'", nic_wc_status_str(wc.status));
-			FX_ASSERT(!errs || wc.status == NIC_WC_WR_FLUSH_ERR, "then '%s'",
-				  nic_wc_status_str(wc.status));
-			errs++;
-		}
-		n++;
-	}
-	FX_ASSERT(errs > 0, "all 200 WRITEs succeeded although the region went away");
-	printf("dereg mid-stream: %d WRs completed, then REM_ACCESS_ERR and %d flushed\n",
-	       200 - errs, errs - 1);
+	ok = stream_until_error(&ep, qp[3], src, mr, &reg[1], sock, 11);
+	printf("A: region unregistered mid-stream: %d WRITEs of 1 MiB completed, then "
+	       "REM_ACCESS_ERR and %d flushed\n", ok, NSTREAM - ok - 1);
+	fx_sync(sock, 21);
+	ok = stream_until_error(&ep, qp[4], src, mr, &reg[2], sock, 12);
+	printf("A: device detached mid-stream: %d WRITEs of 1 MiB completed, then "
+	       "REM_ACCESS_ERR and %d flushed\n", ok, NSTREAM - ok - 1);
+	fx_sync(sock, 22);
 	fx_sync(sock, 3);
-	nic_close(ep.nic);
+	fx_npf_close(c, &ep);
 	return 0;
 }
 
 int main(void)
 {
-	int r = fx_pair(side_a, side_b, NULL, 25);
+	int r;
 
+	th_require_root();
+	npfd_absent();
+	r = fx_pair_npfd(side_a, side_b, NULL, 60);
 	if (!r)
-		printf("PASS: access errors and deregistration mid-transfer\n");
+		printf("PASS: npfd absent, access errors, unregister and detach mid-transfer (through npfd)\n");
 	return r;
 }

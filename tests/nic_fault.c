@@ -85,8 +85,7 @@ static int side_b(int sock, void *arg)
 	FX_ASSERT(fx_sum(small, SMALL) == sum, "QP2's WRITEs: checksum mismatch");
 	fx_expect_page_requests(c, "B small", sregion, sdev);
 	fx_sync(sock, 3);
-	nic_close(ep.nic);
-	npf_client__close(c);
+	fx_npf_close(c, &ep);
 	return 0;
 }
 
@@ -180,8 +179,7 @@ static int side_a(int sock, void *arg)
 	sum = fx_sum(src + NQP2 * PG, SMALL);
 	fx_send(sock, &sum, sizeof(sum));
 	fx_sync(sock, 3);
-	nic_close(ep.nic);
-	npf_client__close(c);
+	fx_npf_close(c, &ep);
 	return 0;
 }
 

@@ -515,6 +515,26 @@ static inline void fx_expect_page_requests(struct npf_client *c, const char *who
 		  device);
 }
 
+/*
+ * Tear down a side: detach this process's devices while its NIC still runs
+ * (npfd waits for the NIC's ack), then close the NIC and the connection.
+ * Closing the NIC first would leave npfd waiting for an ack nobody sends.
+ */
+static inline void fx_npf_close(struct npf_client *c, struct fx_ep *ep)
+{
+	struct npf_device_info *di;
+	size_t n, i;
+
+	if (!npf_client__device_list(c, &di, &n)) {
+		for (i = 0; i < n; i++)
+			if (di[i].tgid == (__u32)getpid())
+				npf_client__detach_device(c, di[i].device_id);
+		free(di);
+	}
+	nic_close(ep->nic);
+	npf_client__close(c);
+}
+
 /* Stop / continue npfd: holds back its answers for real (it is a process that can be descheduled). */
 static inline void fx_npfd_signal(int sig)
 {

@@ -140,8 +140,7 @@ static int side_b(int sock, void *arg)
 	FX_ASSERT(rs.mm_events >= ROUNDS * EVICTIONS, "npfd saw %llu mm events, expected %d",
 		  (unsigned long long)rs.mm_events, ROUNDS * EVICTIONS);
 	fx_sync(sock, 3);
-	nic_close(ep.nic);
-	npf_client__close(c);
+	fx_npf_close(c, &ep);
 	return 0;
 }
 
@@ -218,8 +217,7 @@ static int side_a(int sock, void *arg)
 	sum = fx_sum(src, REG);
 	fx_send(sock, &sum, sizeof(sum));
 	fx_sync(sock, 3);
-	nic_close(ep.nic);
-	npf_client__close(c);
+	fx_npf_close(c, &ep);
 	return 0;
 }
 

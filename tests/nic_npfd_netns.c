@@ -55,8 +55,7 @@ static int side_b(int sock, void *arg)
 	fx_expect_page_requests(c, "B", region, dev);
 	fx_print_stats("B NIC", ep.nic);
 	fx_sync(sock, 1);
-	nic_close(ep.nic);
-	npf_client__close(c);
+	fx_npf_close(c, &ep);
 	return 0;
 }
 
@@ -101,8 +100,7 @@ static int side_a(int sock, void *arg)
 	fx_expect_page_requests(c, "A", region, dev);
 	fx_send(sock, "D", 1);
 	fx_sync(sock, 1);
-	nic_close(ep.nic);
-	npf_client__close(c);
+	fx_npf_close(c, &ep);
 	return 0;
 }
 

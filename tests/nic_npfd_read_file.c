@@ -62,8 +62,7 @@ static int side_b(int sock, void *arg)
 		  (unsigned long long)rs.uffd_faults);
 	fx_print_stats("B NIC", ep.nic);
 	fx_sync(sock, 2);
-	nic_close(ep.nic);
-	npf_client__close(c);
+	fx_npf_close(c, &ep);
 	close(fd);
 	return 0;
 }
@@ -120,8 +119,7 @@ static int side_a(int sock, void *arg)
 	fx_expect_page_requests(c, "A (READ target)", region, dev);
 	fx_sync(sock, 1);
 	fx_sync(sock, 2);
-	nic_close(ep.nic);
-	npf_client__close(c);
+	fx_npf_close(c, &ep);
 	return 0;
 }
 

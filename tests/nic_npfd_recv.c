@@ -56,8 +56,7 @@ static int side_b(int sock, void *arg)
 	fx_expect_page_requests(c, "B (receive buffers)", region, dev);
 	fx_print_stats("B NIC", ep.nic);
 	fx_sync(sock, 2);
-	nic_close(ep.nic);
-	npf_client__close(c);
+	fx_npf_close(c, &ep);
 	return 0;
 }
 
@@ -110,8 +109,7 @@ static int side_a(int sock, void *arg)
 	fx_send(sock, sums, sizeof(sums));
 	fx_sync(sock, 2);
 	free(gather);
-	nic_close(ep.nic);
-	npf_client__close(c);
+	fx_npf_close(c, &ep);
 	return 0;
 }
 
