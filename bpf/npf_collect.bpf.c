@@ -286,6 +286,13 @@ int BPF_KPROBE(npf_nic_fault, const struct npf_page_request *ureq)
 			__sync_fetch_and_add(&st->device_faults, 1);
 		fill_region(pc, r);
 		if (policies_enabled()) {
+			/*
+			 * The request must reach npfd even if the policy never
+			 * submits: a copy goes first, superseded by the policy's.
+			 */
+			pc->rec.decision.flags = NPF_DECIDE_AWAIT_POLICY;
+			submit_record(&pc->rec, false);
+			pc->rec.decision.flags = 0;
 			bpf_tail_call(ctx, &npf_policy_kp, 1 + pc->region_slot);
 			bpf_tail_call(ctx, &npf_policy_kp, 0);
 		}

@@ -113,7 +113,7 @@ static int handle_record(void *ctx, void *data, size_t size)
 	if (size < sizeof(*rec) || rec->version != NPF_RECORD_VERSION)
 		return 0;
 	if (rec->source == NPF_SRC_DEVICE && rec->device_id)
-		device_request(rec);
+		device_record(rec);
 	if (rec->source == NPF_SRC_CPU && rec->tid)
 		last_fault[rec->tid % TS_TABLE] = *rec;
 	pr_debug("fault record: src=%u tgid=%u tid=%u region=%u addr=0x%llx access=%#x",
@@ -153,6 +153,7 @@ void collect_drain(void)
 {
 	if (rb)
 		ring_buffer__consume(rb);
+	device_await_expire();
 }
 
 #define NPINNED 10

@@ -384,8 +384,60 @@ static __u64 queue_missing(struct npfd_device *d, __u64 first, __u64 last, __u64
 	return last;
 }
 
-/* A device fault record from the ring buffer. */
-void device_request(const struct npf_fault_record *rec)
+/*
+ * Device requests waiting for their policy's decision (NPF_DECIDE_AWAIT_POLICY).
+ * Both records are written by one run of the uprobe, so a decision that has
+ * not come AWAIT_NS later is not coming: the policy failed.
+ */
+#define MAX_AWAIT 256
+#define AWAIT_NS (1000 * 1000)
+static struct npf_fault_record await[MAX_AWAIT];
+static unsigned int nawait;
+static __u64 policy_failures;
+
+static void device_request(const struct npf_fault_record *rec);
+
+void device_record(const struct npf_fault_record *rec)
+{
+	unsigned int i;
+
+	if (rec->decision.flags & NPF_DECIDE_AWAIT_POLICY) {
+		if (nawait == MAX_AWAIT) {
+			device_request(&await[0]); /* no room to wait: the built-in decision */
+			memmove(await, await + 1, --nawait * sizeof(await[0]));
+		}
+		await[nawait++] = *rec;
+		return;
+	}
+	for (i = 0; i < nawait; i++)
+		if (await[i].cookie == rec->cookie && await[i].tgid == rec->tgid) {
+			memmove(await + i, await + i + 1, (--nawait - i) * sizeof(await[0]));
+			break;
+		}
+	device_request(rec);
+}
+
+void device_await_expire(void)
+{
+	__u64 t;
+
+	if (!nawait)
+		return;
+	t = now_ns();
+	while (nawait && t - await[0].ts_ns > AWAIT_NS) {
+		struct npf_fault_record rec = await[0];
+
+		memmove(await, await + 1, --nawait * sizeof(await[0]));
+		if (!policy_failures++ || !(policy_failures & 1023))
+			pr_warn("device %u: its policy gave no decision for a page request (%llu so far): the built-in decision applies",
+				rec.device_id, (unsigned long long)policy_failures);
+		memset(&rec.decision, 0, sizeof(rec.decision));
+		device_request(&rec);
+	}
+}
+
+/* A device page request and its decision. */
+static void device_request(const struct npf_fault_record *rec)
 {
 	struct npfd_device *d = device_find(rec->device_id);
 	struct npf_policy_decision dec;

@@ -76,6 +76,13 @@ struct npf_fault_record {
 #define NPF_POLICY_MAX_PREFETCH 1024 /* pages; npfd clamps larger decisions and counts them */
 
 #define NPF_DECIDE_RECORD 0x1 /* append the fault to the region's working-set record */
+/*
+ * Set by the collector, never by a policy: a device request submitted
+ * before the policy runs. The policy's record supersedes it; if none comes
+ * (a policy that fails), npfd answers it with the built-in decision, so a
+ * broken policy cannot leave a device waiting.
+ */
+#define NPF_DECIDE_AWAIT_POLICY 0x8000
 
 /*
  * Every policy object carries this in section NPF_POLICY_SECTION (use
