@@ -63,10 +63,7 @@ struct {
 	__type(value, struct npf_global_stats);
 } npf_global SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 22);
-} npf_events SEC(".maps");
+#include "npf_shared_maps.h"
 
 /*
  * Policies (policies/, bpf/npf_policy.h) are reached by tail call: slot 0
@@ -75,13 +72,6 @@ struct {
  * tracepoint program for CPU faults, as a kprobe program for the NIC's
  * uprobe. The fault travels in npf_policy_scratch.
  */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct npf_policy_ctx);
-} npf_policy_scratch SEC(".maps");
-
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
 	__uint(max_entries, NPF_MAX_REGIONS + 1);

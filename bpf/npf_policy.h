@@ -35,17 +35,7 @@
 #include "npf_abi.h"
 
 /* Shared with the collectors: npfd gives these the collectors' maps. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct npf_policy_ctx);
-} npf_policy_scratch SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 22);
-} npf_events SEC(".maps");
+#include "npf_shared_maps.h"
 
 /* Set by npfd before load: stamps every decision with the policy's id. */
 const volatile __u32 npf_policy_id SEC(".rodata.npf") = 0;

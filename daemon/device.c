@@ -63,19 +63,6 @@ static struct list_head devices = LIST_HEAD_INIT(devices);
 static struct list_head groups = LIST_HEAD_INIT(groups);
 static __u32 next_device_id;
 
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -code;
-}
-
 static void futex_wake_shared(void *word)
 {
 	syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
@@ -203,28 +190,28 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 	int ret;
 
 	if (req->flags)
-		return fail(err, errlen, EINVAL, "unknown flags 0x%x", req->flags);
+		return refuse(err, errlen, EINVAL, "unknown flags 0x%x", req->flags);
 	if (!r || !c->mm || r->mm != c->mm)
-		return fail(err, errlen, ENOENT, "no region %u of this client", req->region_id);
+		return refuse(err, errlen, ENOENT, "no region %u of this client", req->region_id);
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (size_t)st.st_size < sizeof(hdr))
-		return fail(err, errlen, EINVAL,
+		return refuse(err, errlen, EINVAL,
 			    "the descriptor is not an IO page table (a memfd of at least %zu bytes)",
 			    sizeof(hdr));
 	if (pread(fd, &hdr, sizeof(hdr), 0) != sizeof(hdr) || hdr.magic != NPF_IOPT_MAGIC)
-		return fail(err, errlen, EINVAL, "the IO page table has a bad magic");
+		return refuse(err, errlen, EINVAL, "the IO page table has a bad magic");
 	if (hdr.version != NPF_IOPT_VERSION)
-		return fail(err, errlen, EPROTONOSUPPORT,
+		return refuse(err, errlen, EPROTONOSUPPORT,
 			    "IO page table version %u is not supported (npfd speaks %d)", hdr.version,
 			    NPF_IOPT_VERSION);
 	need = hdr.pte_offset + hdr.npages * sizeof(__u64);
 	if (!hdr.npages || hdr.pte_offset < sizeof(hdr) || hdr.pte_offset % 8 ||
 	    need > (size_t)st.st_size || (hdr.start & (NPF_PAGE_SIZE - 1)))
-		return fail(err, errlen, EINVAL,
+		return refuse(err, errlen, EINVAL,
 			    "the IO page table header is inconsistent (%llu pages at offset %llu, object %lld bytes)",
 			    (unsigned long long)hdr.npages, (unsigned long long)hdr.pte_offset,
 			    (long long)st.st_size);
 	if (hdr.start < r->start || hdr.start + hdr.npages * NPF_PAGE_SIZE > r->start + r->length)
-		return fail(err, errlen, ERANGE,
+		return refuse(err, errlen, ERANGE,
 			    "the device region 0x%llx+%llu pages is not inside region %u (0x%llx-0x%llx)",
 			    (unsigned long long)hdr.start, (unsigned long long)hdr.npages, r->id,
 			    (unsigned long long)r->start,
@@ -232,11 +219,11 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 
 	map = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED)
-		return fail(err, errlen, errno, "cannot map the IO page table: %s", strerror(errno));
+		return refuse(err, errlen, errno, "cannot map the IO page table: %s", strerror(errno));
 	d = calloc(1, sizeof(*d));
 	if (!d) {
 		munmap(map, need);
-		return fail(err, errlen, ENOMEM, "out of memory");
+		return refuse(err, errlen, ENOMEM, "out of memory");
 	}
 	ret = collect_nic_uprobe(c->mm, err, errlen);
 	if (ret) {
@@ -269,7 +256,7 @@ int device_detach(struct npfd_client *c, __u32 id, char *err, size_t errlen)
 	struct npfd_device *d = device_find(id);
 
 	if (!d || !c->mm || d->region->mm != c->mm)
-		return fail(err, errlen, ENOENT, "no device %u of this client", id);
+		return refuse(err, errlen, ENOENT, "no device %u of this client", id);
 	device_free(d, true);
 	return 0;
 }

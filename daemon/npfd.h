@@ -101,7 +101,10 @@ struct npfd {
 extern struct npfd npfd;
 
 __u64 now_ns(void);
-int mkdir_p(const char *path, mode_t mode); /* util.c */
+/* util.c */
+int mkdir_p(const char *path, mode_t mode);
+int refuse(char *err, size_t errlen, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 /* loop.c: readiness sources. A handler drains its fd until EAGAIN. */
 typedef void (*source_fn)(void *arg);

@@ -42,19 +42,6 @@ struct npfd_policy {
 static struct list_head policies = LIST_HEAD_INIT(policies);
 static __u32 next_policy_id;
 
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -code;
-}
-
 static struct npfd_policy *policy_by_name(const char *name)
 {
 	struct npfd_policy *p;
@@ -99,7 +86,7 @@ static int read_policy_info(const void *buf, size_t size, struct npf_policy_info
 	if (!elf || elf_kind(elf) != ELF_K_ELF || elf_getshdrstrndx(elf, &shstrndx)) {
 		if (elf)
 			elf_end(elf);
-		return fail(err, errlen, ENOEXEC, "not an ELF object: build policies with clang -target bpf");
+		return refuse(err, errlen, ENOEXEC, "not an ELF object: build policies with clang -target bpf");
 	}
 	while ((scn = elf_nextscn(elf, scn))) {
 		GElf_Shdr sh;
@@ -113,7 +100,7 @@ static int read_policy_info(const void *buf, size_t size, struct npf_policy_info
 			continue;
 		data = elf_getdata(scn, NULL);
 		if (!data || data->d_size < sizeof(*info)) {
-			ret = fail(err, errlen, EINVAL, "section %s is too short", NPF_POLICY_SECTION);
+			ret = refuse(err, errlen, EINVAL, "section %s is too short", NPF_POLICY_SECTION);
 			break;
 		}
 		memcpy(info, data->d_buf, sizeof(*info));
@@ -122,16 +109,16 @@ static int read_policy_info(const void *buf, size_t size, struct npf_policy_info
 	}
 	elf_end(elf);
 	if (ret == -ENOENT)
-		return fail(err, errlen, EINVAL,
+		return refuse(err, errlen, EINVAL,
 			    "no %s section: not an npf policy (declare it with NPF_POLICY(\"name\"))",
 			    NPF_POLICY_SECTION);
 	if (ret)
 		return ret;
 	if (info->magic != NPF_POLICY_MAGIC)
-		return fail(err, errlen, EINVAL, "bad magic 0x%08x in %s", info->magic,
+		return refuse(err, errlen, EINVAL, "bad magic 0x%08x in %s", info->magic,
 			    NPF_POLICY_SECTION);
 	if (info->abi_version != NPF_POLICY_ABI_VERSION)
-		return fail(err, errlen, EPROTONOSUPPORT,
+		return refuse(err, errlen, EPROTONOSUPPORT,
 			    "policy ABI version %u is not supported: this npfd speaks version %d",
 			    info->abi_version, NPF_POLICY_ABI_VERSION);
 	info->name[sizeof(info->name) - 1] = '\0';
@@ -180,12 +167,12 @@ static struct bpf_object *load_copy(const void *buf, size_t size, const char *na
 	int nprogs = 0, ret;
 
 	if (!log) {
-		fail(err, errlen, ENOMEM, "out of memory");
+		refuse(err, errlen, ENOMEM, "out of memory");
 		return NULL;
 	}
 	obj = bpf_object__open_mem(buf, size, &opts);
 	if (!obj) {
-		fail(err, errlen, errno, "libbpf cannot open the object: %s", strerror(errno));
+		refuse(err, errlen, errno, "libbpf cannot open the object: %s", strerror(errno));
 		goto out;
 	}
 	bpf_object__for_each_program(prog, obj)
@@ -194,12 +181,12 @@ static struct bpf_object *load_copy(const void *buf, size_t size, const char *na
 		nprogs++;
 	}
 	if (nprogs != 1) {
-		fail(err, errlen, EINVAL, "a policy object holds exactly one program, this one %d",
+		refuse(err, errlen, EINVAL, "a policy object holds exactly one program, this one %d",
 		     nprogs);
 		goto bad;
 	}
 	if (bpf_program__type(only) != BPF_PROG_TYPE_TRACEPOINT) {
-		fail(err, errlen, EINVAL,
+		refuse(err, errlen, EINVAL,
 		     "wrong program type: a policy is a SEC(\"tracepoint\") program, '%s' is in section %s",
 		     bpf_program__name(only), bpf_program__section_name(only));
 		goto bad;
@@ -219,19 +206,19 @@ static struct bpf_object *load_copy(const void *buf, size_t size, const char *na
 			__u32 v = id;
 
 			if (bpf_map__set_initial_value(map, &v, sizeof(v))) {
-				fail(err, errlen, EINVAL, "cannot set npf_policy_id (not a __u32?)");
+				refuse(err, errlen, EINVAL, "cannot set npf_policy_id (not a __u32?)");
 				goto bad;
 			}
 			continue;
 		}
 		if (fd >= 0 && bpf_map__reuse_fd(map, fd)) {
-			fail(err, errlen, EINVAL, "map %s does not match npfd's", mname);
+			refuse(err, errlen, EINVAL, "map %s does not match npfd's", mname);
 			goto bad;
 		}
 	}
 	ret = bpf_object__load(obj);
 	if (ret) {
-		fail(err, errlen, -ret, "the kernel refused policy '%s': %s", name, strerror(-ret));
+		refuse(err, errlen, -ret, "the kernel refused policy '%s': %s", name, strerror(-ret));
 		if (log[0]) {
 			pr_warn("policy %s: verifier log:\n%s", name, log);
 			verifier_tail(log, err, errlen);
@@ -269,30 +256,30 @@ int policy_load(struct npfd_client *c, const struct npf_policy_load_req *req, in
 	int ret;
 
 	if (req->flags)
-		return fail(err, errlen, EINVAL, "unknown flags 0x%x", req->flags);
+		return refuse(err, errlen, EINVAL, "unknown flags 0x%x", req->flags);
 	if (req->region_id) {
 		r = region_find_id(req->region_id);
 		if (!r)
-			return fail(err, errlen, ENOENT, "no region %u", req->region_id);
+			return refuse(err, errlen, ENOENT, "no region %u", req->region_id);
 		if (c->uid != 0 && r->mm != c->mm)
-			return fail(err, errlen, EPERM,
+			return refuse(err, errlen, EPERM,
 				    "region %u belongs to pid %d: only its owner or root may set its policy",
 				    r->id, r->mm->tgid);
 		slot = 1 + r->slot;
 	} else if (c->uid != 0) {
-		return fail(err, errlen, EPERM, "only root may set the global policy");
+		return refuse(err, errlen, EPERM, "only root may set the global policy");
 	}
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode))
-		return fail(err, errlen, EINVAL, "the policy descriptor is not a regular file");
+		return refuse(err, errlen, EINVAL, "the policy descriptor is not a regular file");
 	if (st.st_size <= 0 || st.st_size > MAX_POLICY_OBJECT)
-		return fail(err, errlen, EFBIG, "a policy object is 1 byte to %d MiB, this one %lld bytes",
+		return refuse(err, errlen, EFBIG, "a policy object is 1 byte to %d MiB, this one %lld bytes",
 			    MAX_POLICY_OBJECT >> 20, (long long)st.st_size);
 	buf = malloc((size_t)st.st_size);
 	if (!buf)
-		return fail(err, errlen, ENOMEM, "out of memory");
+		return refuse(err, errlen, ENOMEM, "out of memory");
 	if (pread(fd, buf, (size_t)st.st_size, 0) != st.st_size) {
 		free(buf);
-		return fail(err, errlen, EIO, "cannot read the policy object");
+		return refuse(err, errlen, EIO, "cannot read the policy object");
 	}
 	ret = read_policy_info(buf, (size_t)st.st_size, &info, err, errlen);
 	if (ret) {
@@ -302,12 +289,12 @@ int policy_load(struct npfd_client *c, const struct npf_policy_load_req *req, in
 	snprintf(name, sizeof(name), "%s", req->name[0] ? req->name : info.name);
 	if (!name[0]) {
 		free(buf);
-		return fail(err, errlen, EINVAL, "the policy has no name: give it one in NPF_POLICY() or with 'name NAME'");
+		return refuse(err, errlen, EINVAL, "the policy has no name: give it one in NPF_POLICY() or with 'name NAME'");
 	}
 	p = calloc(1, sizeof(*p));
 	if (!p) {
 		free(buf);
-		return fail(err, errlen, ENOMEM, "out of memory");
+		return refuse(err, errlen, ENOMEM, "out of memory");
 	}
 	p->st.policy_id = ++next_policy_id;
 	p->st.abi_version = info.abi_version;
@@ -333,7 +320,7 @@ int policy_load(struct npfd_client *c, const struct npf_policy_load_req *req, in
 		bpf_object__close(p->obj_tp);
 		bpf_object__close(p->obj_kp);
 		free(p);
-		return fail(err, errlen, -ret, "cannot install the policy in slot %u: %s", slot,
+		return refuse(err, errlen, -ret, "cannot install the policy in slot %u: %s", slot,
 			    strerror(-ret));
 	}
 	old = policy_by_name(name);
@@ -358,12 +345,12 @@ int policy_unload(struct npfd_client *c, const char *name, char *err, size_t err
 	struct npfd_policy *p = policy_by_name(name);
 
 	if (!p)
-		return fail(err, errlen, ENOENT, "no policy named '%.32s'", name);
+		return refuse(err, errlen, ENOENT, "no policy named '%.32s'", name);
 	if (c->uid != 0) {
 		struct npfd_region *r = p->st.region_id ? region_find_id(p->st.region_id) : NULL;
 
 		if (!r || r->mm != c->mm)
-			return fail(err, errlen, EPERM, "only root or the region's owner may unload '%s'",
+			return refuse(err, errlen, EPERM, "only root or the region's owner may unload '%s'",
 				    p->st.name);
 	}
 	collect_policy_install(p->slot, -1, -1);

@@ -28,19 +28,6 @@
 #define NPF_UFFD_REQUIRED_FEATURES                                                                 \
 	(UFFD_FEATURE_EVENT_REMAP | UFFD_FEATURE_EVENT_REMOVE | UFFD_FEATURE_EVENT_UNMAP)
 
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -code;
-}
-
 static void mm_ready(void *arg)
 {
 	resolve_uffd_ready(arg);
@@ -303,23 +290,23 @@ static int check_uffd(struct npfd_client *c, int uffd, ino_t *ino, char *err, si
 
 	ret = uffd_features(uffd, &features);
 	if (ret == -ENOTTY)
-		return fail(err, errlen, EBADF,
+		return refuse(err, errlen, EBADF,
 			    "the descriptor passed as the userfaultfd is not a userfaultfd");
 	if (ret == -EBADFD)
-		return fail(err, errlen, EINVAL,
+		return refuse(err, errlen, EINVAL,
 			    "the userfaultfd has not been initialised with UFFDIO_API");
 	if (ret)
-		return fail(err, errlen, -ret, "cannot inspect the userfaultfd: %s",
+		return refuse(err, errlen, -ret, "cannot inspect the userfaultfd: %s",
 			    strerror(-ret));
 	if ((features & NPF_UFFD_REQUIRED_FEATURES) != NPF_UFFD_REQUIRED_FEATURES)
-		return fail(err, errlen, EINVAL,
+		return refuse(err, errlen, EINVAL,
 			    "the userfaultfd lacks features npfd needs (EVENT_REMAP, EVENT_REMOVE, EVENT_UNMAP): got 0x%llx",
 			    (unsigned long long)features);
 	if (fstat(uffd, &st))
-		return fail(err, errlen, errno, "cannot stat the userfaultfd: %s",
+		return refuse(err, errlen, errno, "cannot stat the userfaultfd: %s",
 			    strerror(errno));
 	if (c->mm && c->mm->uffd_ino != st.st_ino)
-		return fail(err, errlen, EINVAL,
+		return refuse(err, errlen, EINVAL,
 			    "this connection already registered regions with another userfaultfd; use one per connection");
 	*ino = st.st_ino;
 	return 0;
@@ -328,11 +315,11 @@ static int check_uffd(struct npfd_client *c, int uffd, ino_t *ino, char *err, si
 static int adopt_uffd(struct npfd_client *c, int uffd, ino_t ino, char *err, size_t errlen)
 {
 	if (fcntl(uffd, F_SETFL, O_NONBLOCK))
-		return fail(err, errlen, errno, "cannot make the userfaultfd non-blocking: %s",
+		return refuse(err, errlen, errno, "cannot make the userfaultfd non-blocking: %s",
 			    strerror(errno));
 	c->mm = mm_new(uffd, ino, c->pid, c);
 	if (!c->mm)
-		return fail(err, errlen, ENOMEM, "out of memory or event sources");
+		return refuse(err, errlen, ENOMEM, "out of memory or event sources");
 	return 0;
 }
 
@@ -349,25 +336,25 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	ino_t ino = 0;
 
 	if (req->backing != NPF_BACKING_ANON && req->backing != NPF_BACKING_FILE)
-		return fail(err, errlen, EINVAL, "unknown backing type %u (want 1=anon or 2=file)",
+		return refuse(err, errlen, EINVAL, "unknown backing type %u (want 1=anon or 2=file)",
 			    req->backing);
 	if (req->flags)
-		return fail(err, errlen, EINVAL, "unknown flags 0x%x", req->flags);
+		return refuse(err, errlen, EINVAL, "unknown flags 0x%x", req->flags);
 	want_fds = req->backing == NPF_BACKING_FILE ? 2 : 1;
 	if (nfds != want_fds)
-		return fail(err, errlen, EINVAL,
+		return refuse(err, errlen, EINVAL,
 			    "%s region needs %d descriptor%s (userfaultfd%s), got %d",
 			    want_fds == 2 ? "a file-backed" : "an anonymous", want_fds,
 			    want_fds == 2 ? "s" : "", want_fds == 2 ? ", backing file" : "", nfds);
 	if (!len)
-		return fail(err, errlen, EINVAL, "region length is 0");
+		return refuse(err, errlen, EINVAL, "region length is 0");
 	if ((start | len | req->file_offset) & (NPF_PAGE_SIZE - 1))
-		return fail(err, errlen, EINVAL,
+		return refuse(err, errlen, EINVAL,
 			    "region 0x%llx+0x%llx (file offset 0x%llx) is not page aligned (4096)",
 			    (unsigned long long)start, (unsigned long long)len,
 			    (unsigned long long)req->file_offset);
 	if (end < start || end > (1ULL << 47))
-		return fail(err, errlen, EINVAL, "region 0x%llx+0x%llx is outside user space",
+		return refuse(err, errlen, EINVAL, "region 0x%llx+0x%llx is outside user space",
 			    (unsigned long long)start, (unsigned long long)len);
 
 	ret = check_uffd(c, fds[0], &ino, err, errlen);
@@ -378,20 +365,20 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	if (c->mm)
 		list_for_each_entry(it, &c->mm->regions, node)
 			if (overlaps(it, start, len))
-				return fail(err, errlen, EEXIST,
+				return refuse(err, errlen, EEXIST,
 					    "region 0x%llx-0x%llx overlaps region %u (0x%llx-0x%llx)",
 					    (unsigned long long)start, (unsigned long long)end,
 					    it->id, (unsigned long long)it->start,
 					    (unsigned long long)(it->start + it->length));
 	if (c->mm && c->mm->nr_regions >= NPF_MAX_RANGES_PER_PROC)
-		return fail(err, errlen, ENOSPC, "a process may register at most %d regions",
+		return refuse(err, errlen, ENOSPC, "a process may register at most %d regions",
 			    NPF_MAX_RANGES_PER_PROC);
 	if (npfd.nr_regions >= NPF_MAX_REGIONS)
-		return fail(err, errlen, ENOSPC, "npfd serves at most %d regions", NPF_MAX_REGIONS);
+		return refuse(err, errlen, ENOSPC, "npfd serves at most %d regions", NPF_MAX_REGIONS);
 
 	ret = check_mapped_anon(c->pid, start, end, what, sizeof(what));
 	if (ret)
-		return fail(err, errlen, ret == -ESRCH ? ESRCH : EFAULT,
+		return refuse(err, errlen, ret == -ESRCH ? ESRCH : EFAULT,
 			    "region 0x%llx-0x%llx of pid %d: %s", (unsigned long long)start,
 			    (unsigned long long)end, c->pid, what);
 
@@ -399,15 +386,15 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 		int mode = fcntl(fds[1], F_GETFL);
 
 		if (fstat(fds[1], &st))
-			return fail(err, errlen, errno, "cannot stat the backing file: %s",
+			return refuse(err, errlen, errno, "cannot stat the backing file: %s",
 				    strerror(errno));
 		if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
-			return fail(err, errlen, EINVAL,
+			return refuse(err, errlen, EINVAL,
 				    "the backing descriptor is not a regular file or block device");
 		if (mode < 0 || (mode & O_ACCMODE) == O_WRONLY)
-			return fail(err, errlen, EBADF, "the backing file is not open for reading");
+			return refuse(err, errlen, EBADF, "the backing file is not open for reading");
 		if (S_ISREG(st.st_mode) && (__u64)st.st_size < req->file_offset + len)
-			return fail(err, errlen, EINVAL,
+			return refuse(err, errlen, EINVAL,
 				    "the backing file is shorter than the region: %lld bytes, the region needs %llu (offset %llu + length %llu)",
 				    (long long)st.st_size,
 				    (unsigned long long)(req->file_offset + len),
@@ -421,10 +408,10 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 		int e = errno;
 
 		if (e == EBUSY)
-			return fail(err, errlen, EBUSY,
+			return refuse(err, errlen, EBUSY,
 				    "region 0x%llx-0x%llx is already registered with another userfaultfd",
 				    (unsigned long long)start, (unsigned long long)end);
-		return fail(err, errlen, e, "UFFDIO_REGISTER of 0x%llx-0x%llx failed: %s",
+		return refuse(err, errlen, e, "UFFDIO_REGISTER of 0x%llx-0x%llx failed: %s",
 			    (unsigned long long)start, (unsigned long long)end, strerror(e));
 	}
 
@@ -432,7 +419,7 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	range.len = len;
 	if (!registered_in(c->pid, start, end)) {
 		ioctl(uffd, UFFDIO_UNREGISTER, &range);
-		return fail(err, errlen, EPERM,
+		return refuse(err, errlen, EPERM,
 			    "the userfaultfd is not pid %d's own: it registered memory of another process",
 			    c->pid);
 	}
@@ -447,7 +434,7 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	r = calloc(1, sizeof(*r));
 	if (!r) {
 		ioctl(uffd, UFFDIO_UNREGISTER, &range);
-		return fail(err, errlen, ENOMEM, "out of memory");
+		return refuse(err, errlen, ENOMEM, "out of memory");
 	}
 	r->mm = c->mm;
 	r->id = ++npfd.next_region_id;
@@ -469,7 +456,7 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	npfd.nr_regions++;
 	if (!r->installed || collect_slot_alloc(r) || collect_filter_update(c->mm->tgid, c->mm)) {
 		region_remove(r, true);
-		return fail(err, errlen, ENOSPC, "cannot add the region to the BPF maps");
+		return refuse(err, errlen, ENOSPC, "cannot add the region to the BPF maps");
 	}
 	policy_region_registered(r);
 	region_info(r, out);
@@ -485,9 +472,9 @@ int region_unregister(struct npfd_client *c, __u32 id, char *err, size_t errlen)
 	struct npfd_region *r = region_find_id(id);
 
 	if (!r)
-		return fail(err, errlen, ENOENT, "no region %u", id);
+		return refuse(err, errlen, ENOENT, "no region %u", id);
 	if (!c->mm || r->mm != c->mm)
-		return fail(err, errlen, EPERM,
+		return refuse(err, errlen, EPERM,
 			    "region %u belongs to another client (pid %d): only its owner may unregister it",
 			    id, r->mm->tgid);
 	pr_info("pid %d: region %u unregistered", c->pid, id);

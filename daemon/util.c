@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Small helpers more than one part of npfd needs. */
 #include <errno.h>
+#include <stdarg.h>
 #include <limits.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -24,4 +25,18 @@ int mkdir_p(const char *path, mode_t mode)
 	if (mkdir(buf, mode) && errno != EEXIST)
 		return -errno;
 	return 0;
+}
+
+/*
+ * A refused request: write the reason (what, and where there is one, the
+ * fix) into err for the client, and return -code.
+ */
+int refuse(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -code;
 }

@@ -3,28 +3,9 @@
 # npfctl and bpftool against a live npfd with a real workload holding two
 # regions: text and JSON output, exit codes, and the pinned maps' BTF names.
 set -u
-[ "$(id -u)" -eq 0 ] || { echo "needs root (npfd loads BPF)"; exit 77; }
-command -v jq >/dev/null || { echo "jq is missing (make installs it)"; exit 77; }
-BIN=${NPF_BIN:-build/bin}
-dir=$(mktemp -d /tmp/npf-test-XXXXXX)
-pins=/sys/fs/bpf/npf-test-cli-$$
-export NPF_SOCKET="$dir/npfd.sock"
-fail() { echo "FAIL: $*"; echo "--- npfd log:"; cat "$dir/npfd.log"; exit 1; }
-cleanup() {
-	rm -f "$dir/hold"
-	[ -n "${wl:-}" ] && wait "$wl" 2>/dev/null
-	[ -n "${npfd:-}" ] && kill "$npfd" 2>/dev/null && wait "$npfd" 2>/dev/null
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-
-"$BIN/npfd" --config /dev/null --foreground --socket "$NPF_SOCKET" --bpffs "$pins" 2>"$dir/npfd.log" &
-npfd=$!
-i=0; until [ -S "$NPF_SOCKET" ]; do i=$((i+1)); [ $i -lt 400 ] || fail "npfd did not start"; sleep 0.05; done
-
-"$BIN/npf-workload" --dir "$dir" --size 64 --touches 500 --threads 2 --hold "$dir/hold" >"$dir/wl.log" 2>&1 &
-wl=$!
-i=0; until [ -e "$dir/hold" ]; do i=$((i+1)); [ $i -lt 600 ] || fail "workload did not finish"; kill -0 $wl 2>/dev/null || fail "workload died: $(cat $dir/wl.log)"; sleep 0.05; done
+. "$(dirname "$0")/lib/npfd.sh"
+npfd_start
+workload_hold --size 64 --touches 500 --threads 2
 
 # Text output.
 "$BIN/npfctl" status >"$dir/out" || fail "npfctl status exited $?"
@@ -58,7 +39,5 @@ jq -e '.error' "$dir/err" >/dev/null || fail "JSON-mode error is not {\"error\":
 "$BIN/npfctl" stats show region 99999 >/dev/null 2>"$dir/err"; rc=$?
 [ $rc -eq 1 ] || fail "stats of a missing region exited $rc, want 1"
 
-rm -f "$dir/hold"
-wait $wl || fail "workload failed: $(cat $dir/wl.log)"
-wl=
+workload_release
 echo ok

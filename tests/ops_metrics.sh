@@ -5,30 +5,12 @@
 # and '-j status' taken at the same moment (the workload is holding still);
 # 'npfctl top --once' prints one frame, as text and as JSON.
 set -u
-[ "$(id -u)" -eq 0 ] || { echo "needs root (npfd loads BPF)"; exit 77; }
-command -v jq >/dev/null || { echo "jq is missing (make installs it)"; exit 77; }
+. "$(dirname "$0")/lib/npfd.sh"
 PY=/usr/bin/python3
 $PY -c 'import prometheus_client' 2>/dev/null ||
 	{ echo "python3-prometheus-client is missing (make installs it)"; exit 77; }
-BIN=${NPF_BIN:-build/bin}
-dir=$(mktemp -d /tmp/npf-test-XXXXXX)
-pins=/sys/fs/bpf/npf-test-metrics-$$
-export NPF_SOCKET="$dir/npfd.sock"
-fail() { echo "FAIL: $*"; echo "--- npfd log:"; cat "$dir/npfd.log"; exit 1; }
-cleanup() {
-	rm -f "$dir/hold"
-	[ -n "${wl:-}" ] && wait "$wl" 2>/dev/null
-	[ -n "${npfd:-}" ] && kill "$npfd" 2>/dev/null && wait "$npfd" 2>/dev/null
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-
-"$BIN/npfd" --foreground --config /dev/null --socket "$NPF_SOCKET" --bpffs "$pins" 2>"$dir/npfd.log" &
-npfd=$!
-i=0; until [ -S "$NPF_SOCKET" ]; do i=$((i+1)); [ $i -lt 400 ] || fail "npfd did not start"; sleep 0.05; done
-"$BIN/npf-workload" --dir "$dir" --size 16 --touches 300 --threads 1 --hold "$dir/hold" >"$dir/wl.log" 2>&1 &
-wl=$!
-i=0; until [ -e "$dir/hold" ]; do i=$((i+1)); [ $i -lt 600 ] || fail "workload did not finish"; kill -0 $wl 2>/dev/null || fail "workload died: $(cat $dir/wl.log)"; sleep 0.05; done
+npfd_start
+workload_hold --size 16 --touches 300 --threads 1
 
 "$BIN/npfctl" stats --format prometheus >"$dir/prom" || fail "stats --format prometheus exited $?"
 "$BIN/npfctl" -j stats >"$dir/stats.json" || fail "-j stats exited $?"
@@ -124,7 +106,5 @@ grep -q "workload-file" "$dir/top" && grep -q "CPU/s" "$dir/top" || fail "top fr
 "$BIN/npfctl" status --format prometheus >/dev/null 2>&1; [ $? -eq 2 ] || fail "--format prometheus for status is not a usage error"
 cat "$dir/top"
 
-rm -f "$dir/hold"
-wait $wl || fail "workload failed: $(cat $dir/wl.log)"
-wl=
+workload_release
 echo ok

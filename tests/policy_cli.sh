@@ -4,24 +4,9 @@
 # replace, unload, the kill switch, and the errors a user meets (file not
 # found, no such policy, bad arguments) with their exit codes.
 set -u
-[ "$(id -u)" -eq 0 ] || { echo "needs root (npfd loads BPF)"; exit 77; }
-command -v jq >/dev/null || { echo "jq is missing (make installs it)"; exit 77; }
-BIN=${NPF_BIN:-build/bin}
+. "$(dirname "$0")/lib/npfd.sh"
 POL=$BIN/../policies
-dir=$(mktemp -d /tmp/npf-test-XXXXXX)
-export NPF_SOCKET="$dir/npfd.sock"
-fail() { echo "FAIL: $*"; echo "--- npfd log:"; cat "$dir/npfd.log"; exit 1; }
-cleanup() {
-	rm -f "$dir/hold"
-	[ -n "${wl:-}" ] && wait "$wl" 2>/dev/null
-	[ -n "${npfd:-}" ] && kill "$npfd" 2>/dev/null && wait "$npfd" 2>/dev/null
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-"$BIN/npfd" --config /dev/null --foreground --socket "$NPF_SOCKET" --bpffs /sys/fs/bpf/npf-test-pol-$$ \
-	--ws-dir "$dir/ws" 2>"$dir/npfd.log" &
-npfd=$!
-i=0; until [ -S "$NPF_SOCKET" ]; do i=$((i+1)); [ $i -lt 400 ] || fail "npfd did not start"; sleep 0.05; done
+npfd_start --ws-dir "$dir/ws"
 ctl() { "$BIN/npfctl" "$@"; }
 
 ctl policy load "$POL/seq.bpf.o" >"$dir/out" || fail "load seq exited $?"
@@ -29,9 +14,7 @@ grep -q "global" "$dir/out" || fail "load did not show the slot: $(cat $dir/out)
 [ "$(ctl -j policy list | jq -r '.[0].name')" = seq ] || fail "policy list -j does not show seq"
 
 # A workload holding a region, to load a per-region policy on.
-"$BIN/npf-workload" --dir "$dir" --size 16 --touches 200 --threads 1 --hold "$dir/hold" >"$dir/wl.log" 2>&1 &
-wl=$!
-i=0; until [ -e "$dir/hold" ]; do i=$((i+1)); [ $i -lt 600 ] || fail "workload did not finish"; sleep 0.05; done
+workload_hold --size 16 --touches 200 --threads 1
 rid=$(ctl -j region list | jq '.[0].id')
 ctl policy load "$POL/pia.bpf.o" region "$rid" name bulk >/dev/null || fail "per-region load exited $?"
 [ "$(ctl -j policy show bulk | jq ".region")" = "$rid" ] || fail "bulk is not on region $rid"
@@ -59,7 +42,5 @@ ctl policy load "$POL/seq.bpf.o" region 999999 >/dev/null 2>"$dir/err"; rc=$?
 ctl -j policy show nothing >/dev/null 2>"$dir/err"; rc=$?
 [ $rc -eq 1 ] && jq -e .error "$dir/err" >/dev/null || fail "show of a missing policy: exit $rc, $(cat $dir/err)"
 
-rm -f "$dir/hold"
-wait $wl || fail "workload failed: $(cat $dir/wl.log)"
-wl=
+workload_release
 echo ok
