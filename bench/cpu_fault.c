@@ -11,48 +11,20 @@
  * Usage: npf-bench-cpu_fault [--json] [--pages N] [--rounds N]
  * Needs a running npfd ($NPF_SOCKET or the default socket).
  */
-#include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
+#include "bench.h"
 #include "npf.h"
 
 enum { KERNEL, POPULATE, NPF_ANON, NPF_FILE, NMETHODS };
 static const char *const method_name[] = {"kernel-first-touch", "madv-populate-write", "npf-anon",
 					  "npf-file"};
 
-static uint64_t now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static uint64_t pct(const uint64_t *v, size_t n, double p)
-{
-	size_t i = (size_t)(p / 100.0 * (double)(n - 1) + 0.5);
-
-	return v[i < n ? i : n - 1];
-}
-
 static void die(const char *what, int err)
 {
-	fprintf(stderr, "npf-bench-cpu_fault: %s: %s\n", what, strerror(err));
-	exit(1);
+	bench_die("%s: %s", what, strerror(err));
 }
 
 int main(int argc, char **argv)
@@ -66,15 +38,17 @@ int main(int argc, char **argv)
 	uint64_t *lat[NMETHODS];
 	struct npf_client *c;
 	char tmpl[] = "/tmp/npf-bench-XXXXXX";
-	int json = 0, opt, fd;
+	int opt, fd;
 	uint64_t p50[NMETHODS];
 	struct npf_latency_hist served[NMETHODS] = {}; /* npfd's view: raised -> installed */
 	int ids[NMETHODS] = {};
 
+	bench_prog = "npf-bench-cpu_fault";
+
 	while ((opt = getopt_long(argc, argv, "jn:r:h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'j':
-			json = 1;
+			bench_json = 1;
 			break;
 		case 'n':
 			pages = strtoul(optarg, NULL, 0);
@@ -138,24 +112,24 @@ int main(int argc, char **argv)
 			uint64_t t0;
 
 			p = mem[KERNEL] + i * 4096;
-			t0 = now();
+			t0 = bench_now_ns();
 			*p = 1;
-			lat[KERNEL][cnt[KERNEL]++] = now() - t0;
+			lat[KERNEL][cnt[KERNEL]++] = bench_now_ns() - t0;
 
-			t0 = now();
+			t0 = bench_now_ns();
 			if (madvise(mem[POPULATE] + i * 4096, 4096, MADV_POPULATE_WRITE))
 				die("MADV_POPULATE_WRITE", errno);
-			lat[POPULATE][cnt[POPULATE]++] = now() - t0;
+			lat[POPULATE][cnt[POPULATE]++] = bench_now_ns() - t0;
 
 			p = mem[NPF_ANON] + i * 4096;
-			t0 = now();
+			t0 = bench_now_ns();
 			*p = 1;
-			lat[NPF_ANON][cnt[NPF_ANON]++] = now() - t0;
+			lat[NPF_ANON][cnt[NPF_ANON]++] = bench_now_ns() - t0;
 
 			p = mem[NPF_FILE] + i * 4096;
-			t0 = now();
+			t0 = bench_now_ns();
 			(void)*p;
-			lat[NPF_FILE][cnt[NPF_FILE]++] = now() - t0;
+			lat[NPF_FILE][cnt[NPF_FILE]++] = bench_now_ns() - t0;
 		}
 		for (m = NPF_ANON; m <= NPF_FILE; m++) {
 			struct npf_region_stats_full *sf;
@@ -172,33 +146,28 @@ int main(int argc, char **argv)
 			munmap(mem[m], len);
 	}
 
-	if (!json)
-		printf("%-22s %8s %10s %10s %10s %10s %8s\n", "method", "samples", "p50(ns)",
-		       "p95(ns)", "p99(ns)", "max(ns)", "x kernel");
+	bench_text("%-22s %8s %10s %10s %10s %10s %8s\n", "method", "samples", "p50(ns)",
+		   "p95(ns)", "p99(ns)", "max(ns)", "x kernel");
 	for (m = 0; m < NMETHODS; m++) {
-		uint64_t *v = lat[m];
-		size_t n = cnt[m];
+		struct bench_samples s = {.v = lat[m], .n = cnt[m]};
+		struct bench_summary sum = bench_summarize(&s);
 
-		qsort(v, n, sizeof(*v), cmp_u64);
-		p50[m] = pct(v, n, 50);
-		if (json)
-			printf("{\"bench\":\"cpu_fault\",\"method\":\"%s\",\"samples\":%zu,"
-			       "\"p50_ns\":%llu,\"p95_ns\":%llu,\"p99_ns\":%llu,\"max_ns\":%llu,"
-			       "\"ratio_to_kernel_p50\":%.3f}\n",
-			       method_name[m], n, (unsigned long long)p50[m],
-			       (unsigned long long)pct(v, n, 95), (unsigned long long)pct(v, n, 99),
-			       (unsigned long long)v[n - 1], (double)p50[m] / (double)p50[KERNEL]);
-		else
-			printf("%-22s %8zu %10llu %10llu %10llu %10llu %8.2f\n", method_name[m], n,
-			       (unsigned long long)p50[m], (unsigned long long)pct(v, n, 95),
-			       (unsigned long long)pct(v, n, 99), (unsigned long long)v[n - 1],
-			       (double)p50[m] / (double)p50[KERNEL]);
+		p50[m] = sum.p50;
+		bench_row_begin("cpu_fault");
+		bench_col_str("method", 22, method_name[m]);
+		bench_col_u64("samples", 8, sum.n);
+		bench_col_u64("p50_ns", 10, sum.p50);
+		bench_col_u64("p95_ns", 10, sum.p95);
+		bench_col_u64("p99_ns", 10, sum.p99);
+		bench_col_u64("max_ns", 10, sum.max);
+		bench_col_f("ratio_to_kernel_p50", 8, 2, (double)p50[m] / (double)p50[KERNEL]);
+		bench_row_end();
 	}
 	/* Breakdown: how much of the fault is npfd's own work (trap to page installed). */
 	for (m = NPF_ANON; m <= NPF_FILE; m++) {
 		uint64_t s50 = npf_latency_percentile(&served[m], 50);
 
-		if (json)
+		if (bench_json)
 			printf("{\"bench\":\"cpu_fault\",\"method\":\"%s\",\"stage\":\"raised-to-installed\","
 			       "\"p50_ns_upper_bound\":%llu}\n",
 			       method_name[m], (unsigned long long)s50);

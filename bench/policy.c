@@ -17,37 +17,23 @@
  * Needs a running npfd ($NPF_SOCKET) and the built policy objects
  * (default: ../policies next to this program, i.e. build/policies).
  */
-#include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
+#include "bench.h"
 #include "npf.h"
 
 static struct npf_client *c;
 static uint64_t region_bytes = 256ULL << 20;
 static char policy_dir[PATH_MAX];
-static int backing_fd, json;
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+static int backing_fd;
 
 static void die(const char *what, const char *why)
 {
-	fprintf(stderr, "npf-bench-policy: %s: %s\n", what, why);
-	exit(1);
+	bench_die("%s: %s", what, why);
 }
 
 static void set_policy(const char *name)
@@ -94,10 +80,10 @@ static struct run touch(const char *name, const uint64_t *order, uint64_t n)
 	id = npf_client__register(c, mem, region_bytes, &o);
 	if (id < 0)
 		die("register", npf_client__errmsg(c));
-	t0 = now();
+	t0 = bench_now_s();
 	for (i = 0; i < n; i++)
 		sink += *(volatile uint64_t *)(mem + order[i] * 4096);
-	r.secs = now() - t0;
+	r.secs = bench_now_s() - t0;
 	/* Prefetches may still be in flight: wait for npfd's counters to settle. */
 	usleep(20000);
 	if (npf_client__stats(c, (__u32)id, &sf, &cnt) || cnt != 1)
@@ -126,17 +112,16 @@ static void row(const char *experiment, const char *policy, const struct run *r,
 		snprintf(cut_text, sizeof(cut_text), "%11s", "no faults");
 		snprintf(cut_json, sizeof(cut_json), "null");
 	}
-	if (json)
-		printf("{\"bench\":\"policy\",\"experiment\":\"%s\",\"policy\":\"%s\",\"pages_touched\":%llu,"
-		       "\"faults\":%llu,\"pages_fetched\":%llu,\"pages_wasted\":%llu,\"seconds\":%.4f,"
-		       "\"faults_cut_vs_baseline\":%s}\n",
-		       experiment, policy, (unsigned long long)r->touched,
-		       (unsigned long long)r->faults, (unsigned long long)r->fetched,
-		       (unsigned long long)wasted, r->secs, cut_json);
-	else
-		printf("%-12s %-10s %10llu %10llu %10llu %10llu %9.3f %s\n", experiment, policy,
-		       (unsigned long long)r->touched, (unsigned long long)r->faults,
-		       (unsigned long long)r->fetched, (unsigned long long)wasted, r->secs, cut_text);
+	bench_row_begin("policy");
+	bench_col_str("experiment", 12, experiment);
+	bench_col_str("policy", 10, policy);
+	bench_col_u64("pages_touched", 10, r->touched);
+	bench_col_u64("faults", 10, r->faults);
+	bench_col_u64("pages_fetched", 10, r->fetched);
+	bench_col_u64("pages_wasted", 10, wasted);
+	bench_col_f("seconds", 9, 3, r->secs);
+	bench_col_raw("faults_cut_vs_baseline", cut_text, cut_json);
+	bench_row_end();
 }
 
 int main(int argc, char **argv)
@@ -154,13 +139,14 @@ int main(int argc, char **argv)
 	ssize_t n;
 	int opt;
 
+	bench_prog = "npf-bench-policy";
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = '\0';
 	snprintf(policy_dir, sizeof(policy_dir), "%s/../policies", dirname(exe));
 	while ((opt = getopt_long(argc, argv, "js:P:h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'j':
-			json = 1;
+			bench_json = 1;
 			break;
 		case 's':
 			region_bytes = strtoull(optarg, NULL, 0) << 20;
@@ -190,9 +176,8 @@ int main(int argc, char **argv)
 	unlink(tmpl);
 	order = malloc(pages * sizeof(*order));
 
-	if (!json)
-		printf("%-12s %-10s %10s %10s %10s %10s %9s %11s\n", "experiment", "policy",
-		       "touched", "faults", "fetched", "wasted", "seconds", "fault cut");
+	bench_text("%-12s %-10s %10s %10s %10s %10s %9s %11s\n", "experiment", "policy",
+		   "touched", "faults", "fetched", "wasted", "seconds", "fault cut");
 	for (i = 0; i < pages; i++)
 		order[i] = i;
 	for (i = 0; i < 3; i++) {

@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * What every benchmark shares: timing, sorted-sample percentiles, the
+ * table-or-JSON row printer, and dying with a reason. One copy, here.
+ *
+ * Rows: bench_row_begin(bench) then bench_col_*() per column, then
+ * bench_row_end(). In text mode a column prints "value" padded to its
+ * width; with --json the same calls print "key":value, so the table and
+ * the JSON cannot drift (iproute2's print_*(PRINT_ANY, ...) idiom).
+ */
+#ifndef NPF_BENCH_H
+#define NPF_BENCH_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int bench_json;		 /* --json: one object per row */
+static const char *bench_prog;	 /* "npf-bench-NAME", for error messages */
+static int bench_first_col;
+
+static inline uint64_t bench_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static inline double bench_now_s(void)
+{
+	return (double)bench_now_ns() / 1e9;
+}
+
+static inline void __attribute__((noreturn, format(printf, 1, 2))) bench_die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", bench_prog ? bench_prog : "npf-bench");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+static inline int bench_cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Percentile p (0..100) of v[0..n), which must be sorted. */
+static inline uint64_t bench_pct(const uint64_t *v, size_t n, double p)
+{
+	size_t i;
+
+	if (!n)
+		return 0;
+	i = (size_t)(p / 100.0 * (double)(n - 1) + 0.5);
+	return v[i < n ? i : n - 1];
+}
+
+/* A growable sample set; summarised after sorting. */
+struct bench_samples {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+struct bench_summary {
+	size_t n;
+	uint64_t p50, p95, p99, max, min;
+	double mean;
+};
+
+static inline void bench_add(struct bench_samples *s, uint64_t x)
+{
+	if (s->n == s->cap) {
+		s->cap = s->cap ? 2 * s->cap : 1024;
+		s->v = realloc(s->v, s->cap * sizeof(*s->v));
+		if (!s->v)
+			bench_die("out of memory for samples");
+	}
+	s->v[s->n++] = x;
+}
+
+static inline struct bench_summary bench_summarize(struct bench_samples *s)
+{
+	struct bench_summary r = {.n = s->n};
+	double sum = 0;
+	size_t i;
+
+	if (!s->n)
+		return r;
+	qsort(s->v, s->n, sizeof(*s->v), bench_cmp_u64);
+	for (i = 0; i < s->n; i++)
+		sum += (double)s->v[i];
+	r.mean = sum / (double)s->n;
+	r.min = s->v[0];
+	r.p50 = bench_pct(s->v, s->n, 50);
+	r.p95 = bench_pct(s->v, s->n, 95);
+	r.p99 = bench_pct(s->v, s->n, 99);
+	r.max = s->v[s->n - 1];
+	return r;
+}
+
+static inline void bench_free(struct bench_samples *s)
+{
+	free(s->v);
+	*s = (struct bench_samples){0};
+}
+
+/*
+ * Write sorted samples as "value_ns cumulative_fraction" lines (a CDF for
+ * gnuplot) to DIR/NAME.dat, DIR from $NPF_BENCH_DATA; nothing when unset.
+ * At most ~2000 points: every k-th sample plus the last.
+ */
+static inline void bench_write_cdf(const char *name, const struct bench_samples *s)
+{
+	const char *dir = getenv("NPF_BENCH_DATA");
+	char path[4096];
+	size_t i, step;
+	FILE *f;
+
+	if (!dir || !*dir || !s->n)
+		return;
+	snprintf(path, sizeof(path), "%s/%s.dat", dir, name);
+	f = fopen(path, "w");
+	if (!f) {
+		fprintf(stderr, "%s: cannot write %s: %s\n", bench_prog, path, strerror(errno));
+		return;
+	}
+	step = s->n > 2000 ? s->n / 2000 : 1;
+	for (i = 0; i < s->n; i += step)
+		fprintf(f, "%llu %.6f\n", (unsigned long long)s->v[i],
+			(double)(i + 1) / (double)s->n);
+	fprintf(f, "%llu 1.0\n", (unsigned long long)s->v[s->n - 1]);
+	fclose(f);
+}
+
+/* ---- rows ------------------------------------------------------------------------ */
+
+static inline void bench_row_begin(const char *bench)
+{
+	bench_first_col = 1;
+	if (bench_json)
+		printf("{\"bench\":\"%s\"", bench);
+}
+
+static inline void bench_row_end(void)
+{
+	printf(bench_json ? "}\n" : "\n");
+}
+
+static inline void bench_sep(void)
+{
+	if (!bench_json && !bench_first_col)
+		putchar(' ');
+	bench_first_col = 0;
+}
+
+/* Text columns: left-aligned strings, right-aligned numbers, width w. */
+static inline void bench_col_str(const char *key, int w, const char *val)
+{
+	bench_sep();
+	if (bench_json)
+		printf(",\"%s\":\"%s\"", key, val);
+	else
+		printf("%-*s", w, val);
+}
+
+static inline void bench_col_u64(const char *key, int w, uint64_t val)
+{
+	bench_sep();
+	if (bench_json)
+		printf(",\"%s\":%llu", key, (unsigned long long)val);
+	else
+		printf("%*llu", w, (unsigned long long)val);
+}
+
+/* prec digits after the point in the table; JSON keeps one more. */
+static inline void bench_col_f(const char *key, int w, int prec, double val)
+{
+	bench_sep();
+	if (bench_json)
+		printf(",\"%s\":%.*f", key, prec + 1, val);
+	else
+		printf("%*.*f", w, prec, val);
+}
+
+/* A boolean verdict: "yes"/"no" in the table, true/false in JSON. */
+static inline void bench_col_bool(const char *key, int w, int val)
+{
+	bench_sep();
+	if (bench_json)
+		printf(",\"%s\":%s", key, val ? "true" : "false");
+	else
+		printf("%*s", w, val ? "yes" : "NO");
+}
+
+/* Preformatted: text in the table, json (a JSON value: number, null, "string") in JSON. */
+static inline void bench_col_raw(const char *key, const char *text, const char *json)
+{
+	bench_sep();
+	if (bench_json)
+		printf(",\"%s\":%s", key, json);
+	else
+		fputs(text, stdout);
+}
+
+/* Text-only header line (nothing in JSON mode). */
+static inline void __attribute__((format(printf, 1, 2))) bench_text(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (bench_json)
+		return;
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+}
+
+#endif /* NPF_BENCH_H */
