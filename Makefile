@@ -138,7 +138,7 @@ $(O)/bin/npf-bench-%: $(O)/obj/bench/%.o $(LIBNIC_A) $(LIBNPF_A)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -luring -lbpf -lpthread -lm
 
-$(O)/bin/npf-%: $(O)/obj/examples/%.o $(LIBNPF_A)
+$(O)/bin/npf-%: $(O)/obj/examples/%.o $(LIBNIC_A) $(LIBNPF_A)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lpthread

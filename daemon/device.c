@@ -332,7 +332,7 @@ void device_pages_installed(struct npfd_region *r, __u64 start, __u64 npages)
  * them would cost an ioctl each just to hear EEXIST.
  */
 static __u64 queue_missing(struct npfd_device *d, __u64 first, __u64 last, __u64 raised,
-			   __u32 max_pages)
+			   __u32 max_pages, bool write)
 {
 	struct npfd_mm *mm = d->region->mm;
 	__u64 ent[512], i, j, n, queued = 0;
@@ -361,7 +361,7 @@ static __u64 queue_missing(struct npfd_device *d, __u64 first, __u64 last, __u64
 				if (pte_set(d, i + j, true))
 					d->info.pages_mapped++;
 			} else {
-				resolve_queue(mm, va + j * NPF_PAGE_SIZE, raised);
+				resolve_queue(mm, va + j * NPF_PAGE_SIZE, raised, write);
 				/* A policy may answer early (pio, pi4): the device asks again. */
 				if (max_pages && ++queued == max_pages)
 					return i + j;
@@ -459,7 +459,8 @@ static void device_request(const struct npf_fault_record *rec)
 	g->cookie = rec->cookie;
 	g->raised_ns = rec->ts_ns;
 	list_add_tail(&g->node, &groups);
-	g->last = queue_missing(d, first, last, rec->ts_ns, dec.max_pages);
+	g->last = queue_missing(d, first, last, rec->ts_ns, dec.max_pages,
+				rec->access & NPF_ACCESS_WRITE);
 }
 
 /*

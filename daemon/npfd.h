@@ -148,7 +148,7 @@ void resolve_exit(void);
 void resolve_uffd_ready(void *arg);
 void resolve_flush(void);
 void resolve_forget_mm(struct npfd_mm *mm);
-int resolve_queue(struct npfd_mm *mm, __u64 addr, __u64 raised_ns);
+int resolve_queue(struct npfd_mm *mm, __u64 addr, __u64 raised_ns, bool write);
 bool resolve_pending(void);
 void resolve_set_poll(unsigned int us);
 bool resolve_polling(void);

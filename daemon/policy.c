@@ -440,7 +440,8 @@ void policy_region_registered(struct npfd_region *r)
 
 		for (i = 0; i < n / (ssize_t)sizeof(idx[0]); i++)
 			if (idx[i] < npages) {
-				resolve_queue(r->mm, r->start + idx[i] * NPF_PAGE_SIZE, now_ns());
+				resolve_queue(r->mm, r->start + idx[i] * NPF_PAGE_SIZE, now_ns(),
+					      false);
 				queued++;
 			}
 	}

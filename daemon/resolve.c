@@ -35,6 +35,7 @@ struct fault {
 	__u64 page;
 	__u64 raised; /* when the fault was raised (BPF), or when npfd read it */
 	__u32 tid;
+	bool write; /* the page will be written at once: install it writable */
 };
 
 struct run {
@@ -46,6 +47,7 @@ struct run {
 	__u32 staging;	      /* first staging page (file runs) */
 	int status;	      /* 0, or the -errno that stopped the install */
 	bool woken;	      /* the install ioctl already woke the whole run */
+	bool write;	      /* a fault of the run writes: no read-only zero page */
 	__u64 done;	      /* bytes installed */
 };
 
@@ -56,6 +58,7 @@ static size_t runs_cap;
 
 static struct io_uring io_ring;
 static char *staging;
+static const char *zeros; /* MAX_RUN_PAGES pages that read as zeros */
 static unsigned int staging_pages;
 static __u64 batch_gen;
 
@@ -69,6 +72,12 @@ int resolve_init(unsigned int pages)
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	if (staging == MAP_FAILED) {
 		pr_err("cannot allocate %u staging pages: %s", pages, strerror(errno));
+		return -errno;
+	}
+	zeros = mmap(NULL, MAX_RUN_PAGES * NPF_PAGE_SIZE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
+		     -1, 0);
+	if (zeros == MAP_FAILED) {
+		pr_err("cannot map the zero source: %s", strerror(errno));
 		return -errno;
 	}
 	err = io_uring_queue_init(MAX_RUN_PAGES, &io_ring, 0);
@@ -93,7 +102,7 @@ void resolve_exit(void)
 	free(runs);
 }
 
-static int queue_fault(struct npfd_mm *mm, __u64 addr, __u32 tid, __u64 t)
+static int queue_fault(struct npfd_mm *mm, __u64 addr, __u32 tid, __u64 t, bool write)
 {
 	if (nfaults == faults_cap) {
 		size_t cap = faults_cap ? faults_cap * 2 : 1024;
@@ -105,14 +114,15 @@ static int queue_fault(struct npfd_mm *mm, __u64 addr, __u32 tid, __u64 t)
 		faults_cap = cap;
 	}
 	faults[nfaults++] = (struct fault){
-		.mm = mm, .page = addr & ~(NPF_PAGE_SIZE - 1), .tid = tid, .raised = t};
+		.mm = mm, .page = addr & ~(NPF_PAGE_SIZE - 1), .tid = tid, .raised = t,
+		.write = write};
 	return 0;
 }
 
 /* A page a device needs (device.c): resolved like a CPU fault, nobody to wake. */
-int resolve_queue(struct npfd_mm *mm, __u64 addr, __u64 raised_ns)
+int resolve_queue(struct npfd_mm *mm, __u64 addr, __u64 raised_ns, bool write)
 {
-	return queue_fault(mm, addr, 0, raised_ns);
+	return queue_fault(mm, addr, 0, raised_ns, write);
 }
 
 bool resolve_pending(void)
@@ -321,7 +331,7 @@ static void handle_remap(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len)
 static void prefetch(struct npfd_mm *mm, struct npfd_region *r, __u64 page, __u64 raised)
 {
 	if (!page_installed(r, page))
-		queue_fault(mm, page, 0, raised);
+		queue_fault(mm, page, 0, raised, false);
 }
 
 /* Execute a policy's decision for a fault of r at [rec->addr, rec->addr + len). */
@@ -348,14 +358,14 @@ static void apply_decision(struct npfd_mm *mm, struct npfd_region *r,
 }
 
 /* A CPU fault read from the userfaultfd: queue it, with what its policy decided. */
-static void cpu_fault(struct npfd_mm *mm, __u64 addr, __u32 tid, __u64 t)
+static void cpu_fault(struct npfd_mm *mm, __u64 addr, __u32 tid, __u64 t, bool write)
 {
 	__u64 page = addr & ~(NPF_PAGE_SIZE - 1);
 	struct npf_fault_record rec;
 	bool known = tid && collect_fault_take(tid, page, &rec);
 	struct npfd_region *r;
 
-	if (queue_fault(mm, page, tid, known && rec.ts_ns <= t ? rec.ts_ns : t)) {
+	if (queue_fault(mm, page, tid, known && rec.ts_ns <= t ? rec.ts_ns : t, write)) {
 		pr_err("out of memory queueing a fault");
 		return;
 	}
@@ -388,7 +398,8 @@ void resolve_uffd_ready(void *arg)
 			case UFFD_EVENT_PAGEFAULT:
 				if (!mm->tgid && m->arg.pagefault.feat.ptid)
 					mm_learn_tgid(mm, (pid_t)m->arg.pagefault.feat.ptid);
-				cpu_fault(mm, m->arg.pagefault.address, m->arg.pagefault.feat.ptid, t);
+				cpu_fault(mm, m->arg.pagefault.address, m->arg.pagefault.feat.ptid, t,
+					  m->arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WRITE);
 				break;
 			case UFFD_EVENT_FORK:
 				mm_forked(mm, (int)m->arg.fork.ufd);
@@ -597,7 +608,7 @@ static size_t make_runs(size_t pos, size_t *next)
 		struct npfd_region *r = mm_find_region(f->mm, f->page);
 		bool file = r && r->backing == NPF_BACKING_FILE;
 		struct run *rn;
-		size_t j = i + 1;
+		size_t j = i + 1, k;
 
 		if (file && staged == staging_pages)
 			break; /* staging full: the rest goes in the next round */
@@ -619,6 +630,8 @@ static size_t make_runs(size_t pos, size_t *next)
 		*rn = (struct run){.mm = f->mm, .region = r, .start = f->page,
 				   .npages = (__u32)(j - i), .first = (__u32)i,
 				   .nfaults = (__u32)(j - i)};
+		for (k = i; k < j; k++)
+			rn->write |= faults[k].write;
 		if (file) {
 			rn->staging = staged;
 			staged += rn->npages;
@@ -635,8 +648,17 @@ static void dedupe(void)
 
 	qsort(faults, nfaults, sizeof(*faults), cmp_fault);
 	for (i = 0; i < nfaults; i++) {
-		if (j && faults[j - 1].mm == faults[i].mm && faults[j - 1].page == faults[i].page)
-			continue; /* two threads, one page: one install wakes both */
+		struct fault *kept = j ? &faults[j - 1] : NULL;
+
+		if (kept && kept->mm == faults[i].mm && kept->page == faults[i].page) {
+			/* Two faults, one page: one install wakes both; keep what each knew. */
+			kept->write |= faults[i].write;
+			if (!kept->tid && faults[i].tid) {
+				kept->tid = faults[i].tid;
+				kept->raised = faults[i].raised;
+			}
+			continue;
+		}
 		faults[j++] = faults[i];
 	}
 	nfaults = j;
@@ -668,6 +690,13 @@ void resolve_flush(void)
 				continue;
 			if (rn->region && rn->region->backing == NPF_BACKING_FILE)
 				src = staging + (size_t)rn->staging * NPF_PAGE_SIZE;
+			else if (rn->write)
+				/*
+				 * UFFDIO_ZEROPAGE maps the shared zero page read-only:
+				 * the write that follows would take a second fault
+				 * (copy-on-write). Install writable zeroed pages instead.
+				 */
+				src = zeros;
 			else if (!rn->region)
 				pr_warn("pid %d: fault at 0x%llx is outside every region: zero-filled",
 					rn->mm->tgid, (unsigned long long)rn->start);

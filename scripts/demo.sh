@@ -1,7 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
-# The main job: start npfd, run a real workload on unpinned memory, and show
-# what happened through npfctl and bpftool. Needs root.
+# The main job: start npfd, run real workloads on unpinned memory -- CPU
+# faults from several threads, then RDMA between two processes over the
+# software NIC -- and show what happened through npfctl and bpftool.
+# Needs root.
 set -eu
 O=${O:-build}
 BIN="$PWD/$O/bin"
@@ -58,6 +60,23 @@ echo "== bpftool map dump pinned $pins/npf_region_stats (slots in use)"
 bpftool -j map dump pinned "$pins/npf_region_stats" | jq -c '.[].formatted.value | select(.region_id != 0)'
 rm -f "$dir/hold"
 wait $wl
+
+echo
+echo "== RDMA over the software NIC: two processes, 256 MiB WRITE into never-touched, unpinned"
+echo "   memory, then READ back; every NIC page fault goes uprobe -> BPF -> npfd -> page-in -> resume"
+"$BIN/npf-rdma" --size 256 --hold "$dir/hold-rdma" &
+rd=$!
+until [ -e "$dir/hold-rdma" ] || ! kill -0 $rd 2>/dev/null; do
+	sleep 0.1
+done
+echo
+echo "== npfctl device list"
+"$BIN/npfctl" device list
+echo
+echo "== npfctl stats (device faults counted by the BPF uprobe)"
+"$BIN/npfctl" stats | grep -E "^region|faults"
+rm -f "$dir/hold-rdma"
+wait $rd
 echo
 echo "== npfd log"
 cat "$dir/npfd.log"
