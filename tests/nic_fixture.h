@@ -181,6 +181,7 @@ static inline int fx_pair(fx_side_fn a, fx_side_fn b, void *arg, int timeout_s)
 		if (!pid[i]) {
 			close(sv[!i]);
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			setvbuf(stdout, NULL, _IOLBF, 0); /* a side killed on failure keeps its lines */
 			st = fn[i](sv[i], arg);
 			fflush(stdout);
 			_exit(st);
