@@ -139,17 +139,26 @@ static inline void bn_iopt_fill(struct nic_mr *mr)
 	munmap(map, size);
 }
 
-/* Pinned memory as an ibverbs driver gives it: locked, populated, all entries present. */
-static inline void bn_mem_static(struct bn_mem *m, struct bn_ep *ep, size_t len)
+/*
+ * Pinned memory as an ibverbs driver gives it: locked, populated, all
+ * entries present. lock 0: the entries are present but the memory is not
+ * locked (the caller pins or touches it itself, e.g. per message).
+ */
+static inline void bn_mem_static_lock(struct bn_mem *m, struct bn_ep *ep, size_t len, int lock)
 {
 	*m = (struct bn_mem){.buf = bn_map(len), .len = len};
-	if (mlock(m->buf, len))
+	if (lock && mlock(m->buf, len))
 		bench_die("mlock %zu bytes: %s", len, strerror(errno));
 	memset(m->buf, 0x5a, len);
 	m->mr = nic_reg_mr(ep->pd, m->buf, len, BN_ACCESS_ALL);
 	if (!m->mr)
 		bench_die("nic_reg_mr: %s", strerror(errno));
 	bn_iopt_fill(m->mr);
+}
+
+static inline void bn_mem_static(struct bn_mem *m, struct bn_ep *ep, size_t len)
+{
+	bn_mem_static_lock(m, ep, len, 1);
 }
 
 /*
