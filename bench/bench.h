@@ -145,16 +145,59 @@ static inline void bench_write_cdf(const char *name, const struct bench_samples 
 
 /* ---- rows ------------------------------------------------------------------------ */
 
+/*
+ * JSON rows go to stdout with --json; otherwise, when $NPF_BENCH_JSON names
+ * a file, they are appended to it while the table goes to stdout, so that
+ * bench/run.sh gets both from one run.
+ */
+static char bench_jrow[8192];
+static size_t bench_jlen;
+
+static inline void __attribute__((format(printf, 1, 2))) bench_jadd(const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(bench_jrow + bench_jlen, sizeof(bench_jrow) - bench_jlen, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		bench_jlen += (size_t)n < sizeof(bench_jrow) - bench_jlen ? (size_t)n
+									  : sizeof(bench_jrow) - bench_jlen - 1;
+}
+
+/* Write one complete JSON object line to the JSON sink (see above). */
+static inline void bench_json_line(const char *line)
+{
+	const char *path = getenv("NPF_BENCH_JSON");
+	FILE *f;
+
+	if (bench_json) {
+		fputs(line, stdout);
+		return;
+	}
+	if (!path || !*path)
+		return;
+	f = fopen(path, "a");
+	if (!f)
+		return;
+	fputs(line, f);
+	fclose(f);
+}
+
 static inline void bench_row_begin(const char *bench)
 {
 	bench_first_col = 1;
-	if (bench_json)
-		printf("{\"bench\":\"%s\"", bench);
+	bench_jlen = 0;
+	bench_jadd("{\"bench\":\"%s\"", bench);
 }
 
 static inline void bench_row_end(void)
 {
-	printf(bench_json ? "}\n" : "\n");
+	bench_jadd("}\n");
+	bench_json_line(bench_jrow);
+	if (!bench_json)
+		putchar('\n');
 }
 
 static inline void bench_sep(void)
@@ -168,18 +211,16 @@ static inline void bench_sep(void)
 static inline void bench_col_str(const char *key, int w, const char *val)
 {
 	bench_sep();
-	if (bench_json)
-		printf(",\"%s\":\"%s\"", key, val);
-	else
+	bench_jadd(",\"%s\":\"%s\"", key, val);
+	if (!bench_json)
 		printf("%-*s", w, val);
 }
 
 static inline void bench_col_u64(const char *key, int w, uint64_t val)
 {
 	bench_sep();
-	if (bench_json)
-		printf(",\"%s\":%llu", key, (unsigned long long)val);
-	else
+	bench_jadd(",\"%s\":%llu", key, (unsigned long long)val);
+	if (!bench_json)
 		printf("%*llu", w, (unsigned long long)val);
 }
 
@@ -187,19 +228,17 @@ static inline void bench_col_u64(const char *key, int w, uint64_t val)
 static inline void bench_col_f(const char *key, int w, int prec, double val)
 {
 	bench_sep();
-	if (bench_json)
-		printf(",\"%s\":%.*f", key, prec + 1, val);
-	else
+	bench_jadd(",\"%s\":%.*f", key, prec + 1, val);
+	if (!bench_json)
 		printf("%*.*f", w, prec, val);
 }
 
-/* A boolean verdict: "yes"/"no" in the table, true/false in JSON. */
+/* A boolean verdict: "yes"/"NO" in the table, true/false in JSON. */
 static inline void bench_col_bool(const char *key, int w, int val)
 {
 	bench_sep();
-	if (bench_json)
-		printf(",\"%s\":%s", key, val ? "true" : "false");
-	else
+	bench_jadd(",\"%s\":%s", key, val ? "true" : "false");
+	if (!bench_json)
 		printf("%*s", w, val ? "yes" : "NO");
 }
 
@@ -207,9 +246,8 @@ static inline void bench_col_bool(const char *key, int w, int val)
 static inline void bench_col_raw(const char *key, const char *text, const char *json)
 {
 	bench_sep();
-	if (bench_json)
-		printf(",\"%s\":%s", key, json);
-	else
+	bench_jadd(",\"%s\":%s", key, json);
+	if (!bench_json)
 		fputs(text, stdout);
 }
 

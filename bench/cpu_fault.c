@@ -166,12 +166,14 @@ int main(int argc, char **argv)
 	/* Breakdown: how much of the fault is npfd's own work (trap to page installed). */
 	for (m = NPF_ANON; m <= NPF_FILE; m++) {
 		uint64_t s50 = npf_latency_percentile(&served[m], 50);
+		char line[256];
 
-		if (bench_json)
-			printf("{\"bench\":\"cpu_fault\",\"method\":\"%s\",\"stage\":\"raised-to-installed\","
-			       "\"p50_ns_upper_bound\":%llu}\n",
-			       method_name[m], (unsigned long long)s50);
-		else
+		snprintf(line, sizeof(line),
+			 "{\"bench\":\"cpu_fault\",\"method\":\"%s\",\"stage\":\"raised-to-installed\","
+			 "\"p50_ns_upper_bound\":%llu}\n",
+			 method_name[m], (unsigned long long)s50);
+		bench_json_line(line);
+		if (!bench_json)
 			printf("%-22s trap -> page installed by npfd: p50 < %llu ns (log2 bucket); the rest is waking the thread\n",
 			       method_name[m], (unsigned long long)s50);
 	}

@@ -100,8 +100,7 @@ int main(int argc, char **argv)
 			bench_col_u64("samples", 8, s.n);
 			bench_col_f("p50_us", 10, 1, (double)s.p50 / 1e3);
 			bench_col_f("p99_us", 10, 1, (double)s.p99 / 1e3);
-			if (bench_json)
-				printf(",\"ordering\":\"in-order\"");
+			bench_jadd(",\"ordering\":\"in-order\"");
 			bench_row_end();
 		}
 	}

@@ -1,30 +1,115 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
-# Run the benchmarks against a private npfd. Tables go to the terminal,
-# one JSON object per result row to build/bench/results.jsonl.
+# Run the standard benchmark set (a few minutes). Tables go to the terminal
+# and to build/bench/tables.txt, one JSON object per result row to
+# build/bench/results.jsonl ($NPF_BENCH_JSON: the same run prints both), CDF
+# data and PNG plots to build/bench/.
+#   sh bench/run.sh [NAME...]    run some benchmarks only
+# observe_overhead runs first, before the shared npfd starts: it starts and
+# stops its own npfd (its "without" rounds need no npfd running).
 set -eu
 O=${O:-build}
 BIN="$PWD/$O/bin"
-out="$O/bench"
+out="$PWD/$O/bench"
 mkdir -p "$out"
 [ "$(id -u)" -eq 0 ] || { echo "bench: run as root (npfd loads BPF programs)" >&2; exit 1; }
-dir=$(mktemp -d /tmp/npf-bench-XXXXXX)
-export NPF_SOCKET="$dir/npfd.sock"
-"$BIN/npfd" --config /dev/null --foreground -q --socket "$NPF_SOCKET" --bpffs /sys/fs/bpf/npf-bench 2>"$dir/npfd.log" &
-npfd=$!
-trap 'kill $npfd 2>/dev/null; wait $npfd 2>/dev/null; rm -rf "$dir"' EXIT INT TERM
-i=0
-until [ -S "$NPF_SOCKET" ]; do
-	i=$((i + 1))
-	[ $i -lt 400 ] || { echo "bench: npfd did not start" >&2; cat "$dir/npfd.log" >&2; exit 1; }
-	sleep 0.05
-done
-: >"$out/results.jsonl"
+
+# name and the arguments of its standard run (sized for a 2-vCPU VM)
+standard="observe_overhead:--rounds=6
+cpu_fault:
+policy:
+fault_latency:--samples-4k=400 --samples-4m=16
+present_path:--iters=300
+fault_throughput:
+registration:
+proactive:--reps=8
+hol:--rounds=200
+pingpong:--iters=200"
+
+want=${*:-}
+runs=$(echo "$standard" | while IFS=: read -r name args; do
+	if [ -z "$want" ] || echo " $want " | grep -q " $name "; then echo "$name:$args"; fi
+done)
+# Benchmarks built but not in the standard list (e.g. another engineer's) run with no arguments.
 for b in "$BIN"/npf-bench-*; do
 	name=${b##*/npf-bench-}
-	echo "== $name"
-	"$b"
-	"$b" --json >>"$out/results.jsonl"
-	echo
+	echo "$standard" | grep -q "^$name:" && continue
+	if [ -z "$want" ] || echo " $want " | grep -q " $name "; then runs="$runs
+$name:"; fi
 done
-echo "results: $out/results.jsonl"
+
+dir=$(mktemp -d /tmp/npf-bench-XXXXXX)
+npfd=
+cleanup() {
+	[ -n "$npfd" ] && kill "$npfd" 2>/dev/null && wait "$npfd" 2>/dev/null
+	rm -rf "$dir"
+}
+trap cleanup EXIT INT TERM
+export NPF_SOCKET="$dir/npfd.sock"
+export NPF_BENCH_DATA="$out"
+: >"$out/results.jsonl"
+: >"$out/tables.txt"
+
+start_npfd() {
+	"$BIN/npfd" --config /dev/null --foreground -q --socket "$NPF_SOCKET" \
+		--bpffs /sys/fs/bpf/npf-bench-$$ 2>"$dir/npfd.log" &
+	npfd=$!
+	i=0
+	until [ -S "$NPF_SOCKET" ]; do
+		i=$((i + 1))
+		[ $i -lt 400 ] || { echo "bench: npfd did not start" >&2; cat "$dir/npfd.log" >&2; exit 1; }
+		sleep 0.05
+	done
+}
+
+t0=$(date +%s)
+fails=0
+echo "$runs" >"$dir/runs"
+while IFS=: read -r name args; do
+	[ -n "$name" ] || continue
+	if [ "$name" != observe_overhead ] && [ ! -S "$NPF_SOCKET" ]; then start_npfd; fi
+	echo "== $name ($args)" | tee -a "$out/tables.txt"
+	s=$(date +%s)
+	# One run gives both: the table on stdout, the JSON rows appended to results.jsonl.
+	# shellcheck disable=SC2086
+	{
+		NPF_BENCH_JSON="$out/results.jsonl" "$BIN/npf-bench-$name" $args 2>&1
+		echo $? >"$dir/rc"
+	} | tee -a "$out/tables.txt"
+	if [ "$(cat "$dir/rc")" -ne 0 ]; then
+		echo "bench: $name failed (exit $(cat "$dir/rc"))" | tee -a "$out/tables.txt"
+		fails=$((fails + 1))
+	fi
+	echo "   ($(($(date +%s) - s)) s)"
+	echo
+done <"$dir/runs"
+
+# Plots: CDFs of the fault service latencies (bench_write_cdf data files).
+if command -v gnuplot >/dev/null; then
+	for size in 4KiB 4MiB; do
+		set -- "$out"/fault_latency-$size-*.dat
+		[ -e "$1" ] || continue
+		plot=""
+		for f in "$@"; do
+			t=${f##*/fault_latency-$size-}
+			t=${t%.dat}
+			plot="$plot${plot:+, }'$f' using (\$1/1000):2 with lines lw 2 title '$t'"
+		done
+		gnuplot <<EOF
+set terminal pngcairo size 1000,600 noenhanced font 'sans,11'
+set output '$out/fault_latency-$size.png'
+set title 'Device fault service latency, $size message (CDF; baselines measured in the same run)'
+set xlabel 'latency (us, log scale)'
+set ylabel 'fraction of samples'
+set logscale x
+set key right bottom
+set grid
+plot $plot
+EOF
+		echo "plot: $out/fault_latency-$size.png"
+	done
+else
+	echo "bench: gnuplot is missing (make installs gnuplot-nox): no plots"
+fi
+echo "results: $out/results.jsonl, tables: $out/tables.txt ($(($(date +%s) - t0)) s)"
+[ "$fails" -eq 0 ] || { echo "bench: $fails benchmark(s) failed" >&2; exit 1; }
