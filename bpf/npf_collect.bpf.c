@@ -252,6 +252,10 @@ int BPF_KPROBE(npf_nic_fault, const struct npf_page_request *ureq)
 	struct npf_region_stats *st;
 	struct npf_policy_ctx *pc;
 
+	/* The probe is on the executable: keep reports of processes npfd serves only. */
+	pr = bpf_map_lookup_elem(&npf_procs, &tgid);
+	if (!pr)
+		return 0;
 	if (bpf_probe_read_user(&req, sizeof(req), ureq) || req.magic != NPF_IOPT_MAGIC)
 		return 0;
 	pc = policy_ctx();
@@ -268,8 +272,7 @@ int BPF_KPROBE(npf_nic_fault, const struct npf_page_request *ureq)
 	pc->rec.cookie = req.cookie;
 	pc->rec.device_id = req.mr_id;
 	pc->rec.npages = req.npages;
-	pr = bpf_map_lookup_elem(&npf_procs, &tgid);
-	r = pr ? find_range(pr, req.addr) : NULL;
+	r = find_range(pr, req.addr);
 	if (r) {
 		st = range_stats(r);
 		if (st)

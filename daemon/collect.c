@@ -274,30 +274,73 @@ void collect_close(void)
 }
 
 /*
- * Device page requests of a process come from its software NIC's
- * npf_nic_fault_report(): put the uprobe on it, in this process only. The
- * NIC library is linked into the executable, so the symbol is looked up there.
+ * Device page requests come from the software NIC's npf_nic_fault_report(),
+ * linked into the application's executable. One uprobe per executable,
+ * shared by every served process that runs it: on this kernel each uprobe
+ * link on a file runs for every process that hits the site, whatever pid
+ * it was opened for, so one link per process made each report arrive once
+ * per attached process. The BPF program keeps only reports of processes
+ * npfd serves (npf_procs).
  */
+struct nic_probe {
+	struct list_head node;
+	dev_t dev;
+	ino_t ino;
+	struct bpf_link *link;
+	unsigned int refs;
+};
+
+static struct list_head nic_probes = LIST_HEAD_INIT(nic_probes);
+
 int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "npf_nic_fault_report");
+	struct nic_probe *p;
 	char exe[64];
+	struct stat st;
 
-	if (mm->nic_uprobe)
+	if (mm->nic_probe)
 		return 0;
 	snprintf(exe, sizeof(exe), "/proc/%d/exe", mm->tgid);
-	mm->nic_uprobe = bpf_program__attach_uprobe_opts(skel->progs.npf_nic_fault, mm->tgid, exe,
-							 0, &opts);
-	if (!mm->nic_uprobe) {
+	if (stat(exe, &st))
+		return refuse(err, errlen, errno, "cannot find the executable of pid %d: %s",
+			      mm->tgid, strerror(errno));
+	list_for_each_entry(p, &nic_probes, node)
+		if (p->dev == st.st_dev && p->ino == st.st_ino)
+			goto found;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return refuse(err, errlen, ENOMEM, "out of memory");
+	p->link = bpf_program__attach_uprobe_opts(skel->progs.npf_nic_fault, -1, exe, 0, &opts);
+	if (!p->link) {
 		int e = errno;
 
-		snprintf(err, errlen,
-			 "cannot attach the page request uprobe to npf_nic_fault_report in %s: %s (is the software NIC linked into the program?)",
-			 exe, strerror(e));
-		mm->nic_uprobe = NULL;
-		return -e;
+		free(p);
+		return refuse(err, errlen, e,
+			      "cannot attach the page request uprobe to npf_nic_fault_report in %s: %s (is the software NIC linked into the program?)",
+			      exe, strerror(e));
 	}
+	p->dev = st.st_dev;
+	p->ino = st.st_ino;
+	list_add_tail(&p->node, &nic_probes);
+found:
+	p->refs++;
+	mm->nic_probe = p;
 	return 0;
+}
+
+void collect_nic_uprobe_put(struct npfd_mm *mm)
+{
+	struct nic_probe *p = mm->nic_probe;
+
+	if (!p)
+		return;
+	mm->nic_probe = NULL;
+	if (--p->refs)
+		return;
+	bpf_link__destroy(p->link);
+	list_del_init(&p->node);
+	free(p);
 }
 
 /* The collectors' maps a policy object shares (bpf/npf_policy.h), by name. */

@@ -39,7 +39,11 @@
 
 struct npfd_device {
 	struct list_head node; /* in devices */
-	struct npfd_region *region;
+	struct npfd_region *region; /* NULL once detached */
+	struct npfd_mm *mm;	    /* the process whose device it is */
+	bool detached;	/* a tombstone: kept to answer late requests INVALID */
+	bool retiring;	/* being detached: waiting for the NIC's acknowledgement */
+	bool orphaned;	/* its process went while it was retiring: free it after */
 	__u32 id;
 	struct npf_iopt_header *hdr;
 	size_t map_len;
@@ -57,6 +61,8 @@ struct group {
 	__u64 first, last; /* page indexes, inclusive */
 	__u64 cookie;
 	__u64 raised_ns;
+	unsigned int tries; /* pages fetched again after they went missing */
+	bool write;
 };
 
 static struct list_head devices = LIST_HEAD_INIT(devices);
@@ -139,7 +145,7 @@ static int invalidate(struct npfd_device *d, __u64 first, __u64 n, bool wait)
 	deadline = now_ns() + INVAL_ACK_TIMEOUT_NS;
 	for (;;) {
 		__u64 acked = __atomic_load_n(&ir->acked_seq, __ATOMIC_ACQUIRE);
-		struct timespec ts = {.tv_sec = 0, .tv_nsec = 10 * 1000 * 1000};
+		struct timespec ts = {.tv_sec = 0, .tv_nsec = 1000 * 1000};
 
 		if (acked >= seq)
 			return 0;
@@ -148,6 +154,11 @@ static int invalidate(struct npfd_device *d, __u64 first, __u64 n, bool wait)
 				d->id, (unsigned long long)seq);
 			return -ETIMEDOUT;
 		}
+		/*
+		 * Keep serving faults while waiting: the NIC may be blocked on
+		 * a CPU fault of its own process that only npfd can resolve.
+		 */
+		resolve_service_all();
 		syscall(SYS_futex, &ir->acked_seq, FUTEX_WAIT, (__u32)acked, &ts, NULL, 0);
 	}
 }
@@ -166,16 +177,53 @@ static void answer_groups_of(struct npfd_device *d, __u32 status)
 	}
 }
 
-static void device_free(struct npfd_device *d, bool wait_for_ack)
+static void device_free(struct npfd_device *d)
 {
-	answer_groups_of(d, NPF_PR_INVALID);
-	invalidate(d, 0, d->npages, wait_for_ack);
-	if (d->resp_posted)
-		futex_wake_shared(&d->hdr->resp.tail);
 	list_del_init(&d->node);
 	munmap(d->hdr, d->map_len);
-	pr_info("device %u detached from region %u", d->id, d->region->id);
 	free(d);
+}
+
+/*
+ * Stop serving a device: answer what it waits for with INVALID, clear and
+ * invalidate every entry (waiting for the NIC's acknowledgement when asked
+ * to), and keep it as a tombstone so that requests the NIC still makes for
+ * it get INVALID rather than silence. Returns 0 or the invalidation's error.
+ */
+static int device_retire(struct npfd_device *d, bool wait_for_ack)
+{
+	int ret;
+
+	d->retiring = true;
+	answer_groups_of(d, NPF_PR_INVALID);
+	ret = invalidate(d, 0, d->npages, wait_for_ack);
+	if (d->resp_posted) {
+		d->resp_posted = false;
+		futex_wake_shared(&d->hdr->resp.tail);
+	}
+	d->retiring = false;
+	d->detached = true;
+	d->region = NULL;
+	pr_info("device %u detached from region %u", d->id, d->info.region_id);
+	if (d->orphaned)
+		device_free(d);
+	return ret;
+}
+
+/* The process is gone: nothing will ask for its devices any more. */
+void device_mm_gone(struct npfd_mm *mm)
+{
+	struct npfd_device *d, *tmp;
+
+	list_for_each_entry_safe(d, tmp, &devices, node)
+	{
+		if (d->mm != mm)
+			continue;
+		if (d->retiring)
+			d->orphaned = true; /* device_retire() frees it when its wait ends */
+		else
+			device_free(d);
+	}
 }
 
 int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req, int fd,
@@ -232,6 +280,7 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 		return ret;
 	}
 	d->region = r;
+	d->mm = c->mm;
 	d->id = ++next_device_id;
 	d->hdr = map;
 	d->map_len = need;
@@ -254,10 +303,15 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 int device_detach(struct npfd_client *c, __u32 id, char *err, size_t errlen)
 {
 	struct npfd_device *d = device_find(id);
+	int ret;
 
-	if (!d || !c->mm || d->region->mm != c->mm)
+	if (!d || d->detached || d->retiring || !c->mm || d->mm != c->mm)
 		return refuse(err, errlen, ENOENT, "no device %u of this client", id);
-	device_free(d, true);
+	ret = device_retire(d, true);
+	if (ret)
+		return refuse(err, errlen, -ret,
+			      "device %u is detached, but the NIC did not acknowledge its invalidation (%s): DMA to its pages may still be in flight",
+			      id, strerror(-ret));
 	return 0;
 }
 
@@ -267,8 +321,8 @@ void device_region_gone(struct npfd_region *r, bool process_alive)
 	struct npfd_device *d, *tmp;
 
 	list_for_each_entry_safe(d, tmp, &devices, node)
-		if (d->region == r)
-			device_free(d, process_alive);
+		if (d->region == r && !d->retiring)
+			device_retire(d, process_alive);
 }
 
 void device_list(void (*emit)(const struct npf_device_info *, void *), void *arg)
@@ -276,7 +330,8 @@ void device_list(void (*emit)(const struct npf_device_info *, void *), void *arg
 	struct npfd_device *d;
 
 	list_for_each_entry(d, &devices, node)
-		emit(&d->info, arg);
+		if (!d->detached)
+			emit(&d->info, arg);
 }
 
 /*
@@ -334,7 +389,7 @@ void device_pages_installed(struct npfd_region *r, __u64 start, __u64 npages)
 static __u64 queue_missing(struct npfd_device *d, __u64 first, __u64 last, __u64 raised,
 			   __u32 max_pages, bool write)
 {
-	struct npfd_mm *mm = d->region->mm;
+	struct npfd_mm *mm = d->mm;
 	__u64 ent[512], i, j, n, queued = 0;
 
 	if (mm->pagemap_fd < 0) {
@@ -431,9 +486,14 @@ static void device_request(const struct npf_fault_record *rec)
 	__u64 first, last;
 	struct group *g;
 
-	if (!d || (pid_t)rec->tgid != d->region->mm->tgid) {
+	if (!d || (pid_t)rec->tgid != d->mm->tgid) {
 		pr_warn("pid %u: page request for unknown device %u dropped", rec->tgid,
 			rec->device_id);
+		return;
+	}
+	if (d->detached || d->retiring) {
+		/* Not served any more: the work request fails, the NIC does not hang. */
+		post_response(d, rec->cookie, NPF_PR_INVALID);
 		return;
 	}
 	if (!rec->len || rec->addr < d->start ||
@@ -458,6 +518,7 @@ static void device_request(const struct npf_fault_record *rec)
 	g->last = last;
 	g->cookie = rec->cookie;
 	g->raised_ns = rec->ts_ns;
+	g->write = rec->access & NPF_ACCESS_WRITE;
 	list_add_tail(&g->node, &groups);
 	g->last = queue_missing(d, first, last, rec->ts_ns, dec.max_pages,
 				rec->access & NPF_ACCESS_WRITE);
@@ -485,6 +546,15 @@ void device_flush(void)
 		if (i <= g->last) {
 			if (resolve_pending())
 				continue; /* retried next batch */
+			/*
+			 * A page went missing again after it was installed
+			 * (MADV_DONTNEED raced the answer): fetch it again, a
+			 * few times, before calling the request failed.
+			 */
+			if (g->dev->region && g->tries++ < 3) {
+				queue_missing(g->dev, g->first, g->last, g->raised_ns, 0, g->write);
+				continue;
+			}
 			status = NPF_PR_INVALID;
 		}
 		if (post_response(g->dev, g->cookie, status))

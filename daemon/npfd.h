@@ -22,7 +22,7 @@
 
 struct npfd_client;
 struct npfd_mm;
-struct bpf_link;
+struct nic_probe;
 
 struct npfd_region {
 	struct list_head node; /* in npfd_mm.regions */
@@ -58,7 +58,7 @@ struct npfd_mm {
 	bool dead; /* torn down; freed at the end of the loop iteration */
 	int src;   /* event-loop source id of uffd */
 	int pid_src;
-	struct bpf_link *nic_uprobe; /* on the process's npf_nic_fault_report(), once attached */
+	struct nic_probe *nic_probe; /* the uprobe on its executable's npf_nic_fault_report() */
 	int pagemap_fd;		     /* /proc/PID/pagemap, opened for device requests */
 };
 
@@ -128,6 +128,7 @@ void collect_policy_enable(bool on);
 bool collect_policy_enabled(void);
 const struct npf_global_stats *collect_global(void);
 int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen);
+void collect_nic_uprobe_put(struct npfd_mm *mm);
 
 /* region.c */
 struct npfd_mm *mm_new(int uffd, ino_t ino, pid_t tgid, struct npfd_client *owner);
@@ -150,6 +151,7 @@ void resolve_flush(void);
 void resolve_forget_mm(struct npfd_mm *mm);
 int resolve_queue(struct npfd_mm *mm, __u64 addr, __u64 raised_ns, bool write);
 bool resolve_pending(void);
+void resolve_service_all(void);
 void resolve_set_poll(unsigned int us);
 bool resolve_polling(void);
 void resolve_poll_hot(void);
@@ -159,6 +161,7 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 		  struct npf_device_info *out, char *err, size_t errlen);
 int device_detach(struct npfd_client *c, __u32 id, char *err, size_t errlen);
 void device_region_gone(struct npfd_region *r, bool process_alive);
+void device_mm_gone(struct npfd_mm *mm);
 void device_range_removed(struct npfd_region *r, __u64 start, __u64 end);
 void device_pages_installed(struct npfd_region *r, __u64 start, __u64 npages);
 void device_record(const struct npf_fault_record *rec);

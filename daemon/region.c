@@ -21,7 +21,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <linux/userfaultfd.h>
-#include <bpf/libbpf.h>
 #include "npfd.h"
 
 /* Events npfd must see to keep its table true to the address space. */
@@ -105,8 +104,9 @@ void mm_destroy(struct npfd_mm *mm, bool unregister_ranges)
 	resolve_forget_mm(mm);
 	list_for_each_entry_safe(r, tmp, &mm->regions, node)
 		region_remove(r, unregister_ranges);
+	device_mm_gone(mm);
 	collect_filter_remove(mm->tgid);
-	bpf_link__destroy(mm->nic_uprobe);
+	collect_nic_uprobe_put(mm);
 	source_del(mm->src);
 	source_del(mm->pid_src);
 	if (mm->pidfd >= 0)

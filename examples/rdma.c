@@ -39,6 +39,12 @@ struct side {
 	char *mem;
 };
 
+/* The reason an out-of-band read or write failed: an error, or the peer is gone. */
+static const char *oob_why(void)
+{
+	return errno ? strerror(errno) : "the other process exited";
+}
+
 static void die(const struct side *s, const char *what, const char *why)
 {
 	fprintf(stderr, "npf-rdma %s: %s: %s\n", s ? s->who : "", what, why);
@@ -177,13 +183,14 @@ static int receiver(int sock)
 		die(&s, "connect", "QP exchange failed");
 	addr = (__u64)(uintptr_t)s.mem;
 	rkey = nic_mr_rkey(s.mr);
+	errno = 0;
 	if (write(sock, &addr, sizeof(addr)) != sizeof(addr) ||
 	    write(sock, &rkey, sizeof(rkey)) != sizeof(rkey) || read(sock, &ch, 1) != 1)
-		die(&s, "out-of-band exchange", strerror(errno));
+		die(&s, "out-of-band exchange", oob_why());
 	sum = checksum(s.mem, total);
 	print_requests(&s);
 	if (write(sock, &sum, sizeof(sum)) != sizeof(sum) || read(sock, &ch, 1) != 1)
-		die(&s, "out-of-band exchange", strerror(errno));
+		die(&s, "out-of-band exchange", oob_why());
 	side_close(&s);
 	return 0;
 }
@@ -212,8 +219,9 @@ static int sender(int sock)
 	printf("sender: RDMA READ of it back: %.2f s (%.0f MiB/s)\n", t,
 	       (double)(total >> 20) / t);
 	print_requests(&s);
+	errno = 0;
 	if (write(sock, "w", 1) != 1 || read(sock, &theirs, sizeof(theirs)) != sizeof(theirs))
-		die(&s, "out-of-band exchange", strerror(errno));
+		die(&s, "out-of-band exchange", oob_why());
 	printf("checksums: sent %016llx, received %016llx, read back %016llx: %s\n",
 	       (unsigned long long)sum, (unsigned long long)theirs,
 	       (unsigned long long)checksum(s.mem, total),
@@ -221,7 +229,7 @@ static int sender(int sock)
 	fflush(stdout);
 	hold_on();
 	if (write(sock, "d", 1) != 1)
-		die(&s, "out-of-band exchange", strerror(errno));
+		die(&s, "out-of-band exchange", oob_why());
 	side_close(&s);
 	return sum == theirs ? 0 : 1;
 }

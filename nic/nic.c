@@ -173,10 +173,29 @@ static void nic_idle_wait(struct futex_waitv *w, int n, __u64 deadline)
 	}
 }
 
+/*
+ * While a queue pair waits for a page response, the engine polls for it a
+ * little before it sleeps: npfd answers within tens of microseconds, and
+ * on a virtual machine waking a sleeping thread costs as much again (the
+ * same trade npfd makes, daemon/resolve.c). Hardware polls too.
+ */
+#define NIC_PR_POLL_NS (100 * 1000)
+
+static bool nic_awaits_pages(struct nic *nic)
+{
+	int i;
+
+	for (i = 0; i < NIC_MAX_QP; i++)
+		if (nic->qp[i] && nic->qp[i]->npr)
+			return true;
+	return false;
+}
+
 static void *nic_engine(void *arg)
 {
 	struct nic *nic = arg;
 	struct futex_waitv w[NIC_WAITV_MAX];
+	__u64 last_work = 0;
 
 	pthread_mutex_lock(&nic->lock);
 	while (!atomic_load(&nic->stop)) {
@@ -184,6 +203,11 @@ static void *nic_engine(void *arg)
 		int n;
 
 		if (nic_pass(nic, &deadline)) {
+			last_work = nic_now_ns();
+			nic_ctl_yield(nic);
+			continue;
+		}
+		if (nic_awaits_pages(nic) && nic_now_ns() - last_work < NIC_PR_POLL_NS) {
 			nic_ctl_yield(nic);
 			continue;
 		}

@@ -166,6 +166,8 @@ struct nic_pr {
 	__u64 cookie;
 	__u32 key;
 	__u64 first, last;
+	__u64 issued_ns;	     /* when it was last reported */
+	struct npf_page_request req; /* as reported: re-reported if no answer comes */
 };
 
 /* A READ the responder is streaming back. */
@@ -283,6 +285,7 @@ int nic_fault_range(struct nic_qp *qp, struct nic_mr *mr, __u64 vaddr, __u64 len
 int nic_fault_sgl(struct nic_qp *qp, const struct nic_sge *sge, int nsge, __u64 off, __u64 len,
 		  int dir);
 int nic_poll_mr(struct nic *nic, struct nic_mr *mr);
+int nic_qp_reissue_prs(struct nic_qp *qp, __u64 now, __u64 *deadline);
 void nic_qp_drop_prs(struct nic_qp *qp, __u32 key);
 
 /* nic_wire.c */

@@ -124,9 +124,34 @@ static void prb_flush(struct pr_builder *b)
 	pr->key = b->mr->key;
 	pr->first = b->first;
 	pr->last = b->last;
+	pr->req = req;
+	pr->issued_ns = nic_now_ns();
 	nic->stats.page_requests++;
 	npf_nic_fault_report(&req);
 	b->npages = 0;
+}
+
+/* Report again the page requests that have waited NIC_PR_REISSUE_MS without an answer. */
+int nic_qp_reissue_prs(struct nic_qp *qp, __u64 now, __u64 *deadline)
+{
+	const __u64 after = NIC_PR_REISSUE_MS * 1000000ULL;
+	int work = 0;
+	__u32 i;
+
+	for (i = 0; i < qp->npr; i++) {
+		struct nic_pr *pr = &qp->pr[i];
+
+		/* issued_ns may be later than now: it is stamped during this pass */
+		if (now >= pr->issued_ns + after) {
+			pr->issued_ns = now;
+			qp->nic->stats.page_requests_reissued++;
+			npf_nic_fault_report(&pr->req);
+			work++;
+		}
+		if (!*deadline || pr->issued_ns + after < *deadline)
+			*deadline = pr->issued_ns + after;
+	}
+	return work;
 }
 
 static void prb_scan(struct pr_builder *b, struct nic_mr *mr, __u64 vaddr, __u64 len)

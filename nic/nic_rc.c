@@ -895,6 +895,7 @@ int nic_qp_poll(struct nic_qp *qp, __u64 now, __u64 *deadline)
 		work += req_tx(qp, now, deadline);
 	if (qp->state == QPS_RTS)
 		req_timer(qp, now, deadline);
+	work += nic_qp_reissue_prs(qp, now, deadline);
 	work += sq_retire(qp);
 	if (qp->state == QPS_ERR)
 		work += qp_flush(qp);

@@ -85,7 +85,15 @@ struct nic_stats {
 	__u64 requester_stalls;	   /* WRs that waited for a page response before sending */
 	__u64 invalidations;	   /* inval ring entries acknowledged */
 	__u64 cq_overruns;	   /* completions lost because a CQ was full */
+	__u64 page_requests_reissued; /* reported again after NIC_PR_REISSUE_MS without an answer */
 };
+
+/*
+ * A page request that gets no answer for this long is reported again: a
+ * report can be lost on its way (a full ring buffer in a fault storm, a
+ * fault policy that fails), and the device must not wait forever.
+ */
+#define NIC_PR_REISSUE_MS 50
 
 /* Copy the device counters (up to sz bytes of struct nic_stats). */
 int nic_query_stats(struct nic *nic, struct nic_stats *stats, size_t sz);

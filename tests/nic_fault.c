@@ -68,11 +68,19 @@ static int side_b(int sock, void *arg)
 	       (unsigned long long)di.pages_mapped, (unsigned long long)st.page_requests,
 	       (unsigned long long)st.page_responses, (unsigned long long)st.rnr_nak_tx,
 	       (unsigned long long)st.page_requests_suppressed);
-	FX_ASSERT(rs.device_faults == 1, "BPF counted %llu device faults, expected 1",
-		  (unsigned long long)rs.device_faults);
-	FX_ASSERT(di.page_requests == 1 && di.pages_mapped == NPG,
-		  "npfd: %llu groups answered, %llu entries mapped; expected 1 and %lu",
-		  (unsigned long long)di.page_requests, (unsigned long long)di.pages_mapped, NPG);
+	/*
+	 * One group for the WR; a report left unanswered for NIC_PR_REISSUE_MS
+	 * (a loaded machine) is reported again, and every report BPF saw must
+	 * have been answered by npfd.
+	 */
+	if (st.page_requests_reissued)
+		printf("1: the NIC reported its request again %llu time(s) (no answer within %d ms)\n",
+		       (unsigned long long)st.page_requests_reissued, NIC_PR_REISSUE_MS);
+	FX_ASSERT(rs.device_faults >= 1 && di.page_requests == rs.device_faults,
+		  "BPF counted %llu device faults, npfd answered %llu groups: every report must be answered",
+		  (unsigned long long)rs.device_faults, (unsigned long long)di.page_requests);
+	FX_ASSERT(di.pages_mapped == NPG, "npfd mapped %llu entries, expected %lu",
+		  (unsigned long long)di.pages_mapped, NPG);
 	/*
 	 * Open bug (reported): now and then the NIC calls the report site again
 	 * after the answer, for pages of the same WR, and BPF never sees those
