@@ -368,7 +368,11 @@ void device_pages_installed(struct npfd_region *r, __u64 start, __u64 npages)
 	{
 		__u64 end = start + npages * NPF_PAGE_SIZE, i, lo, hi;
 
-		if (d->region != r)
+		/*
+		 * A retiring device must never get an entry back: pages still
+		 * installed while npfd waits for its acknowledgement are not its.
+		 */
+		if (d->region != r || d->retiring || d->detached)
 			continue;
 		lo = start > d->start ? start : d->start;
 		hi = d->start + d->npages * NPF_PAGE_SIZE;

@@ -51,13 +51,15 @@ printf 'bpffs = %s\n' "$pins" >>"$t/root/etc/npf/npfd.conf"
 mkdir -p "$t/ovl"
 unshare -fpm --mount-proc --net sh -c '
 	set -e
-	for d in /run /tmp /var/tmp /var/log /var/lib/systemd; do mount -t tmpfs tmpfs $d; done
-	mount -o remount,bind,ro /sys
+	# First everything that reads the scratch root: it may itself be under
+	# /tmp (a checkout there), which the tmpfs mounts below hide.
 	mount --bind "$1/root/usr/local" /usr/local
 	mount -t tmpfs tmpfs "$1/ovl"
 	mkdir "$1/ovl/upper" "$1/ovl/work"
 	mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1/ovl/upper,workdir=$1/ovl/work" /etc
 	cp -r "$1/root/etc/npf" /etc/
+	for d in /run /tmp /var/tmp /var/log /var/lib/systemd; do mount -t tmpfs tmpfs $d; done
+	mount -o remount,bind,ro /sys
 	for u in systemd-tmpfiles-setup.service systemd-tmpfiles-setup-dev.service \
 		 systemd-tmpfiles-clean.service systemd-tmpfiles-clean.timer systemd-sysctl.service \
 		 systemd-udevd.service systemd-udev-trigger.service systemd-udev-settle.service \
