@@ -21,9 +21,9 @@ for c in unshare nsenter jq; do
 done
 O=${O:-build}
 BIN=${NPF_BIN:-$PWD/$O/bin}
-# Not under /tmp: the namespace gets its own /tmp.
-mkdir -p "$O"
-t=$(mktemp -d "$PWD/$O/ops-systemd-XXXXXX")
+# Where the namespace sees the host's files: it mounts its own /run, /tmp,
+# /var/tmp, /var/log and /var/lib/systemd, and the checkout may be under any.
+t=$(mktemp -d /var/lib/npf-ops-systemd-XXXXXX)
 pins=/sys/fs/bpf/npf-ops-systemd-$$
 sd=
 fail() {
@@ -98,7 +98,8 @@ ns test -S /run/npf/npfd.sock || fail "no socket at /run/npf/npfd.sock"
 
 # A libnpf client of the service: register two regions, fault them, hold them.
 mkdir "$t/wl"
-ns env NPF_SOCKET=/run/npf/npfd.sock "$BIN/npf-workload" --dir "$t/wl" --size 16 --touches 100 \
+cp "$BIN/npf-workload" "$t/wl/"
+ns env NPF_SOCKET=/run/npf/npfd.sock "$t/wl/npf-workload" --dir "$t/wl" --size 16 --touches 100 \
 	--threads 1 --hold "$t/wl/hold" >"$t/wl.log" 2>&1 &
 wl=$!
 i=0
