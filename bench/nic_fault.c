@@ -45,34 +45,13 @@
 #include <unistd.h>
 #include "npf.h"
 #include "npf_nic.h"
+#include "bench.h"
 
 #define PG 4096UL
 
 enum { KERNEL, NOFAULT, MINOR, ANON, NMETHODS };
 static const char *const method_name[] = {"kernel-first-touch", "nic-wr-no-fault",
 					  "nic-fault-minor", "nic-fault-anon"};
-
-static uint64_t now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static uint64_t pct(const uint64_t *v, size_t n, double p)
-{
-	size_t i = (size_t)(p / 100.0 * (double)(n - 1) + 0.5);
-
-	return v[i < n ? i : n - 1];
-}
 
 static void die(const char *what, int err)
 {
@@ -149,14 +128,14 @@ static uint64_t write_4k(struct area *src, size_t off, struct area *dst, size_t 
 				 .remote_addr = (uintptr_t)(dst->mem + doff),
 				 .rkey = nic_mr_rkey(dst->mr)};
 	struct nic_wc wc;
-	uint64_t t0 = now(), t1;
+	uint64_t t0 = bench_now_ns(), t1;
 	int err = nic_post_send(qp, &wr, NULL);
 
 	if (err)
 		die("nic_post_send", -err);
 	while (nic_poll_cq(cq, 1, &wc) == 0)
 		__builtin_ia32_pause();
-	t1 = now();
+	t1 = bench_now_ns();
 	if (wc.status != NIC_WC_SUCCESS) {
 		fprintf(stderr, "npf-bench-nic_fault: WRITE completed with %s\n",
 			nic_wc_status_str(wc.status));
@@ -261,10 +240,10 @@ int main(int argc, char **argv)
 		d0[ANON] = device_info(anon.device);
 		for (i = 0; i < per; i++) {
 			volatile char *p = kmem + i * PG;
-			uint64_t t0 = now();
+			uint64_t t0 = bench_now_ns();
 
 			*p = 1;
-			lat[KERNEL][cnt[KERNEL]++] = now() - t0;
+			lat[KERNEL][cnt[KERNEL]++] = bench_now_ns() - t0;
 			lat[NOFAULT][cnt[NOFAULT]++] = write_4k(&warm, 0, &dst, 0);
 			lat[MINOR][cnt[MINOR]++] = write_4k(&minor, i * PG, &dst, 0);
 			lat[ANON][cnt[ANON]++] = write_4k(&anon, i * PG, &dst, 0);
@@ -281,8 +260,8 @@ int main(int argc, char **argv)
 	}
 
 	/* NIC fault service time: the faulting WR minus an unfaulted WR's median */
-	qsort(lat[NOFAULT], cnt[NOFAULT], sizeof(uint64_t), cmp_u64);
-	base = pct(lat[NOFAULT], cnt[NOFAULT], 50);
+	qsort(lat[NOFAULT], cnt[NOFAULT], sizeof(uint64_t), bench_cmp_u64);
+	base = bench_pct(lat[NOFAULT], cnt[NOFAULT], 50);
 	for (m = MINOR; m <= ANON; m++)
 		for (i = 0; i < cnt[m]; i++)
 			lat[m][i] = lat[m][i] > base ? lat[m][i] - base : 0;
@@ -294,19 +273,19 @@ int main(int argc, char **argv)
 		uint64_t *v = lat[m];
 		size_t n = cnt[m];
 
-		qsort(v, n, sizeof(*v), cmp_u64);
-		p50[m] = pct(v, n, 50);
+		qsort(v, n, sizeof(*v), bench_cmp_u64);
+		p50[m] = bench_pct(v, n, 50);
 		if (json)
 			printf("{\"bench\":\"nic_fault\",\"method\":\"%s\",\"samples\":%zu,"
 			       "\"p50_ns\":%llu,\"p95_ns\":%llu,\"p99_ns\":%llu,\"max_ns\":%llu,"
 			       "\"ratio_to_kernel_p50\":%.3f}\n",
 			       method_name[m], n, (unsigned long long)p50[m],
-			       (unsigned long long)pct(v, n, 95), (unsigned long long)pct(v, n, 99),
+			       (unsigned long long)bench_pct(v, n, 95), (unsigned long long)bench_pct(v, n, 99),
 			       (unsigned long long)v[n - 1], (double)p50[m] / (double)p50[KERNEL]);
 		else
 			printf("%-20s %8zu %10llu %10llu %10llu %10llu %8.2f\n", method_name[m], n,
-			       (unsigned long long)p50[m], (unsigned long long)pct(v, n, 95),
-			       (unsigned long long)pct(v, n, 99), (unsigned long long)v[n - 1],
+			       (unsigned long long)p50[m], (unsigned long long)bench_pct(v, n, 95),
+			       (unsigned long long)bench_pct(v, n, 99), (unsigned long long)v[n - 1],
 			       (double)p50[m] / (double)p50[KERNEL]);
 	}
 	if (!json)
