@@ -366,6 +366,29 @@ static inline int fx_post(struct nic_qp *qp, enum nic_wr_opcode op, __u64 wr_id,
 	return nic_post_send(qp, &wr, NULL);
 }
 
+/*
+ * Move n chunks of `chunk` bytes between local buf (in mr) and the remote
+ * region at raddr, `depth` work requests in flight; every one must succeed.
+ */
+static inline void fx_stream(struct fx_ep *ep, enum nic_wr_opcode op, char *buf, __u64 n,
+			     __u32 chunk, struct nic_mr *mr, __u64 raddr, __u32 rkey,
+			     __u64 depth)
+{
+	__u64 posted = 0, done = 0;
+
+	while (done < n) {
+		if (posted < n && posted - done < depth) {
+			FX_ASSERT(!fx_post(ep->qp, op, posted, buf + posted * chunk, chunk, mr,
+					   raddr + posted * chunk, rkey),
+				  "post WR %llu", (unsigned long long)posted);
+			posted++;
+			continue;
+		}
+		fx_expect_wc(ep->cq, done, NIC_WC_SUCCESS);
+		done++;
+	}
+}
+
 static inline void fx_post_recv(struct nic_qp *qp, __u64 wr_id, void *buf, __u32 len,
 				struct nic_mr *mr)
 {

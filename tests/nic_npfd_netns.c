@@ -67,7 +67,7 @@ static int side_a(int sock, void *arg)
 	struct fx_region reg;
 	struct nic_mr *mr;
 	char *src;
-	__u64 k, posted = 0, done = 0, n = total / CHUNK;
+	__u64 k, n = total / CHUNK;
 	int region, dev;
 	double t0, t1;
 
@@ -82,17 +82,7 @@ static int side_a(int sock, void *arg)
 	fx_qp(&ep, sock);
 	fx_recv(sock, &reg, sizeof(reg));
 	t0 = th_now();
-	while (done < n) {
-		if (posted < n && posted - done < 8) {
-			FX_ASSERT(!fx_post(ep.qp, NIC_WR_RDMA_WRITE, posted, src + posted * CHUNK,
-					   CHUNK, mr, reg.addr + posted * CHUNK, reg.rkey),
-				  "post WRITE %llu", (unsigned long long)posted);
-			posted++;
-			continue;
-		}
-		fx_expect_wc(ep.cq, done, NIC_WC_SUCCESS);
-		done++;
-	}
+	fx_stream(&ep, NIC_WR_RDMA_WRITE, src, n, CHUNK, mr, reg.addr, reg.rkey, 8);
 	t1 = th_now();
 	printf("A: RDMA WRITE of %llu MiB over UDP between two netns into never-touched memory: "
 	       "%.2f s (%.0f MiB/s)\n",

@@ -74,7 +74,7 @@ static int side_a(int sock, void *arg)
 	struct fx_region reg;
 	struct nic_mr *mr;
 	char path[sizeof("/tmp/npf-nic-read-XXXXXX")], *dst, *file;
-	__u64 k, posted = 0, done = 0, n = total / CHUNK, bad = 0;
+	__u64 k, n = total / CHUNK, bad = 0;
 	int fd, region, dev;
 	double t0, t1;
 
@@ -86,17 +86,7 @@ static int side_a(int sock, void *arg)
 	fx_recv(sock, &reg, sizeof(reg));
 	fx_recv(sock, path, sizeof(path));
 	t0 = th_now();
-	while (done < n) {
-		if (posted < n && posted - done < 4) {
-			FX_ASSERT(!fx_post(ep.qp, NIC_WR_RDMA_READ, posted, dst + posted * CHUNK,
-					   CHUNK, mr, reg.addr + posted * CHUNK, reg.rkey),
-				  "post READ %llu", (unsigned long long)posted);
-			posted++;
-			continue;
-		}
-		fx_expect_wc(ep.cq, done, NIC_WC_SUCCESS);
-		done++;
-	}
+	fx_stream(&ep, NIC_WR_RDMA_READ, dst, n, CHUNK, mr, reg.addr, reg.rkey, 4);
 	t1 = th_now();
 	printf("A: RDMA READ of %llu MiB from a never-touched file-backed remote region: %.2f s "
 	       "(%.0f MiB/s)\n",
