@@ -10,9 +10,11 @@
  * - uprobe on the software NIC's npf_nic_fault_report(): its page request
  *   groups, attached by npfd per process when a device region is attached.
  *
- * Records go to npfd over a ring buffer. npfd reads the ring every time it
- * wakes to resolve faults, so records are submitted without a wakeup unless
- * the ring is filling up: the hot path pays for no extra context switch.
+ * Records go to npfd over a ring buffer. A CPU fault's record needs no
+ * wakeup: npfd reads the ring every time its userfaultfd wakes it, so the
+ * hot path pays for no extra context switch (unless the ring is filling
+ * up). A device's record wakes npfd unless npfd is polling the ring
+ * (npf_ring_wakeup(), npf_shared_maps.h).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -103,12 +105,13 @@ static __always_inline struct npf_policy_ctx *policy_ctx(void)
 	return pc;
 }
 
+/* Is there a policy to call? Without one a fault is submitted once, with the built-in decision. */
 static __always_inline bool policies_enabled(void)
 {
 	__u32 zero = 0;
 	struct npf_policy_conf *c = bpf_map_lookup_elem(&npf_policy_conf, &zero);
 
-	return c && c->enabled;
+	return c && c->enabled && c->installed;
 }
 
 static __always_inline struct npf_global_stats *global_stats(void)
@@ -118,10 +121,10 @@ static __always_inline struct npf_global_stats *global_stats(void)
 	return bpf_map_lookup_elem(&npf_global, &zero);
 }
 
-static __always_inline void submit_record(struct npf_fault_record *src, bool wake)
+static __always_inline void submit_record(struct npf_fault_record *src)
 {
 	struct npf_fault_record *rec;
-	__u64 flags = wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	__u64 flags;
 
 	rec = bpf_ringbuf_reserve(&npf_events, sizeof(*rec), 0);
 	if (!rec) {
@@ -132,6 +135,7 @@ static __always_inline void submit_record(struct npf_fault_record *src, bool wak
 		return;
 	}
 	*rec = *src;
+	flags = npf_ring_wakeup(rec);
 	if (bpf_ringbuf_query(&npf_events, BPF_RB_AVAIL_DATA) >= npf_ringbuf_wakeup_bytes)
 		flags = BPF_RB_FORCE_WAKEUP;
 	bpf_ringbuf_submit(rec, flags);
@@ -232,14 +236,14 @@ int npf_cpu_fault(struct page_fault_user_args *ctx)
 		bpf_tail_call(ctx, &npf_policy_tp, 1 + pc->region_slot);
 		bpf_tail_call(ctx, &npf_policy_tp, 0);
 	}
-	submit_record(&pc->rec, false); /* the built-in decision: the faulting page only */
+	submit_record(&pc->rec); /* the built-in decision: the faulting page only */
 	return 0;
 }
 
 /*
  * A page request group of the software NIC: npf_nic_fault_report(req)'s
  * first argument, read from the NIC's process. The NIC waits for the
- * answer, so the record wakes npfd at once.
+ * answer, so the record wakes npfd at once (if npfd is not polling).
  */
 SEC("uprobe")
 int BPF_KPROBE(npf_nic_fault, const struct npf_page_request *ureq)
@@ -284,13 +288,13 @@ int BPF_KPROBE(npf_nic_fault, const struct npf_page_request *ureq)
 			 * submits: a copy goes first, superseded by the policy's.
 			 */
 			pc->rec.decision.flags = NPF_DECIDE_AWAIT_POLICY;
-			submit_record(&pc->rec, false);
+			submit_record(&pc->rec);
 			pc->rec.decision.flags = 0;
 			bpf_tail_call(ctx, &npf_policy_kp, 1 + pc->region_slot);
 			bpf_tail_call(ctx, &npf_policy_kp, 0);
 		}
 	}
-	submit_record(&pc->rec, true);
+	submit_record(&pc->rec);
 	return 0;
 }
 
@@ -324,6 +328,6 @@ int npf_iommu_fault(struct io_page_fault_args *ctx)
 	rec.addr = ctx->iova;
 	rec.len = NPF_PAGE_SIZE;
 	rec.ts_ns = bpf_ktime_get_ns();
-	submit_record(&rec, true);
+	submit_record(&rec);
 	return 0;
 }

@@ -80,9 +80,7 @@ static __always_inline int npf_policy_submit(struct npf_policy_ctx *ctx)
 	__builtin_memcpy(rec, &ctx->rec, sizeof(*rec));
 	rec->decision.policy_id = (__u16)npf_policy_id;
 	rec->decision.flags &= ~NPF_DECIDE_AWAIT_POLICY;
-	/* A device waits for the answer; a CPU fault wakes npfd through its userfaultfd. */
-	bpf_ringbuf_submit(rec, ctx->rec.source == NPF_SRC_DEVICE ? BPF_RB_FORCE_WAKEUP
-								  : BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(rec, npf_ring_wakeup(rec));
 	return 0;
 }
 

@@ -32,6 +32,9 @@ static struct ring_buffer *rb;
 static struct npf_region_stats *stats_map;
 static struct npf_latency_hist *latency_map;
 static struct npf_global_stats *global_map;
+static struct npf_ring_ctl *ring_ctl;
+/* the ring buffer's positions, mapped read-only: is a record waiting? */
+static const volatile unsigned long *ring_consumer_pos, *ring_producer_pos;
 static char pin_dir[PATH_MAX];
 static __u8 slot_used[NPF_MAX_REGIONS];
 
@@ -112,8 +115,10 @@ static int handle_record(void *ctx, void *data, size_t size)
 
 	if (size < sizeof(*rec) || rec->version != NPF_RECORD_VERSION)
 		return 0;
-	if (rec->source == NPF_SRC_DEVICE && rec->device_id)
+	if (rec->source == NPF_SRC_DEVICE && rec->device_id) {
+		resolve_note_device();
 		device_record(rec);
+	}
 	if (rec->source == NPF_SRC_CPU && rec->tid)
 		last_fault[rec->tid % TS_TABLE] = *rec;
 	pr_debug("fault record: src=%u tgid=%u tid=%u region=%u addr=0x%llx access=%#x",
@@ -154,6 +159,44 @@ void collect_drain(void)
 	if (rb)
 		ring_buffer__consume(rb);
 	device_await_expire();
+}
+
+/*
+ * npfd polls the ring (on): device records stop waking it. Turning it off,
+ * a record may have been submitted without a wakeup just before: returns
+ * true if a record waits (reserved, perhaps not yet committed), and npfd
+ * must not sleep. With the barrier in npf_ring_wakeup() no record falls
+ * between the two (npf_shared_maps.h).
+ */
+bool collect_ring_polling(bool on)
+{
+	if (!ring_ctl)
+		return false;
+	if (on) {
+		if (!ring_ctl->npfd_polling)
+			__atomic_store_n(&ring_ctl->npfd_polling, 1, __ATOMIC_RELAXED);
+		return false;
+	}
+	if (ring_ctl->npfd_polling)
+		__atomic_store_n(&ring_ctl->npfd_polling, 0, __ATOMIC_SEQ_CST);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return *ring_producer_pos != *ring_consumer_pos;
+}
+
+/* The ring's consumer and producer pages (the kernel's layout of a BPF ring buffer). */
+static int map_ring_positions(int fd)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	void *c = mmap(NULL, (size_t)pg, PROT_READ, MAP_SHARED, fd, 0);
+	void *p = mmap(NULL, (size_t)pg, PROT_READ, MAP_SHARED, fd, pg);
+
+	if (c == MAP_FAILED || p == MAP_FAILED) {
+		pr_err("cannot map the fault ring buffer's positions: %s", strerror(errno));
+		return -errno;
+	}
+	ring_consumer_pos = c;
+	ring_producer_pos = p;
+	return 0;
 }
 
 #define NPINNED 10
@@ -248,8 +291,12 @@ int collect_open(const char *bpffs)
 	stats_map = map_mmap(skel->maps.npf_region_stats);
 	latency_map = map_mmap(skel->maps.npf_latency);
 	global_map = map_mmap(skel->maps.npf_global);
-	if (!stats_map || !latency_map || !global_map)
+	ring_ctl = map_mmap(skel->maps.npf_ring_ctl);
+	if (!stats_map || !latency_map || !global_map || !ring_ctl)
 		return -ENOMEM;
+	err = map_ring_positions(bpf_map__fd(skel->maps.npf_events));
+	if (err)
+		return err;
 
 	rb = ring_buffer__new(bpf_map__fd(skel->maps.npf_events), handle_record, NULL, NULL);
 	if (!rb) {
@@ -350,31 +397,50 @@ int collect_shared_map_fd(const char *name)
 		return bpf_map__fd(skel->maps.npf_policy_scratch);
 	if (!strcmp(name, NPF_MAP_EVENTS))
 		return bpf_map__fd(skel->maps.npf_events);
+	if (!strcmp(name, NPF_MAP_RING_CTL))
+		return bpf_map__fd(skel->maps.npf_ring_ctl);
 	return -1;
+}
+
+static __u8 policy_slot_used[NPF_MAX_REGIONS + 1];
+static __u32 policy_slots_used;
+static bool policies_on;
+
+static void policy_conf_write(void)
+{
+	struct npf_policy_conf conf = {.enabled = policies_on, .installed = policy_slots_used};
+	__u32 zero = 0;
+
+	bpf_map_update_elem(bpf_map__fd(skel->maps.npf_policy_conf), &zero, &conf, BPF_ANY);
 }
 
 /* Point slot at the two copies of a policy (-1, -1: empty the slot). */
 int collect_policy_install(__u32 slot, int tp_fd, int kp_fd)
 {
 	int tp = bpf_map__fd(skel->maps.npf_policy_tp), kp = bpf_map__fd(skel->maps.npf_policy_kp);
+	bool used = tp_fd >= 0;
 
-	if (tp_fd < 0) {
+	if (slot > NPF_MAX_REGIONS)
+		return -EINVAL;
+	if (!used) {
 		bpf_map_delete_elem(tp, &slot);
 		bpf_map_delete_elem(kp, &slot);
-		return 0;
-	}
-	if (bpf_map_update_elem(tp, &slot, &tp_fd, BPF_ANY) ||
-	    bpf_map_update_elem(kp, &slot, &kp_fd, BPF_ANY))
+	} else if (bpf_map_update_elem(tp, &slot, &tp_fd, BPF_ANY) ||
+		   bpf_map_update_elem(kp, &slot, &kp_fd, BPF_ANY)) {
 		return -errno;
+	}
+	if (policy_slot_used[slot] != used) {
+		policy_slot_used[slot] = used;
+		policy_slots_used += used ? 1 : -1;
+		policy_conf_write();
+	}
 	return 0;
 }
 
 void collect_policy_enable(bool on)
 {
-	struct npf_policy_conf conf = {.enabled = on};
-	__u32 zero = 0;
-
-	bpf_map_update_elem(bpf_map__fd(skel->maps.npf_policy_conf), &zero, &conf, BPF_ANY);
+	policies_on = on;
+	policy_conf_write();
 }
 
 bool collect_policy_enabled(void)

@@ -69,9 +69,16 @@ static struct list_head devices = LIST_HEAD_INIT(devices);
 static struct list_head groups = LIST_HEAD_INIT(groups);
 static __u32 next_device_id;
 
-static void futex_wake_shared(void *word)
+/*
+ * Wake the NIC on a ring's tail that npfd has just stored, if it sleeps:
+ * while it polls, the wake is a system call for nothing. The barrier
+ * orders the tail's store before the flag's load (npf_nic_abi.h).
+ */
+static void nic_wake(struct npfd_device *d, __u32 *tail)
 {
-	syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&d->hdr->resp.nic_sleeping, __ATOMIC_RELAXED))
+		syscall(SYS_futex, tail, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 static struct npfd_device *device_find(__u32 id)
@@ -138,7 +145,7 @@ static int invalidate(struct npfd_device *d, __u64 first, __u64 n, bool wait)
 	ir->ent[tail % NPF_NIC_RING_SIZE] =
 		(struct npf_inval_request){.seq = seq, .first_page = first, .npages = n};
 	__atomic_store_n(&ir->tail, tail + 1, __ATOMIC_RELEASE);
-	futex_wake_shared(&ir->tail);
+	nic_wake(d, &ir->tail);
 	d->info.invalidations++;
 	if (!wait)
 		return 0;
@@ -199,7 +206,7 @@ static int device_retire(struct npfd_device *d, bool wait_for_ack)
 	ret = invalidate(d, 0, d->npages, wait_for_ack);
 	if (d->resp_posted) {
 		d->resp_posted = false;
-		futex_wake_shared(&d->hdr->resp.tail);
+		nic_wake(d, &d->hdr->resp.tail);
 	}
 	d->retiring = false;
 	d->detached = true;
@@ -384,11 +391,27 @@ void device_pages_installed(struct npfd_region *r, __u64 start, __u64 npages)
 	}
 }
 
+/* Read the pagemap entries of n pages from va; false if they cannot be read. */
+static bool pagemap_read(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n)
+{
+	if (mm->pagemap_fd < 0) {
+		char path[64];
+
+		snprintf(path, sizeof(path), "/proc/%d/pagemap", mm->tgid);
+		mm->pagemap_fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (mm->pagemap_fd < 0)
+			return false;
+	}
+	return pread(mm->pagemap_fd, ent, n * sizeof(__u64),
+		     (off_t)((va >> NPF_PAGE_SHIFT) * sizeof(__u64))) == (ssize_t)(n * sizeof(__u64));
+}
+
 /*
  * Queue the pages of [first, last] the device cannot use yet. Pages the
- * process already has (written by its CPU, say) need no install: one read
- * of /proc/PID/pagemap finds them and they are mapped at once; installing
- * them would cost an ioctl each just to hear EEXIST.
+ * process already has need no install and are mapped at once: those npfd
+ * installed itself it knows of; others (written by the CPU before the
+ * region was registered, say) one read of /proc/PID/pagemap finds.
+ * Installing them would cost an ioctl each just to hear EEXIST.
  */
 static __u64 queue_missing(struct npfd_device *d, __u64 first, __u64 last, __u64 raised,
 			   __u32 max_pages, bool write)
@@ -396,31 +419,27 @@ static __u64 queue_missing(struct npfd_device *d, __u64 first, __u64 last, __u64
 	struct npfd_mm *mm = d->mm;
 	__u64 ent[512], i, j, n, queued = 0;
 
-	if (mm->pagemap_fd < 0) {
-		char path[64];
-
-		snprintf(path, sizeof(path), "/proc/%d/pagemap", mm->tgid);
-		mm->pagemap_fd = open(path, O_RDONLY | O_CLOEXEC);
-	}
 	for (i = first; i <= last; i += n) {
 		__u64 va = d->start + i * NPF_PAGE_SIZE;
-		ssize_t got = -1;
+		int looked = 0; /* 0: pagemap not read yet, 1: read, -1: unreadable */
 
 		n = last - i + 1 < 512 ? last - i + 1 : 512;
-		if (mm->pagemap_fd >= 0)
-			got = pread(mm->pagemap_fd, ent, n * sizeof(__u64),
-				    (off_t)((va >> NPF_PAGE_SHIFT) * sizeof(__u64)));
 		for (j = 0; j < n; j++) {
-			/* pagemap bits 63/62: present in RAM / in swap */
-			bool exists = got == (ssize_t)(n * sizeof(__u64)) && (ent[j] >> 62);
+			__u64 page = va + j * NPF_PAGE_SIZE;
+			bool exists = region_page_installed(d->region, page);
 
 			if (pte_present(d, i + j))
 				continue;
+			if (!exists && !looked)
+				looked = pagemap_read(mm, va, ent, n) ? 1 : -1;
+			/* pagemap bits 63/62: present in RAM / in swap */
+			if (!exists && looked == 1)
+				exists = ent[j] >> 62;
 			if (exists) {
 				if (pte_set(d, i + j, true))
 					d->info.pages_mapped++;
 			} else {
-				resolve_queue(mm, va + j * NPF_PAGE_SIZE, raised, write);
+				resolve_queue(mm, page, raised, write);
 				/* A policy may answer early (pio, pi4): the device asks again. */
 				if (max_pages && ++queued == max_pages)
 					return i + j;
@@ -428,6 +447,35 @@ static __u64 queue_missing(struct npfd_device *d, __u64 first, __u64 last, __u64
 		}
 	}
 	return last;
+}
+
+/* Are all pages of g present for the device? */
+static bool group_mapped(const struct group *g)
+{
+	__u64 i;
+
+	for (i = g->first; i <= g->last; i++)
+		if (!pte_present(g->dev, i))
+			return false;
+	return true;
+}
+
+/*
+ * Answer g and forget it. When the NIC's response ring is full, g stays
+ * and is answered after a later batch. The wake-up is device_flush()'s.
+ */
+static void group_answer(struct group *g, __u32 status)
+{
+	__u64 t;
+
+	if (post_response(g->dev, g->cookie, status))
+		return;
+	t = now_ns();
+	g->dev->info.page_requests++;
+	if (t > g->raised_ns)
+		g->dev->info.fault_ns_sum += t - g->raised_ns;
+	list_del_init(&g->node);
+	free(g);
 }
 
 /*
@@ -461,6 +509,11 @@ void device_record(const struct npf_fault_record *rec)
 			break;
 		}
 	device_request(rec);
+}
+
+bool device_awaiting(void)
+{
+	return nawait != 0;
 }
 
 void device_await_expire(void)
@@ -526,6 +579,9 @@ static void device_request(const struct npf_fault_record *rec)
 	list_add_tail(&g->node, &groups);
 	g->last = queue_missing(d, first, last, rec->ts_ns, dec.max_pages,
 				rec->access & NPF_ACCESS_WRITE);
+	/* Nothing to install (a minor fault): answer now, not after the batch. */
+	if (group_mapped(g))
+		group_answer(g, NPF_PR_SUCCESS);
 }
 
 /*
@@ -537,17 +593,12 @@ void device_flush(void)
 {
 	struct npfd_device *d;
 	struct group *g, *tmp;
-	__u64 t = 0;
 
 	list_for_each_entry_safe(g, tmp, &groups, node)
 	{
 		__u32 status = NPF_PR_SUCCESS;
-		__u64 i;
 
-		for (i = g->first; i <= g->last; i++)
-			if (!pte_present(g->dev, i))
-				break;
-		if (i <= g->last) {
+		if (!group_mapped(g)) {
 			if (resolve_pending())
 				continue; /* retried next batch */
 			/*
@@ -561,21 +612,13 @@ void device_flush(void)
 			}
 			status = NPF_PR_INVALID;
 		}
-		if (post_response(g->dev, g->cookie, status))
-			continue;
-		if (!t)
-			t = now_ns();
-		g->dev->info.page_requests++;
-		if (t > g->raised_ns)
-			g->dev->info.fault_ns_sum += t - g->raised_ns;
-		list_del_init(&g->node);
-		free(g);
+		group_answer(g, status);
 	}
 	list_for_each_entry(d, &devices, node)
 	{
 		if (!d->resp_posted)
 			continue;
 		d->resp_posted = false;
-		futex_wake_shared(&d->hdr->resp.tail);
+		nic_wake(d, &d->hdr->resp.tail);
 	}
 }

@@ -167,16 +167,19 @@ int loop_run(void)
 	while (!npfd.stop) {
 		struct __kernel_timespec ts = {.tv_sec = 0, .tv_nsec = 200 * 1000 * 1000};
 		struct io_uring_cqe *cqe;
-		bool polling;
+		bool polling, record_waits;
 		int err;
 
 		/*
 		 * A batch left work for later (a userfaultfd said EAGAIN while
-		 * an mm event was pending): come back soon, not on the next fault.
+		 * an mm event was pending), or a device request waits for its
+		 * policy's decision: come back soon, not on the next fault.
 		 */
-		if (resolve_pending())
+		if (resolve_pending() || device_awaiting())
 			ts.tv_nsec = 50 * 1000;
 		polling = resolve_polling();
+		/* While npfd polls, device records do not wake it: see before sleeping. */
+		record_waits = collect_ring_polling(polling);
 		if (polling) {
 			/*
 			 * Busy-polling the hot userfaultfds (resolve.c): enter
@@ -184,7 +187,7 @@ int loop_run(void)
 			 */
 			if (++spins % 32 == 0)
 				io_uring_submit_and_get_events(&ring);
-		} else if (nready == 0) {
+		} else if (nready == 0 && !record_waits) {
 			err = io_uring_submit_and_wait_timeout(&ring, &cqe, 1, &ts, NULL);
 			if (err < 0 && err != -ETIME && err != -EINTR) {
 				pr_err("event loop: io_uring wait failed: %s", strerror(-err));

@@ -117,6 +117,7 @@ int loop_run(void);
 int collect_open(const char *bpffs);
 void collect_close(void);
 void collect_drain(void);
+bool collect_ring_polling(bool on);
 int collect_slot_alloc(struct npfd_region *r);
 void collect_slot_free(struct npfd_region *r);
 int collect_filter_update(pid_t tgid, struct npfd_mm *mm);
@@ -155,6 +156,8 @@ void resolve_service_all(void);
 void resolve_set_poll(unsigned int us);
 bool resolve_polling(void);
 void resolve_poll_hot(void);
+void resolve_note_device(void);
+bool region_page_installed(const struct npfd_region *r, __u64 page);
 
 /* device.c: device memory regions (the software NIC's IO page tables) */
 int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req, int fd,
@@ -166,6 +169,7 @@ void device_range_removed(struct npfd_region *r, __u64 start, __u64 end);
 void device_pages_installed(struct npfd_region *r, __u64 start, __u64 npages);
 void device_record(const struct npf_fault_record *rec);
 void device_await_expire(void);
+bool device_awaiting(void);
 void device_flush(void);
 void device_list(void (*emit)(const struct npf_device_info *, void *), void *arg);
 bool process_alive(pid_t pid);

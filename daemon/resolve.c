@@ -170,17 +170,40 @@ static bool cpu_to_spare(void)
 	return (long)running <= ncpus; /* npfd itself is one of the running */
 }
 
+/*
+ * Work arrived at t: keep polling for poll_ns more, if a CPU is spare. A
+ * train of faults keeps npfd polling, but the spare CPU is looked for
+ * again every SPARE_RECHECK_NS: others may have become busy meanwhile.
+ */
+#define SPARE_RECHECK_NS (1000 * 1000)
+static __u64 spare_checked;
+
+static bool note_busy(__u64 t)
+{
+	if (!poll_ns)
+		return false;
+	if (t >= poll_until || t - spare_checked >= SPARE_RECHECK_NS) {
+		spare_checked = t;
+		if (!cpu_to_spare()) {
+			poll_until = 0;
+			return false;
+		}
+	}
+	poll_until = t + poll_ns;
+	return true;
+}
+
+/* A device page request arrived: its next one comes through the ring buffer. */
+void resolve_note_device(void)
+{
+	note_busy(now_ns());
+}
+
 static void note_hot(struct npfd_mm *mm, __u64 t)
 {
 	unsigned int i;
 
-	if (!poll_ns)
-		return;
-	if (t < poll_until)
-		poll_until = t + poll_ns; /* a train: keep polling */
-	else if (cpu_to_spare())
-		poll_until = t + poll_ns;
-	else
+	if (!note_busy(t))
 		return;
 	for (i = 0; i < nhot; i++)
 		if (hot[i] == mm)
@@ -192,10 +215,11 @@ static void note_hot(struct npfd_mm *mm, __u64 t)
 
 bool resolve_polling(void)
 {
-	if (!nhot)
+	if (!poll_until)
 		return false;
 	if (now_ns() < poll_until)
 		return true;
+	poll_until = 0;
 	nhot = 0;
 	return false;
 }
@@ -224,7 +248,8 @@ void resolve_forget_mm(struct npfd_mm *mm)
 	nfaults = j;
 }
 
-static bool page_installed(const struct npfd_region *r, __u64 page)
+/* Did npfd install page of r (and has it not left the address space since)? */
+bool region_page_installed(const struct npfd_region *r, __u64 page)
 {
 	__u64 i = (page - r->start) >> NPF_PAGE_SHIFT;
 
@@ -330,7 +355,7 @@ static void handle_remap(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len)
 
 static void prefetch(struct npfd_mm *mm, struct npfd_region *r, __u64 page, __u64 raised)
 {
-	if (!page_installed(r, page))
+	if (!region_page_installed(r, page))
 		queue_fault(mm, page, 0, raised, false);
 }
 

@@ -111,8 +111,21 @@ struct npf_policy_ctx {
 
 /* npf_policy_conf[0] */
 struct npf_policy_conf {
-	__u32 enabled; /* 0: the kill switch: every fault gets the built-in decision */
+	__u32 enabled;	 /* 0: the kill switch: every fault gets the built-in decision */
+	__u32 installed; /* slots holding a policy; 0: the collectors skip the tail calls */
+};
+
+/*
+ * npf_ring_ctl[0]: how records reach npfd. While npfd busy-polls the ring
+ * buffer it sets npfd_polling, and device records are submitted without a
+ * wakeup: waking costs the faulting thread an interrupt (irq_work) and
+ * npfd is reading anyway. Shared with policies, which submit records too.
+ */
+#define NPF_MAP_RING_CTL "npf_ring_ctl"
+struct npf_ring_ctl {
+	__u32 npfd_polling;
 	__u32 pad;
+	__u64 barrier; /* target of the collectors' atomic barrier (a count nobody reads) */
 };
 
 /* ------------------------------------------------------------------ */

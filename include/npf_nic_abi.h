@@ -18,7 +18,7 @@
 #endif
 
 #define NPF_IOPT_MAGIC 0x54504f49 /* "IOPT" */
-#define NPF_IOPT_VERSION 1
+#define NPF_IOPT_VERSION 2
 
 /*
  * IO page table entry, one per 4 KiB page of the memory region.
@@ -77,7 +77,14 @@ struct npf_inval_request {
  */
 struct npf_resp_ring {
 	__u32 head;
-	__u32 pad0[15];
+	/*
+	 * The NIC is (about to be) asleep on the rings' tails: a producer
+	 * stores its tail, issues a full barrier, and FUTEX_WAKEs only if
+	 * this is set. The NIC sets it (full barrier) before it reads the
+	 * tails it will sleep on, so no post goes unnoticed.
+	 */
+	__u32 nic_sleeping;
+	__u32 pad0[14];
 	__u32 tail;
 	__u32 pad1[15];
 	struct npf_page_response ent[NPF_NIC_RING_SIZE];

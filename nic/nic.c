@@ -82,30 +82,37 @@ static void nic_ctl_yield(struct nic *nic)
 static int nic_pass(struct nic *nic, __u64 *deadline)
 {
 	__u64 now = nic_now_ns();
+	struct nic_mr *mr;
+	struct nic_qp *qp;
 	int i, work = 0;
 
-	for (i = 0; i < NIC_MAX_MR; i++)
-		if (nic->mr[i])
-			work += nic_poll_mr(nic, nic->mr[i]);
-	for (i = 0; i < NIC_MAX_QP; i++)
-		if (nic->qp[i])
-			work += nic_qp_poll(nic->qp[i], now, deadline);
+	nic_for_each_mr(nic, i, mr)
+		work += nic_poll_mr(nic, mr);
+	nic_for_each_qp(nic, i, qp)
+		work += nic_qp_poll(qp, now, deadline);
 	return work;
 }
 
 #define NIC_WAITV_MAX 128
 
+/*
+ * Announce (1) or end (0) a sleep to everyone who would have to wake the
+ * engine: posters (doorbell), peer NICs (shm rings), npfd (IO page tables).
+ * Each store is sequentially consistent: a full barrier before the engine
+ * snapshots the words it will sleep on.
+ */
 static void nic_sleep_flags(struct nic *nic, __u32 v)
 {
+	struct nic_mr *mr;
+	struct nic_qp *qp;
 	int i;
 
 	atomic_store(&nic->sleeping, v);
-	for (i = 0; i < NIC_MAX_QP; i++) {
-		struct nic_qp *qp = nic->qp[i];
-
-		if (qp && qp->wire.type == NIC_WIRE_SHM && qp->wire.rx)
+	nic_for_each_mr(nic, i, mr)
+		__atomic_store_n(&mr->iopt->resp.nic_sleeping, v, __ATOMIC_SEQ_CST);
+	nic_for_each_qp(nic, i, qp)
+		if (qp->wire.type == NIC_WIRE_SHM && qp->wire.rx)
 			atomic_store(&qp->wire.rx->sleeping, v);
-	}
 }
 
 static int nic_waitv_add(struct futex_waitv *w, int n, _Atomic __u32 *addr, bool shared)
@@ -126,23 +133,18 @@ static int nic_waitv_add(struct futex_waitv *w, int n, _Atomic __u32 *addr, bool
  */
 static int nic_collect_waits(struct nic *nic, struct futex_waitv *w)
 {
+	struct nic_mr *mr;
+	struct nic_qp *qp;
 	int i, n = 0;
 
 	n = nic_waitv_add(w, n, &nic->doorbell, false);
-	for (i = 0; i < NIC_MAX_MR; i++) {
-		struct nic_mr *mr = nic->mr[i];
-
-		if (!mr)
-			continue;
+	nic_for_each_mr(nic, i, mr) {
 		n = nic_waitv_add(w, n, (_Atomic __u32 *)&mr->iopt->resp.tail, true);
 		n = nic_waitv_add(w, n, (_Atomic __u32 *)&mr->iopt->inval.tail, true);
 	}
-	for (i = 0; i < NIC_MAX_QP; i++) {
-		struct nic_qp *qp = nic->qp[i];
-
-		if (qp && qp->wire.type == NIC_WIRE_SHM && qp->wire.rx)
+	nic_for_each_qp(nic, i, qp)
+		if (qp->wire.type == NIC_WIRE_SHM && qp->wire.rx)
 			n = nic_waitv_add(w, n, &qp->wire.rx->tail, true);
-	}
 	return n;
 }
 
@@ -183,10 +185,11 @@ static void nic_idle_wait(struct futex_waitv *w, int n, __u64 deadline)
 
 static bool nic_awaits_pages(struct nic *nic)
 {
+	struct nic_qp *qp;
 	int i;
 
-	for (i = 0; i < NIC_MAX_QP; i++)
-		if (nic->qp[i] && nic->qp[i]->npr)
+	nic_for_each_qp(nic, i, qp)
+		if (qp->npr)
 			return true;
 	return false;
 }
@@ -277,6 +280,8 @@ err_free:
 
 void nic_close(struct nic *nic)
 {
+	struct nic_mr *mr;
+	struct nic_qp *qp;
 	int i;
 
 	if (!nic)
@@ -286,12 +291,10 @@ void nic_close(struct nic *nic)
 	nic_futex_wake(&nic->doorbell, false);
 	pthread_join(nic->engine, NULL);
 	nic_udp_thread_stop(nic);
-	for (i = 0; i < NIC_MAX_QP; i++)
-		if (nic->qp[i])
-			nic_destroy_qp(nic->qp[i]);
-	for (i = 0; i < NIC_MAX_MR; i++)
-		if (nic->mr[i])
-			nic_dereg_mr(nic->mr[i]);
+	nic_for_each_qp(nic, i, qp)
+		nic_destroy_qp(qp);
+	nic_for_each_mr(nic, i, mr)
+		nic_dereg_mr(mr);
 	free(nic);
 }
 
@@ -412,6 +415,8 @@ struct nic_mr *nic_reg_mr(struct nic_pd *pd, void *addr, size_t len, int access)
 	nic->key_salt = nic->key_salt * 1103515245 + 12345;
 	mr->key = ((__u32)i << 8) | ((nic->key_salt >> 16) & 0xff);
 	nic->mr[i] = mr;
+	if (i >= nic->mr_end)
+		nic->mr_end = i + 1;
 	pd->refs++;
 	pthread_mutex_unlock(&nic->lock);
 	nic_doorbell(nic); /* the engine waits on the new rings from now on */
@@ -428,6 +433,7 @@ err_free:
 
 int nic_dereg_mr(struct nic_mr *mr)
 {
+	struct nic_qp *qp;
 	struct nic *nic;
 	int i;
 
@@ -436,9 +442,10 @@ int nic_dereg_mr(struct nic_mr *mr)
 	nic = mr->nic;
 	nic_ctl_lock(nic);
 	nic->mr[(mr->key >> 8) % NIC_MAX_MR] = NULL;
-	for (i = 0; i < NIC_MAX_QP; i++)
-		if (nic->qp[i])
-			nic_qp_drop_prs(nic->qp[i], mr->key);
+	while (nic->mr_end && !nic->mr[nic->mr_end - 1])
+		nic->mr_end--;
+	nic_for_each_qp(nic, i, qp)
+		nic_qp_drop_prs(qp, mr->key);
 	mr->pd->refs--;
 	pthread_mutex_unlock(&nic->lock);
 	nic_doorbell(nic);
@@ -675,6 +682,8 @@ struct nic_qp *nic_create_qp(struct nic_pd *pd, const struct nic_qp_init_attr *a
 		goto err_free;
 	}
 	nic->qp[i] = qp;
+	if (i >= nic->qp_end)
+		nic->qp_end = i + 1;
 	pd->refs++;
 	qp->scq->refs++;
 	qp->rcq->refs++;
@@ -698,6 +707,8 @@ int nic_destroy_qp(struct nic_qp *qp)
 	nic = qp->nic;
 	nic_ctl_lock(nic);
 	nic->qp[qp->qpn - NIC_QPN_BASE] = NULL;
+	while (nic->qp_end && !nic->qp[nic->qp_end - 1])
+		nic->qp_end--;
 	nic_wire_fini(nic, qp);
 	qp->pd->refs--;
 	qp->scq->refs--;

@@ -167,6 +167,7 @@ struct nic_pr {
 	__u32 key;
 	__u64 first, last;
 	__u64 issued_ns;	     /* when it was last reported */
+	__u64 reported_ns;	     /* when its first report returned */
 	struct npf_page_request req; /* as reported: re-reported if no answer comes */
 };
 
@@ -210,6 +211,8 @@ struct nic_qp {
 	__u32 retries;
 	__u32 rnr_retries;
 	bool tx_fault;	   /* WQE fault_idx waits for a page response */
+	__u64 miss_ns;	   /* when the last page check found a page missing */
+	__u64 stall_ns;	   /* when WQE sq_next first stalled before getting PSNs, 0 none */
 	__u32 fault_idx;
 	__u32 tx_fault_gen;
 	bool rd_fault;	   /* a READ response hit a missing page: re-read on answer */
@@ -257,9 +260,18 @@ struct nic {
 	_Atomic int ctl_waiting;
 	struct nic_mr *mr[NIC_MAX_MR];
 	struct nic_qp *qp[NIC_MAX_QP];
+	int mr_end, qp_end; /* one past the highest slot in use: passes scan no further */
 	__u32 key_salt;
 	struct nic_stats stats;
 };
+
+/* Every MR / QP of the device; under nic->lock. */
+#define nic_for_each_mr(nic, i, m)                                                                 \
+	for ((i) = 0; (i) < (nic)->mr_end; (i)++)                                                  \
+		if (((m) = (nic)->mr[i]))
+#define nic_for_each_qp(nic, i, q)                                                                 \
+	for ((i) = 0; (i) < (nic)->qp_end; (i)++)                                                  \
+		if (((q) = (nic)->qp[i]))
 
 /* nic.c */
 __u64 nic_now_ns(void);

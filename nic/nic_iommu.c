@@ -128,6 +128,8 @@ static void prb_flush(struct pr_builder *b)
 	pr->issued_ns = nic_now_ns();
 	nic->stats.page_requests++;
 	npf_nic_fault_report(&req);
+	pr->reported_ns = nic_now_ns();
+	nic->stats.report_ns_total += pr->reported_ns - pr->issued_ns;
 	b->npages = 0;
 }
 
@@ -171,6 +173,8 @@ static void prb_scan(struct pr_builder *b, struct nic_mr *mr, __u64 vaddr, __u64
 
 		if ((v & need) == need)
 			continue;
+		if (!b->missing)
+			qp->miss_ns = nic_now_ns(); /* a fault's service time starts here */
 		b->missing = true;
 		if (qp->failed.key && pr_covers(&qp->failed, mr->key, i)) {
 			b->failed = true;
@@ -275,6 +279,7 @@ static void nic_page_response(struct nic *nic, const struct npf_page_response *r
 	for (i = 0; i < qp->npr; i++) {
 		if (qp->pr[i].cookie != resp->cookie)
 			continue;
+		nic->stats.answer_wait_ns_total += nic_now_ns() - qp->pr[i].reported_ns;
 		if (resp->status != NPF_PR_SUCCESS)
 			qp->failed = qp->pr[i];
 		qp->pr[i] = qp->pr[--qp->npr];

@@ -402,16 +402,27 @@ static int req_start(struct nic_qp *qp, struct nic_swqe *w)
 	if (r == -EAGAIN) {
 		if (!qp->tx_fault)
 			qp->nic->stats.requester_stalls++;
+		if (!qp->stall_ns)
+			qp->stall_ns = qp->miss_ns;
 		qp->tx_fault = true;
 		qp->fault_idx = qp->sq_next;
 		qp->tx_fault_gen = qp->fault_gen;
 		return r;
 	}
 	if (r) {
+		qp->stall_ns = 0; /* not resumed: failed */
 		wqe_fail(qp, w, NIC_WC_LOC_PROT_ERR);
 		return r;
 	}
 	qp->tx_fault = false;
+	if (qp->stall_ns) {
+		struct nic_stats *st = &qp->nic->stats;
+
+		st->stall_ns_last = nic_now_ns() - qp->stall_ns;
+		st->stall_ns_total += st->stall_ns_last;
+		st->stalls_resumed++;
+		qp->stall_ns = 0;
+	}
 	w->first_psn = qp->next_psn;
 	w->npkts = npkts_of(qp, w->len);
 	w->rd_got = 0;

@@ -86,6 +86,23 @@ struct nic_stats {
 	__u64 invalidations;	   /* inval ring entries acknowledged */
 	__u64 cq_overruns;	   /* completions lost because a CQ was full */
 	__u64 page_requests_reissued; /* reported again after NIC_PR_REISSUE_MS without an answer */
+	/*
+	 * Requester stalls that ended with the WR sent: the time from the
+	 * miss (the WR found a page missing, just before its page request)
+	 * to the queue pair resuming (the WR got its PSNs), summed, and the
+	 * latest one -- a device's own view of its fault service time.
+	 */
+	__u64 stalls_resumed;
+	__u64 stall_ns_total;
+	__u64 stall_ns_last;
+	/*
+	 * Where a page request's time goes, summed over requests: inside
+	 * npf_nic_fault_report() (the uprobe trap, npfd's BPF program, the
+	 * ring buffer), then from its return until the engine consumed the
+	 * answer (npfd's part, and the engine noticing).
+	 */
+	__u64 report_ns_total;
+	__u64 answer_wait_ns_total;
 };
 
 /*
