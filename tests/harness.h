@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -133,6 +134,8 @@ static inline void th_npfd_start(struct th_npfd *d, const char *const *extra)
 	if (d->pid == 0) {
 		int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 
+		/* a test that fails (exits) takes its npfd with it, not leaving it running */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (fd >= 0) {
 			dup2(fd, 2);
 			dup2(fd, 1);
