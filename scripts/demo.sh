@@ -75,6 +75,10 @@ echo "== npfctl device list"
 echo
 echo "== npfctl stats (device faults counted by the BPF uprobe)"
 "$BIN/npfctl" stats | grep -E "^region|faults"
+echo
+echo "== bpftool map dump pinned $pins/npf_region_stats (the uprobe's count of page requests)"
+bpftool -j map dump pinned "$pins/npf_region_stats" |
+	jq -c '.[].formatted.value | select(.region_id != 0) | {region_id, tgid, device_faults, pages_zeroed}'
 rm -f "$dir/hold-rdma"
 wait $rd
 echo
