@@ -270,7 +270,11 @@ static void report(enum cq_mode mode, struct run *run)
 	bench_text("%-5s %-20s %7s %8s %8s %8s %9s %12s\n", "cq", "method", "samples", "p50_us",
 		   "p95_us", "p99_us", "max_us", "x_kernel_p50");
 	for (m = 0; m < NMETHODS; m++) {
+		char cdf[64];
+
 		s[m] = bench_summarize(&run->lat[m]);
+		snprintf(cdf, sizeof(cdf), "nic_fault-%s-%s", cq_name[mode], method_name[m]);
+		bench_write_cdf(cdf, &run->lat[m]);
 		bench_row_begin("nic_fault");
 		bench_col_str("cq", 5, cq_name[mode]);
 		bench_col_str("method", 20, method_name[m]);
@@ -319,7 +323,7 @@ int main(int argc, char **argv)
 						 {"cq", required_argument, NULL, 'c'},
 						 {"help", no_argument, NULL, 'h'},
 						 {}};
-	size_t pages = 2048, rounds = 4;
+	size_t pages = 8192, rounds = 8;
 	int modes[2] = {CQ_SLEEP, CQ_SPIN}, nmodes = 2, opt, i;
 	struct area dst, warm;
 
@@ -350,7 +354,7 @@ int main(int argc, char **argv)
 			       "queue pair resumed, the NIC's clock) vs the kernel's CPU first-touch fault,\n"
 			       "interleaved page by page in one run, with a per-stage breakdown. --cq: how\n"
 			       "the poster waits for completions (default both: sleep, then spin). N pages\n"
-			       "(default 2048) in N rounds (default 4) per CQ mode. Needs a running npfd,\n"
+			       "(default 8192) in N rounds (default 8) per CQ mode. Needs a running npfd,\n"
 			       "as root.\n",
 			       argv[0]);
 			return 0;

@@ -17,6 +17,7 @@ mkdir -p "$out"
 # name and the arguments of its standard run (sized for a 2-vCPU VM)
 standard="observe_overhead:--rounds=6
 cpu_fault:
+nic_fault:
 policy:
 fault_latency:--samples-4k=400 --samples-4m=16
 present_path:--iters=300
@@ -84,21 +85,27 @@ while IFS=: read -r name args; do
 	echo
 done <"$dir/runs"
 
-# Plots: CDFs of the fault service latencies (bench_write_cdf data files).
+# Plots: CDFs of the fault service latencies (bench_write_cdf data files
+# named GROUP-CURVE.dat), one PNG per group.
+plots="fault_latency-4KiB:Device fault service latency, 4 KiB message
+fault_latency-4MiB:Device fault service latency, 4 MiB message
+nic_fault-sleep:NIC 4 KiB fault, raised to QP resumed (poster sleeps on the CQ)
+nic_fault-spin:NIC 4 KiB fault, raised to QP resumed (poster spins on the CQ)"
 if command -v gnuplot >/dev/null; then
-	for size in 4KiB 4MiB; do
-		set -- "$out"/fault_latency-$size-*.dat
+	echo "$plots" >"$dir/plots"
+	while IFS=: read -r group title; do
+		set -- "$out"/"$group"-*.dat
 		[ -e "$1" ] || continue
 		plot=""
 		for f in "$@"; do
-			t=${f##*/fault_latency-$size-}
+			t=${f##*/"$group"-}
 			t=${t%.dat}
 			plot="$plot${plot:+, }'$f' using (\$1/1000):2 with lines lw 2 title '$t'"
 		done
 		gnuplot <<EOF
 set terminal pngcairo size 1000,600 noenhanced font 'sans,11'
-set output '$out/fault_latency-$size.png'
-set title 'Device fault service latency, $size message (CDF; baselines measured in the same run)'
+set output '$out/$group.png'
+set title '$title (CDF; baselines measured in the same run)'
 set xlabel 'latency (us, log scale)'
 set ylabel 'fraction of samples'
 set logscale x
@@ -106,8 +113,8 @@ set key right bottom
 set grid
 plot $plot
 EOF
-		echo "plot: $out/fault_latency-$size.png"
-	done
+		echo "plot: $out/$group.png"
+	done <"$dir/plots"
 else
 	echo "bench: gnuplot is missing (make installs gnuplot-nox): no plots"
 fi
