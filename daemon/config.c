@@ -63,7 +63,10 @@ static const struct opt_desc opts[] = {
 	 "pages in the I/O staging buffer (default 1024)"},
 	{"poll-us", 0, T_UINT, L_LIVE, F(poll_us), 0, 100000, "N",
 	 "after a fault, keep polling for the next one for N µs\n"
-	 "before sleeping (default 100; 0: never poll)"},
+	 "before sleeping, when a CPU is spare: the faulting\n"
+	 "userfaultfds, and the ring buffer of device page\n"
+	 "requests, which then skip their wakeup (default 100;\n"
+	 "0: never poll)"},
 	{"ws-dir", 0, T_PATH, L_LIVE, F(ws_dir), 0, 0, "DIR",
 	 "where the wsreplay policy keeps working-set records\n"
 	 "(default " NPFD_DEFAULT_WS_DIR ")"},
