@@ -667,10 +667,11 @@ struct nic_qp *nic_create_qp(struct nic_pd *pd, const struct nic_qp_init_attr *a
 	qp->sq_size = roundup_pow2(qp->attr.max_send_wr);
 	qp->rq_size = roundup_pow2(qp->attr.max_recv_wr);
 	qp->sq = calloc(qp->sq_size, sizeof(*qp->sq));
+	qp->ord = calloc(qp->sq_size, sizeof(*qp->ord));
 	qp->rq = calloc(qp->rq_size, sizeof(*qp->rq));
 	qp->wire.fd = -1;
 	pthread_mutex_init(&qp->post_lock, NULL);
-	if (!qp->sq || !qp->rq) {
+	if (!qp->sq || !qp->ord || !qp->rq) {
 		err = ENOMEM;
 		goto err_free;
 	}
@@ -704,6 +705,7 @@ struct nic_qp *nic_create_qp(struct nic_pd *pd, const struct nic_qp_init_attr *a
 
 err_free:
 	free(qp->sq);
+	free(qp->ord);
 	free(qp->rq);
 	free(qp);
 	errno = err;
@@ -727,6 +729,7 @@ int nic_destroy_qp(struct nic_qp *qp)
 	qp->rcq->refs--;
 	pthread_mutex_unlock(&nic->lock);
 	free(qp->sq);
+	free(qp->ord);
 	free(qp->rq);
 	free(qp);
 	return 0;
