@@ -655,7 +655,8 @@ struct nic_qp *nic_create_qp(struct nic_pd *pd, const struct nic_qp_init_attr *a
 		qp->attr.retry_cnt = 7;
 	if (!qp->attr.rnr_retry)
 		qp->attr.rnr_retry = 7;
-	if (qp->attr.max_send_wr > 65536 || qp->attr.max_recv_wr > 65536) {
+	if (qp->attr.max_send_wr > 65536 || qp->attr.max_recv_wr > 65536 ||
+	    (qp->attr.flags & ~NIC_QP_RELAXED_ORDERING)) {
 		err = EINVAL;
 		goto err_free;
 	}

@@ -24,6 +24,7 @@
 #define NIC_MAX_RD 8		/* outstanding RDMA READs per QP (both directions) */
 #define NIC_WINDOW 256		/* unacknowledged packets per QP */
 #define NIC_BUDGET 64		/* packets per QP per engine pass, each direction */
+#define NIC_REORDER_MAX 32	/* relaxed ordering: WQEs not started looked at for one to start */
 #define NIC_SHM_SLOTS 256
 #define NIC_PKT_MAGIC 0x544b504e /* "NPKT" */
 #define NIC_PKT_VERSION 1
@@ -202,9 +203,10 @@ struct nic_qp {
 
 	/*
 	 * Send queue: the application produces at sq_prod, the engine frees
-	 * slots at sq_head. WQEs get PSNs when they start; ord[] lists the
-	 * started WQEs not yet retired in PSN order, which is the order they
-	 * are sent, resent, acknowledged and completed in.
+	 * slots at sq_head. WQEs get PSNs when they start, in posting order
+	 * unless relaxed ordering lets one start before an earlier one; ord[]
+	 * lists the started WQEs not yet retired in PSN order, which is the
+	 * order they are sent, resent, acknowledged and completed in.
 	 */
 	struct nic_swqe *sq;
 	__u32 sq_size;

@@ -6,7 +6,11 @@
  * response packet); packets are generated from the WQE on demand, so
  * go-back-N retransmission needs no copies. Before a WQE starts, all its
  * local pages are checked: missing ones raise one page request and the
- * send queue stalls there, in order, until npfd answers (seed 000 §4).
+ * WQE waits until npfd answers (seed 000 §4). By default the send queue
+ * stalls there, in order; with relaxed ordering (seed 001 §3.3) later WQEs
+ * that conflict with no earlier outstanding one start meanwhile, so PSN
+ * order -- the order of everything after the start: transmission,
+ * go-back-N, ACKs, completions -- can differ from posting order.
  *
  * Responder: takes packets at its expected PSN only. A packet that would
  * touch a missing page raises one page request for the rest of the message
@@ -447,20 +451,92 @@ static int req_start(struct nic_qp *qp, __u32 idx)
 	return 0;
 }
 
+static bool ranges_overlap(__u64 a, __u64 alen, __u64 b, __u64 blen)
+{
+	return alen && blen && a < b + blen && b < a + alen;
+}
+
+/* Do a and b touch common memory, one of them writing it (relaxed ordering)? */
+static bool wqe_conflict(const struct nic_swqe *a, const struct nic_swqe *b)
+{
+	bool a_read = a->opcode == NIC_WR_RDMA_READ, b_read = b->opcode == NIC_WR_RDMA_READ;
+	int i, j;
+
+	/* SENDs consume the peer's receive queue in posting order */
+	if (a->opcode == NIC_WR_SEND && b->opcode == NIC_WR_SEND)
+		return true;
+	/* at the peer: a WRITE's target against the other's remote range */
+	if (a->opcode != NIC_WR_SEND && b->opcode != NIC_WR_SEND && (!a_read || !b_read) &&
+	    ranges_overlap(a->remote_addr, a->len, b->remote_addr, b->len))
+		return true;
+	/* here: a READ's target against the other's buffers */
+	if (!a_read && !b_read)
+		return false;
+	for (i = 0; i < a->num_sge; i++)
+		for (j = 0; j < b->num_sge; j++)
+			if (ranges_overlap(a->sge[i].addr, a->sge[i].length, b->sge[j].addr,
+					   b->sge[j].length))
+				return true;
+	return false;
+}
+
 /*
- * Start the oldest WQE not started yet. Returns 0 when it started, -EAGAIN
- * when it cannot (yet), else the error of a WQE that failed.
+ * May WQE idx start, as far as earlier WQEs are concerned? A fenced one
+ * waits until every earlier WQE has completed; with relaxed ordering, any
+ * WQE waits until the earlier ones it conflicts with have completed.
+ */
+static bool wqe_may_start(struct nic_qp *qp, __u32 idx)
+{
+	bool relaxed = qp->attr.flags & NIC_QP_RELAXED_ORDERING;
+	struct nic_swqe *w = sq_at(qp, idx);
+	__u32 i = atomic_load_explicit(&qp->sq_head, memory_order_relaxed);
+
+	if (!relaxed && !(w->flags & NIC_SEND_FENCE))
+		return true;
+	for (; i != idx; i++) {
+		struct nic_swqe *e = sq_at(qp, i);
+
+		if (e->done)
+			continue;
+		if ((w->flags & NIC_SEND_FENCE) || wqe_conflict(e, w))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Start the next WQE that can start. In order, that is the oldest WQE not
+ * started; relaxed ordering looks past WQEs that wait (for a page, for an
+ * earlier WQE they conflict with, at a fence) at up to NIC_REORDER_MAX of
+ * them. The send window and the READ limit stop the search: they are
+ * not what relaxed ordering gets around. Returns 0 when a WQE started,
+ * -EAGAIN when none can, else the error of a WQE that failed.
  */
 static int req_start_next(struct nic_qp *qp)
 {
 	__u32 prod = atomic_load_explicit(&qp->sq_prod, memory_order_acquire);
-	struct nic_swqe *w = sq_at(qp, qp->sq_next);
+	bool relaxed = qp->attr.flags & NIC_QP_RELAXED_ORDERING;
+	__u32 idx, looked = 0;
+	int r;
 
-	if (qp->sq_next == prod || psn_diff(qp->next_psn, qp->una) >= NIC_WINDOW ||
-	    (w->opcode == NIC_WR_RDMA_READ && reads_in_flight(qp) >= NIC_MAX_RD) ||
-	    (w->stalled && w->stall_gen == qp->fault_gen))
-		return -EAGAIN;
-	return req_start(qp, qp->sq_next);
+	for (idx = qp->sq_next; idx != prod && looked < NIC_REORDER_MAX; idx++) {
+		struct nic_swqe *w = sq_at(qp, idx);
+
+		if (w->started)
+			continue; /* overtook the WQEs before it */
+		looked++;
+		if (psn_diff(qp->next_psn, qp->una) >= NIC_WINDOW ||
+		    (w->opcode == NIC_WR_RDMA_READ && reads_in_flight(qp) >= NIC_MAX_RD))
+			return -EAGAIN;
+		if ((!w->stalled || w->stall_gen != qp->fault_gen) && wqe_may_start(qp, idx)) {
+			r = req_start(qp, idx);
+			if (r != -EAGAIN)
+				return r;
+		}
+		if (!relaxed)
+			break;
+	}
+	return -EAGAIN;
 }
 
 /* Build the packet at (tx_pos, tx_pkt). */
