@@ -22,9 +22,9 @@
 #include "nic_fixture.h"
 
 #define AREA (16 * PG)
-#define SEED_B 7	 /* B's warm READ source */
-#define SEED_B_COLD 8	 /* B's READ source that B's NIC never touched */
-#define SEED_A 9	 /* A's WRITE source; + phase for the WRITEs of each phase */
+#define SEED_B 7      /* B's warm READ source */
+#define SEED_B_COLD 8 /* B's READ source that B's NIC never touched */
+#define SEED_A 9      /* A's WRITE source; + phase for the WRITEs of each phase */
 
 /*
  * B's region: [0, AREA) READ source, [AREA, 2 AREA) WRITE target, both
@@ -45,7 +45,7 @@ static int side_b(int sock, void *arg)
 	fx_ep_open(&ep, NULL);
 	buf = fx_alloc(3 * AREA);
 	region = fx_npf_register(c, buf, 3 * AREA, NULL);
-	fx_fill(buf, AREA, SEED_B);		 /* CPU faults: the IO page table stays empty */
+	fx_fill(buf, AREA, SEED_B); /* CPU faults: the IO page table stays empty */
 	fx_fill(buf + 2 * AREA, AREA, SEED_B_COLD);
 	mr = fx_npf_mr(c, &ep, region, buf, 3 * AREA, acc, NULL);
 	fx_qp(&ep, sock);
@@ -71,10 +71,10 @@ static int side_b(int sock, void *arg)
 
 struct phase {
 	const char *what;
-	char *qp1_dst;	 /* QP1's READ: local target, remote source */
+	char *qp1_dst; /* QP1's READ: local target, remote source */
 	__u64 qp1_src;
 	const char *qp1_want;
-	char *qp2_dst;	 /* QP2's READ */
+	char *qp2_dst; /* QP2's READ */
 	__u64 qp2_src;
 	const char *qp2_want;
 	char *qp2_wsrc; /* QP2's WRITE */
@@ -86,9 +86,9 @@ struct phase {
  * complete while npfd is stopped, QP1's only after SIGCONT. s0 and s1: A's
  * NIC counters before and after.
  */
-static void run_phase(struct fx_ep *ep, struct nic_qp *qp1, struct nic_qp *qp2,
-		      struct nic_mr *mr, __u32 rkey, const struct phase *ph, int n,
-		      struct nic_stats *s0, struct nic_stats *s1)
+static void run_phase(struct fx_ep *ep, struct nic_qp *qp1, struct nic_qp *qp2, struct nic_mr *mr,
+		      __u32 rkey, const struct phase *ph, int n, struct nic_stats *s0,
+		      struct nic_stats *s1)
 {
 	struct nic_stats mid;
 	struct nic_wc wc;
@@ -100,16 +100,16 @@ static void run_phase(struct fx_ep *ep, struct nic_qp *qp1, struct nic_qp *qp2,
 	t0 = th_now();
 	FX_ASSERT(!fx_post(qp1, NIC_WR_RDMA_READ, n * 10, ph->qp1_dst, PG, mr, ph->qp1_src, rkey),
 		  "post");
-	FX_ASSERT(!fx_post(qp2, NIC_WR_RDMA_READ, n * 10 + 1, ph->qp2_dst, PG, mr, ph->qp2_src,
-			   rkey),
-		  "post");
-	FX_ASSERT(!fx_post(qp2, NIC_WR_RDMA_WRITE, n * 10 + 2, ph->qp2_wsrc, PG, mr, ph->qp2_wdst,
-			   rkey),
-		  "post");
+	FX_ASSERT(
+	    !fx_post(qp2, NIC_WR_RDMA_READ, n * 10 + 1, ph->qp2_dst, PG, mr, ph->qp2_src, rkey),
+	    "post");
+	FX_ASSERT(
+	    !fx_post(qp2, NIC_WR_RDMA_WRITE, n * 10 + 2, ph->qp2_wsrc, PG, mr, ph->qp2_wdst, rkey),
+	    "post");
 	for (i = 0; i < 2; i++) {
 		fx_wait_wc(ep->cq, &wc, 20000);
 		FX_ASSERT(wc.qp_num == nic_qp_num(qp2) && wc.wr_id == (__u64)n * 10 + 1 + i &&
-				  wc.status == NIC_WC_SUCCESS,
+			      wc.status == NIC_WC_SUCCESS,
 			  "%d: while QP1's READ waits for npfd: completion on QP %u wr %llu '%s', "
 			  "expected QP2's wr %d",
 			  n, wc.qp_num, (unsigned long long)wc.wr_id, nic_wc_status_str(wc.status),
@@ -117,8 +117,8 @@ static void run_phase(struct fx_ep *ep, struct nic_qp *qp1, struct nic_qp *qp2,
 		t2[i] = (th_now() - t0) * 1e3;
 	}
 	FX_ASSERT(!memcmp(ph->qp2_dst, ph->qp2_want, PG), "%d: QP2's READ: data differs", n);
-	FX_ASSERT(nic_poll_cq(ep->cq, 1, &wc) == 0, "%d: QP1's READ completed while npfd was stopped",
-		  n);
+	FX_ASSERT(nic_poll_cq(ep->cq, 1, &wc) == 0,
+		  "%d: QP1's READ completed while npfd was stopped", n);
 	nic_query_stats(ep->nic, &mid, sizeof(mid));
 	FX_ASSERT(mid.page_responses == s0->page_responses,
 		  "%d: the NIC got %llu page responses from a stopped npfd", n,
@@ -185,7 +185,7 @@ static int side_a(int sock, void *arg)
 				  dst + PG, reg.addr + PG, want + PG, src, reg.addr + AREA},
 		  1, &s0, &s1);
 	FX_ASSERT(s1.page_requests == s0.page_requests + 1 &&
-			  s1.requester_stalls == s0.requester_stalls + 1,
+		      s1.requester_stalls == s0.requester_stalls + 1,
 		  "1: QP1's READ raised %llu page requests and %llu stalls, expected 1 and 1",
 		  (unsigned long long)(s1.page_requests - s0.page_requests),
 		  (unsigned long long)(s1.requester_stalls - s0.requester_stalls));

@@ -31,9 +31,9 @@
 #include "nic_fixture.h"
 
 #define AREA (16 * PG)
-#define SEED_B 7  /* B's READ sources */
-#define SEED_A 9  /* A's WRITE sources */
-#define NR 8	  /* WRs on the relaxed QP */
+#define SEED_B 7 /* B's READ sources */
+#define SEED_A 9 /* A's WRITE sources */
+#define NR 8	 /* WRs on the relaxed QP */
 
 /* B's region: [0, AREA) READ sources, [AREA, 2 AREA) WRITE targets (wr) */
 static int side_b(int sock, void *arg)
@@ -136,9 +136,11 @@ static int side_a(int sock, void *arg)
 	FX_ASSERT(!fx_post_flags(qr, NIC_WR_RDMA_READ, 4, dst + PG, PG, mr, r + 3 * PG, rkey,
 				 NIC_SEND_FENCE),
 		  "post");
-	FX_ASSERT(!fx_post(qr, NIC_WR_RDMA_READ, 5, dst + 2 * PG, PG, mr, r + 4 * PG, rkey), "post");
+	FX_ASSERT(!fx_post(qr, NIC_WR_RDMA_READ, 5, dst + 2 * PG, PG, mr, r + 4 * PG, rkey),
+		  "post");
 	FX_ASSERT(!fx_post(qr, NIC_WR_RDMA_WRITE, 6, src + PG, PG, mr, r + PG, rkey), "post");
-	FX_ASSERT(!fx_post(qr, NIC_WR_RDMA_READ, 7, dst + 3 * PG, PG, mr, r + 5 * PG, rkey), "post");
+	FX_ASSERT(!fx_post(qr, NIC_WR_RDMA_READ, 7, dst + 3 * PG, PG, mr, r + 5 * PG, rkey),
+		  "post");
 
 	/* until the probe R7 completes: exactly R1, R2, R5 before it */
 	for (n = 0;; n++) {
@@ -154,10 +156,11 @@ static int side_a(int sock, void *arg)
 			  (unsigned long long)wc.wr_id, order);
 	}
 	FX_ASSERT(n == 3, "only %d of R1, R2, R5 completed before R7 (completed: %s)", n, order);
-	FX_ASSERT(nic_poll_cq(ep.cq, 1, &wc) == 0, "wr %llu on QP %u completed after R7 while npfd "
-		  "was stopped", (unsigned long long)wc.wr_id, wc.qp_num);
+	FX_ASSERT(nic_poll_cq(ep.cq, 1, &wc) == 0,
+		  "wr %llu on QP %u completed after R7 while npfd was stopped",
+		  (unsigned long long)wc.wr_id, wc.qp_num);
 	FX_ASSERT(!memcmp(dst, want + 2 * PG, PG) && !memcmp(dst + 2 * PG, want + 4 * PG, PG) &&
-			  !memcmp(dst + 3 * PG, want + 5 * PG, PG),
+		      !memcmp(dst + 3 * PG, want + 5 * PG, PG),
 		  "the READs that overtook R0: data differs");
 	nic_query_stats(ep.nic, &s1, sizeof(s1));
 	FX_ASSERT(s1.page_responses == s0.page_responses,
@@ -187,9 +190,11 @@ static int side_a(int sock, void *arg)
 	FX_ASSERT(pos[0] && pos[3] && pos[4] && pos[6], "R0, R3, R4, R6 did not all complete: %s",
 		  order);
 	FX_ASSERT(pos[0] < pos[3] && pos[0] < pos[6] && pos[3] < pos[4],
-		  "after SIGCONT: R3 and R6 must follow R0, the fenced R4 must follow R3: %s", order);
+		  "after SIGCONT: R3 and R6 must follow R0, the fenced R4 must follow R3: %s",
+		  order);
 	printf("after SIGCONT: %s\n", order);
-	FX_ASSERT(!memcmp(p, want, 2 * PG), "R0: data differs (R6 overwrote B[1] before R0 read it?)");
+	FX_ASSERT(!memcmp(p, want, 2 * PG),
+		  "R0: data differs (R6 overwrote B[1] before R0 read it?)");
 	FX_ASSERT(!memcmp(dst + PG, want + 3 * PG, PG), "R4: data differs");
 	FX_ASSERT(!memcmp(m + PG, want + 6 * PG, PG) && !memcmp(dst + 4 * PG, want + 7 * PG, PG),
 		  "the default QP's READs: data differs");
@@ -208,6 +213,7 @@ int main(void)
 
 	if (!r)
 		printf("PASS: relaxed ordering: WRs overtake one that waits for a page unless they "
-		       "conflict with it or are fenced; the default QP stays in order (through npfd)\n");
+		       "conflict with it or are fenced; the default QP stays in order "
+		       "(through npfd)\n");
 	return r;
 }
