@@ -204,10 +204,10 @@ enum nic_qp_flags {
 	 * Relaxed ordering (seed 001 §3.3). By default a QP executes and
 	 * completes its send WRs in the order they were posted (IB
 	 * semantics): a WR that waits for a page holds up every later one.
-	 * With this flag, a later WR that does not conflict with any earlier
-	 * WR still outstanding (started or not) starts, executes and
-	 * completes before it, so completions can arrive out of posting
-	 * order (tell them apart by wr_id). Two WRs conflict when they touch
+	 * With this flag, a WR that does not conflict with any earlier WR
+	 * still outstanding (started or not) may start, execute and complete
+	 * before them, so completions can arrive out of posting order (tell
+	 * them apart by wr_id). Two WRs conflict when they touch
 	 * common memory and one of them writes it -- locally (a READ's
 	 * target against another WR's local buffers) or at the peer (a
 	 * WRITE's target against another RDMA WR's remote range) -- and any
