@@ -49,7 +49,9 @@ struct bn_mem {
 	struct npf_client *c;
 };
 
-static inline void bn_ep_open(struct bn_ep *ep, int nqp, __u32 max_page_requests)
+/* An endpoint with nqp QPs; qp_flags: each QP's enum nic_qp_flags (NULL: all 0). */
+static inline void bn_ep_open_flags(struct bn_ep *ep, int nqp, __u32 max_page_requests,
+				    const __u32 *qp_flags)
 {
 	int i;
 
@@ -63,7 +65,8 @@ static inline void bn_ep_open(struct bn_ep *ep, int nqp, __u32 max_page_requests
 	for (i = 0; i < nqp; i++) {
 		NIC_OPTS(nic_qp_init_attr, qa, .send_cq = ep->cq, .recv_cq = ep->cq,
 			 .max_send_wr = 1024, .max_recv_wr = 1024,
-			 .max_page_requests = max_page_requests);
+			 .max_page_requests = max_page_requests,
+			 .flags = qp_flags ? qp_flags[i] : 0);
 
 		ep->qp[i] = nic_create_qp(ep->pd, &qa);
 		if (!ep->qp[i])
@@ -71,14 +74,22 @@ static inline void bn_ep_open(struct bn_ep *ep, int nqp, __u32 max_page_requests
 	}
 }
 
-/* Two NICs, nqp connected QP pairs (A's qp[i] <-> B's qp[i]). */
-static inline void bn_pair_open(struct bn_pair *p, int nqp)
+static inline void bn_ep_open(struct bn_ep *ep, int nqp, __u32 max_page_requests)
+{
+	bn_ep_open_flags(ep, nqp, max_page_requests, NULL);
+}
+
+/*
+ * Two NICs, nqp connected QP pairs (A's qp[i] <-> B's qp[i]); qp_flags:
+ * each pair's enum nic_qp_flags (NULL: all 0).
+ */
+static inline void bn_pair_open_flags(struct bn_pair *p, int nqp, const __u32 *qp_flags)
 {
 	int i;
 
 	p->nqp = nqp;
-	bn_ep_open(&p->a, nqp, 0);
-	bn_ep_open(&p->b, nqp, 0);
+	bn_ep_open_flags(&p->a, nqp, 0, qp_flags);
+	bn_ep_open_flags(&p->b, nqp, 0, qp_flags);
 	for (i = 0; i < nqp; i++) {
 		struct nic_qp_info ia, ib;
 
@@ -86,6 +97,11 @@ static inline void bn_pair_open(struct bn_pair *p, int nqp)
 		    nic_qp_connect(p->a.qp[i], &ib) || nic_qp_connect(p->b.qp[i], &ia))
 			bench_die("cannot connect QP pair %d", i);
 	}
+}
+
+static inline void bn_pair_open(struct bn_pair *p, int nqp)
+{
+	bn_pair_open_flags(p, nqp, NULL);
 }
 
 /* Detach every device of ours first (npfd waits for the NICs' acks), then close. */

@@ -24,6 +24,7 @@
 #define NIC_MAX_RD 8		/* outstanding RDMA READs per QP (both directions) */
 #define NIC_WINDOW 256		/* unacknowledged packets per QP */
 #define NIC_BUDGET 64		/* packets per QP per engine pass, each direction */
+#define NIC_REORDER_MAX 32	/* relaxed ordering: WQEs not started looked at for one to start */
 #define NIC_SHM_SLOTS 256
 #define NIC_PKT_MAGIC 0x544b504e /* "NPKT" */
 #define NIC_PKT_VERSION 1
@@ -151,7 +152,12 @@ struct nic_swqe {
 	__u32 first_psn;
 	__u32 npkts;
 	__u32 rd_got;	/* READ: response packets received */
+	bool started;	/* has its PSNs: in ord[] */
 	bool done;
+	bool retired;	/* its completion was reported */
+	bool stalled;	/* waits for a page response before it can start */
+	__u32 stall_gen; /* fault_gen when it stalled: retried once it changes */
+	__u64 stall_ns;	/* when it first found a page missing, 0 never */
 	enum nic_wc_status status;
 };
 
@@ -195,13 +201,21 @@ struct nic_qp {
 	struct nic_wire wire;
 	pthread_mutex_t post_lock;
 
-	/* send queue: application produces at sq_prod, engine retires at sq_head */
+	/*
+	 * Send queue: the application produces at sq_prod, the engine frees
+	 * slots at sq_head. WQEs get PSNs when they start, in posting order
+	 * unless relaxed ordering lets one start before an earlier one; ord[]
+	 * lists the started WQEs not yet retired in PSN order, which is the
+	 * order they are sent, resent, acknowledged and completed in.
+	 */
 	struct nic_swqe *sq;
 	__u32 sq_size;
 	_Atomic __u32 sq_prod;
 	_Atomic __u32 sq_head;
 	__u32 sq_next;	   /* first WQE without PSNs */
-	__u32 tx_idx;	   /* WQE being transmitted (sq_head <= tx_idx <= sq_next) */
+	__u32 *ord;	   /* SQ indices, sq_size entries */
+	__u32 ord_head, ord_tail;
+	__u32 tx_pos;	   /* ord[] position being transmitted (ord_head <= tx_pos <= ord_tail) */
 	__u32 tx_pkt;	   /* packet within it */
 	__u32 next_psn;	   /* PSN for the next new WQE */
 	__u32 una;	   /* oldest unacknowledged PSN */
@@ -210,10 +224,9 @@ struct nic_qp {
 	__u64 rnr_until;   /* no transmission before this (ns) */
 	__u32 retries;
 	__u32 rnr_retries;
-	bool tx_fault;	   /* WQE fault_idx waits for a page response */
+	bool tx_fault;	   /* the started WQE at fault_pos lost a page: waits for a response */
 	__u64 miss_ns;	   /* when the last page check found a page missing */
-	__u64 stall_ns;	   /* when WQE sq_next first stalled before getting PSNs, 0 none */
-	__u32 fault_idx;
+	__u32 fault_pos;
 	__u32 tx_fault_gen;
 	bool rd_fault;	   /* a READ response hit a missing page: re-read on answer */
 	__u32 rd_fault_gen;

@@ -6,7 +6,11 @@
  * response packet); packets are generated from the WQE on demand, so
  * go-back-N retransmission needs no copies. Before a WQE starts, all its
  * local pages are checked: missing ones raise one page request and the
- * send queue stalls there, in order, until npfd answers (seed 000 §4).
+ * WQE waits until npfd answers (seed 000 §4). By default the send queue
+ * stalls there, in order; with relaxed ordering (seed 001 §3.3) later WQEs
+ * that conflict with no earlier outstanding one start meanwhile, so PSN
+ * order -- the order of everything after the start: transmission,
+ * go-back-N, ACKs, completions -- can differ from posting order.
  *
  * Responder: takes packets at its expected PSN only. A packet that would
  * touch a missing page raises one page request for the rest of the message
@@ -25,6 +29,12 @@
 static inline struct nic_swqe *sq_at(struct nic_qp *qp, __u32 idx)
 {
 	return &qp->sq[idx & (qp->sq_size - 1)];
+}
+
+/* The started WQE at position pos of ord[] (PSN order). */
+static inline struct nic_swqe *ord_at(struct nic_qp *qp, __u32 pos)
+{
+	return sq_at(qp, qp->ord[pos & (qp->sq_size - 1)]);
 }
 
 static inline struct nic_rwqe *rq_at(struct nic_qp *qp, __u32 idx)
@@ -110,17 +120,24 @@ static void push_recv_wc(struct nic_qp *qp, __u64 wr_id, enum nic_wc_status st, 
 	nic_cq_push(qp->rcq, &wc);
 }
 
-/* Retire finished WQEs in order. */
+/*
+ * Report finished WQEs in the order they finish (PSN order), then free the
+ * send queue slots up to the oldest WQE not reported yet.
+ */
 static int sq_retire(struct nic_qp *qp)
 {
 	__u32 head = atomic_load_explicit(&qp->sq_head, memory_order_relaxed);
 	int n = 0;
 
-	while (head != qp->sq_next && sq_at(qp, head)->done) {
-		push_send_wc(qp, sq_at(qp, head));
-		head++;
+	for (; qp->ord_head != qp->ord_tail && ord_at(qp, qp->ord_head)->done; qp->ord_head++) {
+		struct nic_swqe *w = ord_at(qp, qp->ord_head);
+
+		push_send_wc(qp, w);
+		w->retired = true;
 		n++;
 	}
+	while (head != qp->sq_next && sq_at(qp, head)->retired)
+		head++;
 	atomic_store_explicit(&qp->sq_head, head, memory_order_release);
 	return n;
 }
@@ -132,17 +149,21 @@ static int qp_flush(struct nic_qp *qp)
 	__u32 head = atomic_load_explicit(&qp->sq_head, memory_order_relaxed);
 	int n = 0;
 
-	for (; head != prod; head++, n++) {
+	for (; head != prod; head++) {
 		struct nic_swqe *w = sq_at(qp, head);
 
+		if (w->retired)
+			continue;
 		if (!w->done) {
 			w->done = true;
 			w->status = NIC_WC_WR_FLUSH_ERR;
 		}
 		push_send_wc(qp, w);
+		n++;
 	}
 	atomic_store_explicit(&qp->sq_head, head, memory_order_release);
-	qp->sq_next = qp->tx_idx = head;
+	qp->sq_next = head;
+	qp->ord_head = qp->ord_tail = qp->tx_pos = 0;
 
 	prod = atomic_load_explicit(&qp->rq_prod, memory_order_acquire);
 	head = atomic_load_explicit(&qp->rq_head, memory_order_relaxed);
@@ -198,27 +219,22 @@ static bool send_ack(struct nic_qp *qp, int syn, __u32 psn)
 /* Find the unfinished WQE holding psn and resume transmission there. */
 static void req_rewind(struct nic_qp *qp, __u32 psn)
 {
-	__u32 idx = atomic_load_explicit(&qp->sq_head, memory_order_relaxed);
-	bool found = false;
+	__u32 pos;
 
-	for (; idx != qp->sq_next; idx++) {
-		struct nic_swqe *w = sq_at(qp, idx);
+	for (pos = qp->ord_head; pos != qp->ord_tail; pos++) {
+		struct nic_swqe *w = ord_at(qp, pos);
 
-		if (w->done)
+		if (w->done || psn_diff(psn, w->first_psn + w->npkts) >= 0)
 			continue;
-		if (!found && psn_diff(psn, w->first_psn + w->npkts) < 0) {
-			found = true;
-			qp->tx_idx = idx;
-			if (w->opcode == NIC_WR_RDMA_READ || psn_diff(psn, w->first_psn) < 0)
-				qp->tx_pkt = 0;
-			else
-				qp->tx_pkt = psn - w->first_psn;
-		}
+		qp->tx_pos = pos;
+		if (w->opcode == NIC_WR_RDMA_READ || psn_diff(psn, w->first_psn) < 0)
+			qp->tx_pkt = 0;
+		else
+			qp->tx_pkt = psn - w->first_psn;
+		return;
 	}
-	if (!found) {
-		qp->tx_idx = qp->sq_next;
-		qp->tx_pkt = 0;
-	}
+	qp->tx_pos = qp->ord_tail;
+	qp->tx_pkt = 0;
 }
 
 static void req_progress(struct nic_qp *qp, __u64 now)
@@ -231,13 +247,12 @@ static void req_progress(struct nic_qp *qp, __u64 now)
 /* Everything up to and including psn reached the responder. */
 static void req_ack_upto(struct nic_qp *qp, __u32 psn, __u64 now)
 {
-	__u32 idx = atomic_load_explicit(&qp->sq_head, memory_order_relaxed);
-	__u32 una = psn + 1;
+	__u32 una = psn + 1, pos;
 
 	if (psn_diff(una, qp->una) <= 0 || psn_diff(una, qp->tx_high) > 0)
 		return;
-	for (; idx != qp->sq_next; idx++) {
-		struct nic_swqe *w = sq_at(qp, idx);
+	for (pos = qp->ord_head; pos != qp->ord_tail; pos++) {
+		struct nic_swqe *w = ord_at(qp, pos);
 
 		if (w->done)
 			continue;
@@ -262,10 +277,10 @@ static void req_ack_upto(struct nic_qp *qp, __u32 psn, __u64 now)
 
 static struct nic_swqe *req_wqe_of(struct nic_qp *qp, __u32 psn)
 {
-	__u32 idx = atomic_load_explicit(&qp->sq_head, memory_order_relaxed);
+	__u32 pos;
 
-	for (; idx != qp->sq_next; idx++) {
-		struct nic_swqe *w = sq_at(qp, idx);
+	for (pos = qp->ord_head; pos != qp->ord_tail; pos++) {
+		struct nic_swqe *w = ord_at(qp, pos);
 
 		if (!w->done && psn_diff(psn, w->first_psn) >= 0 &&
 		    psn_diff(psn, w->first_psn + w->npkts) < 0)
@@ -322,14 +337,14 @@ static void req_handle_ack(struct nic_qp *qp, const struct nic_pkt *pkt, __u64 n
 
 static void req_handle_read_resp(struct nic_qp *qp, const struct nic_pkt *pkt, __u64 now)
 {
-	__u32 idx = atomic_load_explicit(&qp->sq_head, memory_order_relaxed);
 	struct nic_swqe *w = NULL;
+	__u32 pos;
 	__u64 off;
 	int r;
 
-	for (; idx != qp->sq_next; idx++) {
-		if (!sq_at(qp, idx)->done && sq_at(qp, idx)->opcode == NIC_WR_RDMA_READ) {
-			w = sq_at(qp, idx);
+	for (pos = qp->ord_head; pos != qp->ord_tail; pos++) {
+		if (!ord_at(qp, pos)->done && ord_at(qp, pos)->opcode == NIC_WR_RDMA_READ) {
+			w = ord_at(qp, pos);
 			break;
 		}
 	}
@@ -379,61 +394,152 @@ static void req_handle_read_resp(struct nic_qp *qp, const struct nic_pkt *pkt, _
 
 static int reads_in_flight(struct nic_qp *qp)
 {
-	__u32 idx = atomic_load_explicit(&qp->sq_head, memory_order_relaxed);
+	__u32 pos;
 	int n = 0;
 
-	for (; idx != qp->sq_next; idx++)
-		if (!sq_at(qp, idx)->done && sq_at(qp, idx)->opcode == NIC_WR_RDMA_READ)
+	for (pos = qp->ord_head; pos != qp->ord_tail; pos++)
+		if (!ord_at(qp, pos)->done && ord_at(qp, pos)->opcode == NIC_WR_RDMA_READ)
 			n++;
 	return n;
 }
 
 /*
- * Give the next WQE its PSNs once all its local pages are present.
- * Returns 0 when started, -EAGAIN when stalled on a page request, else
- * the WQE failed.
+ * Give WQE idx its PSNs once all its local pages are present. Returns 0
+ * when started, -EAGAIN when it waits for a page request, else the WQE
+ * failed.
  */
-static int req_start(struct nic_qp *qp, struct nic_swqe *w)
+static int req_start(struct nic_qp *qp, __u32 idx)
 {
+	struct nic_swqe *w = sq_at(qp, idx);
 	int dir = w->opcode == NIC_WR_RDMA_READ ? DMA_WRITE : DMA_READ;
+	__u32 prod;
 	int r;
 
 	r = nic_fault_sgl(qp, w->sge, w->num_sge, 0, w->len, dir);
 	if (r == -EAGAIN) {
-		if (!qp->tx_fault)
+		if (!w->stall_ns) {
 			qp->nic->stats.requester_stalls++;
-		if (!qp->stall_ns)
-			qp->stall_ns = qp->miss_ns;
-		qp->tx_fault = true;
-		qp->fault_idx = qp->sq_next;
-		qp->tx_fault_gen = qp->fault_gen;
+			w->stall_ns = qp->miss_ns;
+		}
+		w->stalled = true;
+		w->stall_gen = qp->fault_gen;
 		return r;
 	}
 	if (r) {
-		qp->stall_ns = 0; /* not resumed: failed */
 		wqe_fail(qp, w, NIC_WC_LOC_PROT_ERR);
 		return r;
 	}
-	qp->tx_fault = false;
-	if (qp->stall_ns) {
+	if (w->stall_ns) {
 		struct nic_stats *st = &qp->nic->stats;
 
-		st->stall_ns_last = nic_now_ns() - qp->stall_ns;
+		st->stall_ns_last = nic_now_ns() - w->stall_ns;
 		st->stall_ns_total += st->stall_ns_last;
 		st->stalls_resumed++;
-		qp->stall_ns = 0;
 	}
+	w->stalled = false;
+	w->started = true;
 	w->first_psn = qp->next_psn;
 	w->npkts = npkts_of(qp, w->len);
 	w->rd_got = 0;
 	w->done = false;
 	w->status = NIC_WC_SUCCESS;
 	qp->next_psn += w->npkts;
-	qp->sq_next++;
+	qp->ord[qp->ord_tail++ & (qp->sq_size - 1)] = idx;
+	prod = atomic_load_explicit(&qp->sq_prod, memory_order_acquire);
+	while (qp->sq_next != prod && sq_at(qp, qp->sq_next)->started)
+		qp->sq_next++;
 	return 0;
 }
 
-/* Build and send the packet at (tx_idx, tx_pkt). */
+static bool ranges_overlap(__u64 a, __u64 alen, __u64 b, __u64 blen)
+{
+	return alen && blen && a < b + blen && b < a + alen;
+}
+
+/* Do a and b touch common memory, one of them writing it (relaxed ordering)? */
+static bool wqe_conflict(const struct nic_swqe *a, const struct nic_swqe *b)
+{
+	bool a_read = a->opcode == NIC_WR_RDMA_READ, b_read = b->opcode == NIC_WR_RDMA_READ;
+	int i, j;
+
+	/* SENDs consume the peer's receive queue in posting order */
+	if (a->opcode == NIC_WR_SEND && b->opcode == NIC_WR_SEND)
+		return true;
+	/* at the peer: a WRITE's target against the other's remote range */
+	if (a->opcode != NIC_WR_SEND && b->opcode != NIC_WR_SEND && (!a_read || !b_read) &&
+	    ranges_overlap(a->remote_addr, a->len, b->remote_addr, b->len))
+		return true;
+	/* here: a READ's target against the other's buffers */
+	if (!a_read && !b_read)
+		return false;
+	for (i = 0; i < a->num_sge; i++)
+		for (j = 0; j < b->num_sge; j++)
+			if (ranges_overlap(a->sge[i].addr, a->sge[i].length, b->sge[j].addr,
+					   b->sge[j].length))
+				return true;
+	return false;
+}
+
+/*
+ * May WQE idx start, as far as earlier WQEs are concerned? A fenced one
+ * waits until every earlier WQE has completed; with relaxed ordering, any
+ * WQE waits until the earlier ones it conflicts with have completed.
+ */
+static bool wqe_may_start(struct nic_qp *qp, __u32 idx)
+{
+	bool relaxed = qp->attr.flags & NIC_QP_RELAXED_ORDERING;
+	struct nic_swqe *w = sq_at(qp, idx);
+	__u32 i = atomic_load_explicit(&qp->sq_head, memory_order_relaxed);
+
+	if (!relaxed && !(w->flags & NIC_SEND_FENCE))
+		return true;
+	for (; i != idx; i++) {
+		struct nic_swqe *e = sq_at(qp, i);
+
+		if (e->done)
+			continue;
+		if ((w->flags & NIC_SEND_FENCE) || wqe_conflict(e, w))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Start the next WQE that can start. In order, that is the oldest WQE not
+ * started; relaxed ordering looks past WQEs that wait (for a page, for an
+ * earlier WQE they conflict with, at a fence) at up to NIC_REORDER_MAX of
+ * them. The send window and the READ limit stop the search: they are
+ * not what relaxed ordering gets around. Returns 0 when a WQE started,
+ * -EAGAIN when none can, else the error of a WQE that failed.
+ */
+static int req_start_next(struct nic_qp *qp)
+{
+	__u32 prod = atomic_load_explicit(&qp->sq_prod, memory_order_acquire);
+	bool relaxed = qp->attr.flags & NIC_QP_RELAXED_ORDERING;
+	__u32 idx, looked = 0;
+	int r;
+
+	for (idx = qp->sq_next; idx != prod && looked < NIC_REORDER_MAX; idx++) {
+		struct nic_swqe *w = sq_at(qp, idx);
+
+		if (w->started)
+			continue; /* overtook the WQEs before it */
+		looked++;
+		if (psn_diff(qp->next_psn, qp->una) >= NIC_WINDOW ||
+		    (w->opcode == NIC_WR_RDMA_READ && reads_in_flight(qp) >= NIC_MAX_RD))
+			return -EAGAIN;
+		if ((!w->stalled || w->stall_gen != qp->fault_gen) && wqe_may_start(qp, idx)) {
+			r = req_start(qp, idx);
+			if (r != -EAGAIN)
+				return r;
+		}
+		if (!relaxed)
+			break;
+	}
+	return -EAGAIN;
+}
+
+/* Build the packet at (tx_pos, tx_pkt). */
 static int req_send_one(struct nic_qp *qp, struct nic_swqe *w, struct nic_pkt *pkt)
 {
 	__u64 off = (__u64)qp->tx_pkt * qp->mtu;
@@ -462,7 +568,7 @@ static int req_send_one(struct nic_qp *qp, struct nic_swqe *w, struct nic_pkt *p
 	r = nic_fault_sgl(qp, w->sge, w->num_sge, off, w->len - off, DMA_READ);
 	if (r == -EAGAIN) {
 		qp->tx_fault = true;
-		qp->fault_idx = qp->tx_idx;
+		qp->fault_pos = qp->tx_pos;
 		qp->tx_fault_gen = qp->fault_gen;
 		qp->nic->stats.requester_stalls++;
 		return r;
@@ -488,36 +594,28 @@ static int req_tx(struct nic_qp *qp, __u64 now, __u64 *deadline)
 		req_rewind(qp, qp->una);
 	}
 	while (sent < NIC_BUDGET && qp->state == QPS_RTS) {
-		__u32 prod = atomic_load_explicit(&qp->sq_prod, memory_order_acquire);
-		__u32 head = atomic_load_explicit(&qp->sq_head, memory_order_relaxed);
 		struct nic_swqe *w;
 		struct nic_pkt *pkt;
 		__u32 psn;
 		int r;
 
-		if ((int)(qp->tx_idx - head) < 0) {
-			qp->tx_idx = head;
+		if ((int)(qp->tx_pos - qp->ord_head) < 0) {
+			qp->tx_pos = qp->ord_head;
 			qp->tx_pkt = 0;
 		}
-		if (qp->tx_idx == prod)
+		if (qp->tx_fault && qp->tx_pos == qp->fault_pos && qp->fault_gen == qp->tx_fault_gen)
 			break;
-		if (qp->tx_fault && qp->tx_idx == qp->fault_idx && qp->fault_gen == qp->tx_fault_gen)
-			break;
-		w = sq_at(qp, qp->tx_idx);
-		if (qp->tx_idx == qp->sq_next) {
-			if (psn_diff(qp->next_psn, qp->una) >= NIC_WINDOW)
-				break;
-			if (w->opcode == NIC_WR_RDMA_READ && reads_in_flight(qp) >= NIC_MAX_RD)
-				break;
-			r = req_start(qp, w);
+		if (qp->tx_pos == qp->ord_tail) {
+			r = req_start_next(qp);
 			if (r == -EAGAIN)
 				break;
 			if (r)
 				return sent + 1;
 			qp->tx_pkt = 0;
 		}
+		w = ord_at(qp, qp->tx_pos);
 		if (w->done) {
-			qp->tx_idx++;
+			qp->tx_pos++;
 			qp->tx_pkt = 0;
 			continue;
 		}
@@ -525,7 +623,7 @@ static int req_tx(struct nic_qp *qp, __u64 now, __u64 *deadline)
 		if (w->opcode != NIC_WR_RDMA_READ && psn_diff(psn, qp->una) < 0) {
 			qp->tx_pkt = qp->una - w->first_psn; /* acked meanwhile */
 			if (qp->tx_pkt >= w->npkts) {
-				qp->tx_idx++;
+				qp->tx_pos++;
 				qp->tx_pkt = 0;
 			}
 			continue;
@@ -548,7 +646,7 @@ static int req_tx(struct nic_qp *qp, __u64 now, __u64 *deadline)
 		}
 		nic_wire_tx_commit(qp, pkt);
 		sent++;
-		if (qp->tx_fault && qp->tx_idx == qp->fault_idx)
+		if (qp->tx_fault && qp->tx_pos == qp->fault_pos)
 			qp->tx_fault = false;
 		if (psn_diff(psn + 1, qp->tx_high) > 0)
 			qp->tx_high = psn + 1;
@@ -564,7 +662,7 @@ static int req_tx(struct nic_qp *qp, __u64 now, __u64 *deadline)
 			qp->tx_pkt++;
 		}
 		if (qp->tx_pkt >= w->npkts) {
-			qp->tx_idx++;
+			qp->tx_pos++;
 			qp->tx_pkt = 0;
 		}
 	}

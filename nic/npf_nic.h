@@ -199,6 +199,26 @@ int nic_cq_wait(struct nic_cq *cq, int timeout_ms);
 
 /* ---- queue pairs (reliable connection) --------------------------------- */
 
+enum nic_qp_flags {
+	/*
+	 * Relaxed ordering (seed 001 §3.3). By default a QP executes and
+	 * completes its send WRs in the order they were posted (IB
+	 * semantics): a WR that waits for a page holds up every later one.
+	 * With this flag, a WR that does not conflict with any earlier WR
+	 * still outstanding (started or not) may start, execute and complete
+	 * before them, so completions can arrive out of posting order (tell
+	 * them apart by wr_id). Two WRs conflict when they touch
+	 * common memory and one of them writes it -- locally (a READ's
+	 * target against another WR's local buffers) or at the peer (a
+	 * WRITE's target against another RDMA WR's remote range) -- and any
+	 * two SENDs conflict (they consume the peer's receive queue in
+	 * order). A conflicting WR waits until the earlier one has completed.
+	 * What the NIC cannot see needs NIC_SEND_FENCE: a SEND announcing
+	 * data that earlier WRITEs put at the peer, for instance.
+	 */
+	NIC_QP_RELAXED_ORDERING = 1,
+};
+
 struct nic_qp_init_attr {
 	size_t sz;
 	struct nic_cq *send_cq;
@@ -211,6 +231,7 @@ struct nic_qp_init_attr {
 	__u32 timeout_us;	 /* retransmission timeout, doubled per retry up to x16 (default 10000) */
 	__u32 retry_cnt;	 /* retransmissions without progress before RETRY_EXC_ERR (default 7) */
 	__u32 rnr_retry;	 /* RNR NAKs tolerated per WR; 7 = forever (default 7) */
+	__u32 flags;		 /* enum nic_qp_flags */
 };
 
 struct nic_qp *nic_create_qp(struct nic_pd *pd, const struct nic_qp_init_attr *attr);
@@ -261,6 +282,12 @@ enum nic_wr_opcode {
 
 enum nic_send_flags {
 	NIC_SEND_SIGNALED = 1,
+	/*
+	 * Seed 001's order-before bit: the WR starts only once every earlier
+	 * WR of its QP has completed, whatever the QP's ordering. With
+	 * relaxed ordering, later WRs may still overtake it.
+	 */
+	NIC_SEND_FENCE = 2,
 };
 
 struct nic_send_wr {

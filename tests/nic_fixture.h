@@ -314,10 +314,11 @@ static inline void fx_ep_open(struct fx_ep *ep, const struct nic_opts *opts)
 	FX_ASSERT(ep->pd && ep->cq, "pd/cq: %s", strerror(errno));
 }
 
-static inline struct nic_qp *fx_qp(struct fx_ep *ep, int sock)
+/* A QP of ep (flags: enum nic_qp_flags) connected to the peer's over sock. */
+static inline struct nic_qp *fx_qp_flags(struct fx_ep *ep, int sock, __u32 flags)
 {
 	NIC_OPTS(nic_qp_init_attr, attr, .send_cq = ep->cq, .recv_cq = ep->cq,
-		 .max_send_wr = 1024, .max_recv_wr = 1024);
+		 .max_send_wr = 1024, .max_recv_wr = 1024, .flags = flags);
 	struct nic_qp *qp = nic_create_qp(ep->pd, &attr);
 	int err;
 
@@ -327,6 +328,11 @@ static inline struct nic_qp *fx_qp(struct fx_ep *ep, int sock)
 	if (!ep->qp)
 		ep->qp = qp;
 	return qp;
+}
+
+static inline struct nic_qp *fx_qp(struct fx_ep *ep, int sock)
+{
+	return fx_qp_flags(ep, sock, 0);
 }
 
 static inline void fx_wait_wc(struct nic_cq *cq, struct nic_wc *wc, int timeout_ms)
@@ -349,8 +355,10 @@ static inline void fx_expect_wc(struct nic_cq *cq, __u64 wr_id, enum nic_wc_stat
 		  (unsigned long long)wr_id, nic_wc_status_str(st));
 }
 
-static inline int fx_post(struct nic_qp *qp, enum nic_wr_opcode op, __u64 wr_id, void *buf,
-			  __u32 len, struct nic_mr *mr, __u64 raddr, __u32 rkey)
+/* Post one signaled WR (flags: more enum nic_send_flags) over [buf, buf + len) of mr. */
+static inline int fx_post_flags(struct nic_qp *qp, enum nic_wr_opcode op, __u64 wr_id, void *buf,
+				__u32 len, struct nic_mr *mr, __u64 raddr, __u32 rkey,
+				unsigned int flags)
 {
 	struct nic_sge sge = {(uintptr_t)buf, len, nic_mr_lkey(mr)};
 	struct nic_send_wr wr = {
@@ -358,12 +366,18 @@ static inline int fx_post(struct nic_qp *qp, enum nic_wr_opcode op, __u64 wr_id,
 		.sg_list = &sge,
 		.num_sge = 1,
 		.opcode = op,
-		.send_flags = NIC_SEND_SIGNALED,
+		.send_flags = NIC_SEND_SIGNALED | flags,
 		.remote_addr = raddr,
 		.rkey = rkey,
 	};
 
 	return nic_post_send(qp, &wr, NULL);
+}
+
+static inline int fx_post(struct nic_qp *qp, enum nic_wr_opcode op, __u64 wr_id, void *buf,
+			  __u32 len, struct nic_mr *mr, __u64 raddr, __u32 rkey)
+{
+	return fx_post_flags(qp, op, wr_id, buf, len, mr, raddr, rkey, 0);
 }
 
 /*

@@ -50,6 +50,7 @@ static int side(int sock, void *arg, int me)
 		fx_expect_wc(ep.cq, 1, NIC_WC_SUCCESS);
 		sum = fx_sum(buf, 100000);
 		fx_send(sock, &sum, sizeof(sum));
+		fx_sync(sock, 4); /* B checked the SEND: the WRITE lands over it */
 		FX_ASSERT(!fx_post(ep.qp, NIC_WR_RDMA_WRITE, 2, buf, REG / 2, mr, peer.addr + 4096,
 				   peer.rkey),
 			  "post");
@@ -75,6 +76,7 @@ static int side(int sock, void *arg, int me)
 			  nic_wc_status_str(wc.status), wc.byte_len);
 		fx_recv(sock, &got, sizeof(got));
 		FX_ASSERT(fx_sum(rbuf, 100000) == got, "SEND over UDP: checksum mismatch");
+		fx_sync(sock, 4);
 		fx_recv(sock, &got, sizeof(got));
 		FX_ASSERT(fx_sum(rbuf + 4096, REG / 2) == got, "WRITE over UDP: checksum mismatch");
 		memcpy(rbuf, buf, REG / 2);
