@@ -19,7 +19,7 @@ standard="observe_overhead:--rounds=6
 cpu_fault:
 policy:
 fault_latency:--samples-4k=400 --samples-4m=16
-present_path:--iters=300
+present_path:--epochs=50
 fault_throughput:
 registration:
 proactive:--reps=8
