@@ -7,16 +7,19 @@
  * does), with an A/A control: a second pinned buffer, same code, measured
  * the same way. Its interval is the run's noise floor.
  *
- * Target (issue 2): npf costs at most 2% more than pinned (throughput), and
- * at most 20 ns or 2% more (latency: 20 ns is a bound for hardware WRs of a
- * few µs; here a WR takes 4-300 µs, so 2% is the bound that applies).
+ * Target (issue 2): npf costs at most 2% more than pinned, in latency and in
+ * throughput, or 20 ns (a bound for hardware WRs of a few µs; here a WR
+ * takes 4-300 µs, so 2% is the bound that applies; the ns figure is shown).
  *
  * Method. The run is cut into epochs; each allocates three fresh buffers
  * (pinned, pinned-again, npf) and measures every row: latency in triples
  * of WRs, one per buffer, in orders that cycle through all six; then
- * throughput in triples of short blocks, likewise. A row's value for an
- * epoch is the median of its paired differences (npf - pinned,
- * pinned-again - pinned) and of its paired block time ratios. The epoch is
+ * throughput in triples of short blocks, likewise. A row's values for an
+ * epoch are the medians of its paired time ratios (npf / pinned - 1,
+ * pinned-again / pinned - 1) and latency differences in ns. Ratios, because
+ * latency is bimodal here (the NIC's engine thread awake or woken: 8 or
+ * 22 µs), so 2% of a pooled median is 2% of whichever mode it fell in,
+ * while a pair's ratio scales with its own WRs. The epoch is
  * the unit because where a buffer lands in memory moves 1 MiB transfers by
  * 1-3% for as long as it lives: one pair of buffers would report that
  * placement as npf's cost, and the samples of one epoch all share it. Each
@@ -30,6 +33,14 @@
 
 #define BUF (1UL << 20)
 #define WINDOW 32 /* outstanding WRs in the throughput blocks */
+/*
+ * Latency triples per row and epoch: at least --iters, and more while they
+ * fit in LAT_NS (up to LAT_MORE times as many). When WRs are fast, latency
+ * is bimodal and an epoch needs more pairs for a stable median; when they
+ * are slow, it is not and the minimum suffices.
+ */
+#define LAT_NS (3 * 1000 * 1000ULL)
+#define LAT_MORE 8
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 #define NROWS (2 * NSIZES)
 
@@ -47,9 +58,10 @@ struct row {
 	enum nic_wr_opcode op;
 	__u32 size;
 	struct bench_samples lat[NARMS]; /* every WR, for p50/p99 */
-	double *lat_diff[2];		 /* per epoch: npf - pinned, pinned-again - pinned (ns) */
-	double *tput_cost[2];		 /* per epoch: time ratio - 1, the same pairs (%) */
-	double *pair_diff[2];		 /* this epoch's paired differences (scratch) */
+	double *lat_ns[2];		 /* per epoch: npf - pinned, pinned-again - pinned (ns) */
+	double *lat_cost[2];		 /* per epoch: time ratio - 1, the same pairs (%) */
+	double *tput_cost[2];		 /* per epoch: block time ratio - 1, the same pairs (%) */
+	double *pair[4];		 /* this epoch's paired values (scratch) */
 	double seconds[NARMS], bytes;	 /* throughput blocks, per arm */
 };
 
@@ -84,28 +96,34 @@ static size_t block_wrs(__u32 size)
 	return size >= BUF ? WINDOW : 4 * WINDOW;
 }
 
-/* One epoch of one row: `iters` latency triples, then `blocks` throughput triples. */
+/* One epoch of one row: latency triples (see LAT_NS), then `blocks` throughput triples. */
 static void measure_row(struct bn_pair *p, struct row *r, struct bn_mem *arm[NARMS],
 			struct bn_mem *peer, size_t epoch, size_t iters, size_t blocks)
 {
-	double **d = r->pair_diff;
+	uint64_t t0 = bench_now_ns();
+	double **d = r->pair;
 	size_t i, k;
 
-	for (i = 0; i < iters; i++) {
-		uint64_t ns[NARMS];
+	for (i = 0; i < iters || (i < LAT_MORE * iters && bench_now_ns() - t0 < LAT_NS); i++) {
+		double ns[NARMS];
 
 		for (k = 0; k < NARMS; k++) {
 			int a = orders[(epoch + i) % 6][k];
+			uint64_t t = bn_op(p, 0, r->op, arm[a]->buf, r->size, arm[a]->mr, peer->buf,
+					   peer->mr);
 
-			ns[a] = bn_op(p, 0, r->op, arm[a]->buf, r->size, arm[a]->mr, peer->buf,
-				      peer->mr);
-			bench_add(&r->lat[a], ns[a]);
+			bench_add(&r->lat[a], t);
+			ns[a] = (double)t;
 		}
-		d[0][i] = (double)ns[NPF] - (double)ns[PINNED];
-		d[1][i] = (double)ns[PINNED_AA] - (double)ns[PINNED];
+		d[0][i] = 100.0 * (ns[NPF] / ns[PINNED] - 1);
+		d[1][i] = 100.0 * (ns[PINNED_AA] / ns[PINNED] - 1);
+		d[2][i] = ns[NPF] - ns[PINNED];
+		d[3][i] = ns[PINNED_AA] - ns[PINNED];
 	}
-	r->lat_diff[0][epoch] = bench_median(d[0], iters);
-	r->lat_diff[1][epoch] = bench_median(d[1], iters);
+	for (k = 0; k < 2; k++) {
+		r->lat_cost[k][epoch] = bench_median(d[k], i);
+		r->lat_ns[k][epoch] = bench_median(d[2 + k], i);
+	}
 	for (i = 0; i < blocks; i++) {
 		double t[NARMS];
 
@@ -127,23 +145,24 @@ static void print_latency(struct row *rows, size_t epochs, size_t counts[3], dou
 {
 	size_t i;
 
-	bench_text("latency, one WR at a time; cost = npf - pinned, A/A = pinned-again - pinned:\n"
-		   "median over %zu epochs of each epoch's median paired difference, [95%% CI]\n",
+	bench_text("latency, one WR at a time; cost = npf's time / pinned's - 1, A/A = "
+		   "pinned-again's / pinned's - 1:\n"
+		   "median over %zu epochs of each epoch's median paired ratio (and difference), "
+		   "[95%% CI]\n",
 		   epochs);
-	bench_text("%-5s %7s %8s %8s %8s %8s %22s %22s %6s %s\n", "op", "bytes", "pin p50",
-		   "pin p99", "npf p50", "npf p99", "cost ns [95% CI]", "A/A ns [95% CI]",
-		   "bound", "verdict");
+	bench_text("%-5s %7s %8s %8s %8s %8s %22s %22s %22s %s\n", "op", "bytes", "pin p50",
+		   "pin p99", "npf p50", "npf p99", "cost % [95% CI]", "A/A % [95% CI]",
+		   "cost ns [95% CI]", "verdict");
 	for (i = 0; i < NROWS; i++) {
 		struct row *r = &rows[i];
 		struct bench_summary sp = bench_summarize(&r->lat[PINNED]);
 		struct bench_summary sn = bench_summarize(&r->lat[NPF]);
-		struct bench_ci cost = bench_median_ci(r->lat_diff[0], epochs);
-		struct bench_ci aa = bench_median_ci(r->lat_diff[1], epochs);
-		double bound = fmax(20.0, 0.02 * (double)sp.p50);
-		enum bench_verdict v = bench_judge(cost, aa, bound);
+		struct bench_ci cost = bench_median_ci(r->lat_cost[0], epochs);
+		struct bench_ci aa = bench_median_ci(r->lat_cost[1], epochs);
+		enum bench_verdict v = bench_judge(cost, aa, 2.0);
 
 		counts[v]++;
-		*floor = fmax(*floor, 100.0 * bench_noise_floor(aa) / (double)sp.p50);
+		*floor = fmax(*floor, bench_noise_floor(aa));
 		bench_row_begin("present_path_latency");
 		bench_col_str("op", 5, r->op == NIC_WR_RDMA_WRITE ? "WRITE" : "READ");
 		bench_col_u64("bytes", 7, r->size);
@@ -151,9 +170,9 @@ static void print_latency(struct row *rows, size_t epochs, size_t counts[3], dou
 		bench_col_u64("pinned_p99_ns", 8, sp.p99);
 		bench_col_u64("npf_p50_ns", 8, sn.p50);
 		bench_col_u64("npf_p99_ns", 8, sn.p99);
-		bench_col_ci("cost_ns", 22, 0, cost);
-		bench_col_ci("aa_ns", 22, 0, aa);
-		bench_col_f("bound_ns", 6, 0, bound);
+		bench_col_ci("cost_pct", 22, 2, cost);
+		bench_col_ci("aa_pct", 22, 2, aa);
+		bench_col_ci("cost_ns", 22, 0, bench_median_ci(r->lat_ns[0], epochs));
 		bench_col_verdict("verdict", 12, v);
 		bench_row_end();
 	}
@@ -167,8 +186,8 @@ static void print_throughput(struct row *rows, size_t epochs, size_t counts[3], 
 		   "pinned's - 1, A/A the same for pinned-again:\n"
 		   "median over %zu epochs of each epoch's median paired ratio, [95%% CI]\n",
 		   WINDOW, epochs);
-	bench_text("%-5s %7s %10s %10s %22s %22s %6s %s\n", "op", "bytes", "pin MB/s", "npf MB/s",
-		   "cost % [95% CI]", "A/A % [95% CI]", "bound", "verdict");
+	bench_text("%-5s %7s %10s %10s %22s %22s %s\n", "op", "bytes", "pin MB/s", "npf MB/s",
+		   "cost % [95% CI]", "A/A % [95% CI]", "verdict");
 	for (i = 0; i < NROWS; i++) {
 		struct row *r = &rows[i];
 		struct bench_ci cost = bench_median_ci(r->tput_cost[0], epochs);
@@ -184,7 +203,6 @@ static void print_throughput(struct row *rows, size_t epochs, size_t counts[3], 
 		bench_col_f("npf_MBps", 10, 1, r->bytes / r->seconds[NPF] / 1e6);
 		bench_col_ci("cost_pct", 22, 2, cost);
 		bench_col_ci("aa_pct", 22, 2, aa);
-		bench_col_f("bound_pct", 6, 1, 2.0);
 		bench_col_verdict("verdict", 12, v);
 		bench_row_end();
 	}
@@ -215,7 +233,7 @@ int main(int argc, char **argv)
 						 {"blocks", required_argument, NULL, 'b'},
 						 {"help", no_argument, NULL, 'h'},
 						 {}};
-	size_t epochs = 50, iters = 20, blocks = 12, e, i, k, lat_counts[3] = {0},
+	size_t epochs = 50, iters = 20, blocks = 20, e, i, k, lat_counts[3] = {0},
 	       tput_counts[3] = {0};
 	struct bn_mem peer, mem[NARMS], *arm[NARMS];
 	__u64 page_requests = 0;
@@ -245,8 +263,9 @@ int main(int argc, char **argv)
 			       "RDMA WRITE/READ latency and throughput on resident npf memory vs pinned\n"
 			       "memory (and vs a second pinned buffer: the A/A control), 2 B - 1 MiB.\n"
 			       "Each of N epochs (default 50, at least %d) gets fresh buffers and runs,\n"
-			       "per row, --iters latency triples (default 20) and --blocks throughput\n"
-			       "triples (default 12); 1 MiB rows half and a quarter. Needs npfd.\n",
+			       "per row, at least --iters latency triples (default 20; more while they\n"
+			       "take under 3 ms) and --blocks throughput triples (default 20); 1 MiB\n"
+			       "rows half and a quarter. Needs npfd.\n",
 			       argv[0], BENCH_CI_MIN_N);
 			return 0;
 		default:
@@ -264,12 +283,17 @@ int main(int argc, char **argv)
 		rows[i].op = ops[i / NSIZES];
 		rows[i].size = sizes[i % NSIZES];
 		for (k = 0; k < 2; k++) {
-			rows[i].lat_diff[k] = calloc(epochs, sizeof(double));
+			rows[i].lat_ns[k] = calloc(epochs, sizeof(double));
+			rows[i].lat_cost[k] = calloc(epochs, sizeof(double));
 			rows[i].tput_cost[k] = calloc(epochs, sizeof(double));
-			rows[i].pair_diff[k] = calloc(iters > blocks ? iters : blocks,
-						      sizeof(double));
-			if (!rows[i].lat_diff[k] || !rows[i].tput_cost[k] || !rows[i].pair_diff[k])
+			if (!rows[i].lat_ns[k] || !rows[i].lat_cost[k] || !rows[i].tput_cost[k])
 				bench_die("out of memory for %zu epochs", epochs);
+		}
+		for (k = 0; k < 4; k++) {
+			rows[i].pair[k] = calloc(LAT_MORE * iters > blocks ? LAT_MORE * iters : blocks,
+						 sizeof(double));
+			if (!rows[i].pair[k])
+				bench_die("out of memory for %zu iterations", iters);
 		}
 	}
 
@@ -299,22 +323,24 @@ int main(int argc, char **argv)
 
 	print_latency(rows, epochs, lat_counts, &lat_floor);
 	print_throughput(rows, epochs, tput_counts, &tput_floor);
-	bench_text("\ntarget: cost <= 2%% (latency: or 20 ns); met = the whole 95%% CI within "
-		   "the bound, not met = all beyond it, else inconclusive\n");
+	bench_text("\ntarget: cost <= 2%%; met = the whole 95%% CI within the bound, not met = "
+		   "all beyond it, else (or when the A/A CI exceeds +-2%%) inconclusive\n");
 	print_target("latency", lat_counts, lat_floor);
 	print_target("throughput", tput_counts, tput_floor);
 	bench_text("page requests raised by the npf buffers while measuring: %llu (the present "
 		   "path never leaves the NIC)\n",
 		   (unsigned long long)page_requests);
-	for (i = 0; i < NROWS; i++)
+	for (i = 0; i < NROWS; i++) {
 		for (k = 0; k < 2; k++) {
-			free(rows[i].lat_diff[k]);
+			free(rows[i].lat_ns[k]);
+			free(rows[i].lat_cost[k]);
 			free(rows[i].tput_cost[k]);
-			free(rows[i].pair_diff[k]);
 		}
-	for (i = 0; i < NROWS; i++)
+		for (k = 0; k < 4; k++)
+			free(rows[i].pair[k]);
 		for (k = 0; k < NARMS; k++)
 			bench_free(&rows[i].lat[k]);
+	}
 	bn_pair_close(&p, c);
 	npf_client__close(c);
 	return 0;
