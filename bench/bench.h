@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * What every benchmark shares: timing, sorted-sample percentiles, the
- * table-or-JSON row printer, and dying with a reason. One copy, here.
+ * What every benchmark shares: timing, sorted-sample percentiles, medians
+ * with confidence intervals and target verdicts, the table-or-JSON row
+ * printer, and dying with a reason. One copy, here.
  *
  * Rows: bench_row_begin(bench) then bench_col_*() per column, then
  * bench_row_end(). In text mode a column prints "value" padded to its
@@ -12,6 +13,7 @@
 #define NPF_BENCH_H
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -143,6 +145,87 @@ static inline void bench_write_cdf(const char *name, const struct bench_samples 
 	fclose(f);
 }
 
+/* ---- comparisons: medians, confidence intervals, verdicts ---------------------- */
+
+/* A median and its 95% confidence interval. */
+struct bench_ci {
+	double est, lo, hi;
+};
+
+/* Fewer values than this cannot give a 95% interval for their median. */
+#define BENCH_CI_MIN_N 6
+
+static inline int bench_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The median of v[0..n), n > 0; sorts v. */
+static inline double bench_median(double *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), bench_cmp_double);
+	return n & 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/*
+ * The median of v[0..n) (sorted in place) with a distribution-free 95%
+ * interval from order statistics: for n independent values, the k-th
+ * smallest and k-th largest enclose the true median with probability
+ * 1 - 2 P(Bin(n, 1/2) < k), whatever their distribution (latencies here
+ * have tails ten times the median, so nothing normal is assumed). k is the
+ * largest that keeps that probability at least 95%. n >= BENCH_CI_MIN_N.
+ */
+static inline struct bench_ci bench_median_ci(double *v, size_t n)
+{
+	struct bench_ci r;
+	double tail = 0, p;
+	size_t k = 0;
+
+	if (n < BENCH_CI_MIN_N)
+		bench_die("%zu values cannot give a 95%% interval (at least %d)", n,
+			  BENCH_CI_MIN_N);
+	r.est = bench_median(v, n);
+	for (;; k++) {
+		p = exp(lgamma((double)n + 1) - lgamma((double)k + 1) -
+			lgamma((double)(n - k) + 1) - (double)n * M_LN2);
+		if (2 * (tail + p) > 0.05)
+			break;
+		tail += p; /* P(Bin(n, 1/2) <= k) */
+	}
+	r.lo = v[k - 1];
+	r.hi = v[n - k];
+	return r;
+}
+
+enum bench_verdict { BENCH_MET, BENCH_NOT_MET, BENCH_INCONCLUSIVE };
+
+/* The largest difference an A/A control's interval admits between identical set-ups. */
+static inline double bench_noise_floor(struct bench_ci aa)
+{
+	return fmax(fabs(aa.lo), fabs(aa.hi));
+}
+
+/*
+ * A cost target "cost <= bound" judged on the cost's 95% interval: met
+ * when all of it is within the bound, not met when all of it is beyond,
+ * inconclusive when the bound falls inside it. aa is the same comparison
+ * between two identical set-ups in the same run (an A/A control): unless
+ * its interval lies within +-bound, the run cannot resolve the bound and
+ * gives no verdict either way.
+ */
+static inline enum bench_verdict bench_judge(struct bench_ci cost, struct bench_ci aa, double bound)
+{
+	if (bench_noise_floor(aa) > bound)
+		return BENCH_INCONCLUSIVE;
+	if (cost.hi <= bound)
+		return BENCH_MET;
+	if (cost.lo > bound)
+		return BENCH_NOT_MET;
+	return BENCH_INCONCLUSIVE;
+}
+
 /* ---- rows ------------------------------------------------------------------------ */
 
 /*
@@ -240,6 +323,31 @@ static inline void bench_col_bool(const char *key, int w, int val)
 	bench_jadd(",\"%s\":%s", key, val ? "true" : "false");
 	if (!bench_json)
 		printf("%*s", w, val ? "yes" : "NO");
+}
+
+/* "est [lo, hi]" in the table; "key", "key_lo", "key_hi" in JSON. */
+static inline void bench_col_ci(const char *key, int w, int prec, struct bench_ci ci)
+{
+	char text[96];
+
+	bench_sep();
+	bench_jadd(",\"%s\":%.*f,\"%s_lo\":%.*f,\"%s_hi\":%.*f", key, prec + 1, ci.est, key,
+		   prec + 1, ci.lo, key, prec + 1, ci.hi);
+	if (bench_json)
+		return;
+	snprintf(text, sizeof(text), "%+.*f [%+.*f, %+.*f]", prec, ci.est, prec, ci.lo, prec, ci.hi);
+	printf("%*s", w, text);
+}
+
+static inline void bench_col_verdict(const char *key, int w, enum bench_verdict v)
+{
+	static const char *const text[] = {"met", "NOT met", "inconclusive"};
+	static const char *const json[] = {"met", "not_met", "inconclusive"};
+
+	bench_sep();
+	bench_jadd(",\"%s\":\"%s\"", key, json[v]);
+	if (!bench_json)
+		printf("%-*s", w, text[v]);
 }
 
 /* Preformatted: text in the table, json (a JSON value: number, null, "string") in JSON. */

@@ -15,12 +15,12 @@ mkdir -p "$out"
 [ "$(id -u)" -eq 0 ] || { echo "bench: run as root (npfd loads BPF programs)" >&2; exit 1; }
 
 # name and the arguments of its standard run (sized for a 2-vCPU VM)
-standard="observe_overhead:--rounds=6
+standard="observe_overhead:--rounds=100
 cpu_fault:
 nic_fault:
 policy:
 fault_latency:--samples-4k=400 --samples-4m=16
-present_path:--iters=300
+present_path:--epochs=50
 fault_throughput:
 registration:
 proactive:--reps=8
