@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <liburing.h>
 #include <poll.h>
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 #include "npfd.h"
@@ -187,6 +188,9 @@ int loop_run(void)
 			 */
 			if (++spins % 32 == 0)
 				io_uring_submit_and_get_events(&ring);
+			/* quiet for a while: let the threads sharing this CPU run */
+			if (resolve_poll_quiet())
+				sched_yield();
 		} else if (nready == 0 && !record_waits) {
 			err = io_uring_submit_and_wait_timeout(&ring, &cqe, 1, &ts, NULL);
 			if (err < 0 && err != -ETIME && err != -EINTR) {

@@ -156,6 +156,7 @@ void resolve_service_all(void);
 void resolve_set_poll(unsigned int us);
 bool resolve_polling(void);
 void resolve_poll_hot(void);
+bool resolve_poll_quiet(void);
 void resolve_note_device(void);
 bool region_page_installed(const struct npfd_region *r, __u64 page);
 

@@ -224,6 +224,17 @@ bool resolve_polling(void)
 	return false;
 }
 
+/*
+ * Polling, but nothing came for a while: npfd may share its CPU with the
+ * threads it serves (a NIC engine waiting for its answer), so it lets them
+ * run between two looks.
+ */
+#define POLL_QUIET_NS (10 * 1000)
+bool resolve_poll_quiet(void)
+{
+	return poll_until && now_ns() + poll_ns - poll_until > POLL_QUIET_NS;
+}
+
 void resolve_poll_hot(void)
 {
 	unsigned int i;
