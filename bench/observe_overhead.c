@@ -5,6 +5,13 @@
  * program that is NOT registered. The workload writes every page of a
  * fresh 8 MiB mapping (2048 kernel page faults) per sample.
  *
+ * npfd attaches the tracepoint program only while a fault policy is
+ * loaded, or always with --trace-cpu-faults: this benchmark's npfd runs
+ * as configured by default (no policy: what an npfd serving processes
+ * costs everyone else), or with --trace-cpu-faults (this benchmark's flag
+ * of the same name): the collector's own cost, which a loaded policy
+ * brings too.
+ *
  * Target (issue 5): <= 3% slowdown.
  *
  * Method. Each round is three epochs in a rotating order: npfd down, npfd
@@ -29,6 +36,7 @@
  * dropped.
  *
  * Usage: npf-bench-observe_overhead [--json] [--rounds N] [--samples N] [--npfd PATH]
+ *                                   [--trace-cpu-faults]
  */
 #include <fcntl.h>
 #include <getopt.h>
@@ -48,10 +56,10 @@
 
 enum state { DOWN, DOWN_AA, UP, NSTATES };
 
-static const char *const state_name[] = {"none (npfd down)", "none, again (A/A)",
-					 "attached (npfd up)"};
+static const char *state_name[] = {"none (npfd down)", "none, again (A/A)", "npfd up"};
 
 static char npfd_path[PATH_MAX];
+static int npfd_traces; /* npfd runs with --trace-cpu-faults: its collector is attached */
 
 struct npfd_run {
 	pid_t npfd, holder;
@@ -75,21 +83,35 @@ static double workload(void)
 	return (double)(bench_now_ns() - t0) / WL_FAULTS;
 }
 
-/* Loaded copies of npfd's page-fault collector, ours included. */
+/* Is BPF program id npfd's page-fault collector? */
+static int is_collector(__u32 prog_id)
+{
+	struct bpf_prog_info info = {0};
+	__u32 len = sizeof(info);
+	int fd = bpf_prog_get_fd_by_id(prog_id), yes;
+
+	if (fd < 0)
+		return 0; /* unloaded meanwhile */
+	yes = !bpf_obj_get_info_by_fd(fd, &info, &len) && !strcmp(info.name, "npf_cpu_fault");
+	close(fd);
+	return yes;
+}
+
+/* Attached copies of npfd's page-fault collector (BPF links to it), ours included. */
 static int collectors(void)
 {
 	__u32 id = 0;
 	int n = 0;
 
-	while (!bpf_prog_get_next_id(id, &id)) {
-		struct bpf_prog_info info = {0};
+	while (!bpf_link_get_next_id(id, &id)) {
+		struct bpf_link_info info = {0};
 		__u32 len = sizeof(info);
-		int fd = bpf_prog_get_fd_by_id(id);
+		int fd = bpf_link_get_fd_by_id(id);
 
 		if (fd < 0)
-			continue; /* unloaded meanwhile */
-		if (!bpf_obj_get_info_by_fd(fd, &info, &len) && !strcmp(info.name, "npf_cpu_fault"))
-			n++;
+			continue; /* detached meanwhile */
+		if (!bpf_obj_get_info_by_fd(fd, &info, &len))
+			n += is_collector(info.prog_id);
 		close(fd);
 	}
 	return n;
@@ -130,7 +152,8 @@ static void npfd_start(struct npfd_run *r)
 	r->npfd = fork();
 	if (!r->npfd) {
 		execl(npfd_path, "npfd", "--config", "/dev/null", "--foreground", "-q", "--socket",
-		      r->sock, "--bpffs", r->bpffs, (char *)NULL);
+		      r->sock, "--bpffs", r->bpffs,
+		      npfd_traces ? "--trace-cpu-faults" : (char *)NULL, (char *)NULL);
 		_exit(127);
 	}
 	if (pipe2(pipefd, O_NONBLOCK))
@@ -203,6 +226,7 @@ int main(int argc, char **argv)
 						 {"rounds", required_argument, NULL, 'r'},
 						 {"samples", required_argument, NULL, 's'},
 						 {"npfd", required_argument, NULL, 'n'},
+						 {"trace-cpu-faults", no_argument, NULL, 't'},
 						 {"help", no_argument, NULL, 'h'},
 						 {}};
 	size_t rounds = 100, samples = 10, used = 0, i, j, k;
@@ -218,7 +242,7 @@ int main(int argc, char **argv)
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = '\0';
 	snprintf(npfd_path, sizeof(npfd_path), "%s/npfd", dirname(exe));
-	while ((opt = getopt_long(argc, argv, "jr:s:n:h", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "jr:s:n:th", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'j':
 			bench_json = 1;
@@ -232,12 +256,19 @@ int main(int argc, char **argv)
 		case 'n':
 			snprintf(npfd_path, sizeof(npfd_path), "%s", optarg);
 			break;
+		case 't':
+			npfd_traces = 1;
+			state_name[UP] = "npfd up, tracing";
+			break;
 		case 'h':
 			printf("Usage: %s [--json] [--rounds N] [--samples N] [--npfd PATH]\n"
+			       "       [--trace-cpu-faults]\n"
 			       "A fault-heavy unregistered program with and without npfd's BPF\n"
 			       "collectors attached: N rounds (default 100, at least %d) of three epochs\n"
 			       "(npfd down, down again, up) of --samples 8 MiB runs (default 10).\n"
-			       "Starts its own npfd; other npfds make the figure the cost of one more.\n",
+			       "Starts its own npfd; other npfds make the figure the cost of one more.\n"
+			       "--trace-cpu-faults: that npfd keeps its CPU fault collector attached\n"
+			       "(by default it attaches it only while a policy is loaded).\n",
 			       argv[0], BENCH_CI_MIN_N);
 			return 0;
 		default:
@@ -272,12 +303,12 @@ int main(int argc, char **argv)
 			} else {
 				settle(0); /* every epoch starts alike */
 			}
-			others[2 * s] = collectors() - (s == UP);
+			others[2 * s] = collectors() - (s == UP && npfd_traces);
 			for (j = 0; j < samples; j++) {
 				epoch[j] = workload();
 				bench_add(&all[s], (uint64_t)epoch[j]);
 			}
-			others[2 * s + 1] = collectors() - (s == UP);
+			others[2 * s + 1] = collectors() - (s == UP && npfd_traces);
 			med[s] = bench_median(epoch, samples);
 		}
 		for (k = 1; k < 2 * NSTATES; k++)
@@ -303,6 +334,7 @@ int main(int argc, char **argv)
 
 		bench_row_begin("observe_overhead");
 		bench_col_str("collectors", 20, state_name[k]);
+		bench_col_raw("trace_cpu_faults", "", npfd_traces ? "true" : "false");
 		bench_col_u64("samples", 7, s.n);
 		bench_col_u64("p50_ns_per_fault", 13, s.p50);
 		bench_col_u64("p99_ns_per_fault", 13, s.p99);
@@ -315,7 +347,10 @@ int main(int argc, char **argv)
 	cn = bench_median_ci(ns_diff, used);
 	v = bench_judge(cs, ca, 3.0);
 	bench_row_begin("observe_overhead_target");
-	bench_text("\nmedian over ");
+	bench_col_raw("trace_cpu_faults", "", npfd_traces ? "true" : "false");
+	bench_text("\nnpfd %s, median over",
+		   npfd_traces ? "with --trace-cpu-faults (collector attached)"
+			       : "as by default (no policy loaded: collector detached)");
 	bench_col_u64("rounds_used", 0, used);
 	bench_text(" of");
 	bench_col_u64("rounds", 0, rounds);

@@ -127,6 +127,8 @@ static int handle_record(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+static bool cpu_traced(void);
+
 /*
  * The CPU fault record (raise time, policy decision) of thread tid at page,
  * taken out of the table. The tracepoint fires before the fault reaches the
@@ -138,6 +140,8 @@ bool collect_fault_take(__u32 tid, __u64 page, struct npf_fault_record *out)
 	struct npf_fault_record *f = &last_fault[tid % TS_TABLE];
 	int tries;
 
+	if (!cpu_traced())
+		return false; /* no record comes: npfd's read time stands for the raise */
 	for (tries = 0; tries < 2; tries++) {
 		if (f->tid == tid && (f->addr & ~(NPF_PAGE_SIZE - 1)) == page) {
 			*out = *f;
@@ -277,12 +281,7 @@ int collect_open(const char *bpffs)
 	bpf_map_update_elem(bpf_map__fd(skel->maps.npf_info), &zero, &info, BPF_ANY);
 	collect_policy_enable(true);
 
-	skel->links.npf_cpu_fault = bpf_program__attach(skel->progs.npf_cpu_fault);
-	if (!skel->links.npf_cpu_fault) {
-		err = -errno;
-		pr_err("cannot attach to tracepoint exceptions:page_fault_user: %s", strerror(-err));
-		return err;
-	}
+	/* The CPU fault collector is attached when something needs it: cpu_trace_update(). */
 	skel->links.npf_iommu_fault = bpf_program__attach(skel->progs.npf_iommu_fault);
 	if (!skel->links.npf_iommu_fault)
 		pr_warn("cannot attach to tracepoint iommu:io_page_fault (%s): IOMMU faults will not be counted",
@@ -405,6 +404,51 @@ int collect_shared_map_fd(const char *name)
 static __u8 policy_slot_used[NPF_MAX_REGIONS + 1];
 static __u32 policy_slots_used;
 static bool policies_on;
+static bool cpu_trace_always;
+
+/*
+ * The CPU fault collector (exceptions:page_fault_user) runs on every page
+ * fault of every process on the machine, and what that costs is the
+ * tracepoint's and the program dispatch's, whatever the program does:
+ * ~50-80 ns a fault here, 5% of a 1 us fault (bench/README.md,
+ * observe_overhead). userfaultfd already brings npfd every CPU fault of a
+ * registered region; the tracepoint adds what only it can give -- a
+ * policy's decision made in the kernel -- and, for observability, the BPF
+ * count and the trap-time stamp. So it is attached while a policy is
+ * installed, or always with --trace-cpu-faults.
+ */
+static void cpu_trace_update(void)
+{
+	bool want = cpu_trace_always || policy_slots_used;
+
+	if (want == !!skel->links.npf_cpu_fault)
+		return;
+	if (!want) {
+		bpf_link__destroy(skel->links.npf_cpu_fault);
+		skel->links.npf_cpu_fault = NULL;
+		pr_info("CPU fault tracepoint detached (no policy loaded, --trace-cpu-faults off)");
+		return;
+	}
+	skel->links.npf_cpu_fault = bpf_program__attach(skel->progs.npf_cpu_fault);
+	if (!skel->links.npf_cpu_fault)
+		pr_err("cannot attach to tracepoint exceptions:page_fault_user: %s (policies will not see CPU faults)",
+		       strerror(errno));
+	else
+		pr_info("CPU fault tracepoint attached (%s)",
+			cpu_trace_always ? "--trace-cpu-faults" : "a policy is loaded");
+}
+
+void collect_cpu_trace_always(bool always)
+{
+	cpu_trace_always = always;
+	cpu_trace_update();
+}
+
+/* Does BPF see CPU faults right now (is there a record to wait for)? */
+static bool cpu_traced(void)
+{
+	return skel && skel->links.npf_cpu_fault;
+}
 
 static void policy_conf_write(void)
 {
@@ -433,6 +477,7 @@ int collect_policy_install(__u32 slot, int tp_fd, int kp_fd)
 		policy_slot_used[slot] = used;
 		policy_slots_used += used ? 1 : -1;
 		policy_conf_write();
+		cpu_trace_update();
 	}
 	return 0;
 }

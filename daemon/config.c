@@ -67,6 +67,12 @@ static const struct opt_desc opts[] = {
 	 "userfaultfds, and the ring buffer of device page\n"
 	 "requests, which then skip their wakeup (default 100;\n"
 	 "0: never poll)"},
+	{"trace-cpu-faults", 0, T_BOOL, L_LIVE, F(trace_cpu_faults), 0, 0, NULL,
+	 "keep the CPU fault tracepoint program attached even\n"
+	 "when no policy needs it: BPF then counts every CPU\n"
+	 "fault of a registered region and stamps its trap time,\n"
+	 "at a cost to every page fault on the machine (~50 ns;\n"
+	 "default: attached only while a fault policy is loaded)"},
 	{"ws-dir", 0, T_PATH, L_LIVE, F(ws_dir), 0, 0, "DIR",
 	 "where the wsreplay policy keeps working-set records\n"
 	 "(default " NPFD_DEFAULT_WS_DIR ")"},
@@ -493,4 +499,5 @@ void config_apply_reload(struct npfd_config *cur, const struct npfd_config *next
 	log_level = config_log_level(cur);
 	resolve_set_poll(cur->poll_us);
 	policy_set_ws_dir(cur->ws_dir);
+	collect_cpu_trace_always(cur->trace_cpu_faults);
 }

@@ -131,6 +131,8 @@ int main(int argc, char **argv)
 	if (!err)
 		err = collect_open(npfd.opt.bpffs);
 	if (!err)
+		collect_cpu_trace_always(config.trace_cpu_faults);
+	if (!err)
 		err = control_open(npfd.opt.socket_path);
 	if (!err) {
 		pr_info("ready (pid %d)", getpid());

@@ -118,6 +118,7 @@ int collect_open(const char *bpffs);
 void collect_close(void);
 void collect_drain(void);
 bool collect_ring_polling(bool on);
+void collect_cpu_trace_always(bool always);
 int collect_slot_alloc(struct npfd_region *r);
 void collect_slot_free(struct npfd_region *r);
 int collect_filter_update(pid_t tgid, struct npfd_mm *mm);

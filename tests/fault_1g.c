@@ -113,7 +113,8 @@ int main(void)
 	size_t n;
 	uint64_t nfile, nanon;
 
-	th_npfd_start(&d, NULL);
+	/* BPF must see every CPU fault here, with or without a policy */
+	th_npfd_start(&d, (const char *const[]){"--trace-cpu-faults", NULL});
 	snprintf(path, sizeof(path), "%s/backing", d.dir);
 	make_file(path);
 	fd = open(path, O_RDONLY);

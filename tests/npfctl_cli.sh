@@ -4,7 +4,7 @@
 # regions: text and JSON output, exit codes, and the pinned maps' BTF names.
 set -u
 . "$(dirname "$0")/lib/npfd.sh"
-npfd_start
+npfd_start --trace-cpu-faults # the pinned map counts CPU faults with no policy loaded
 workload_hold --size 64 --touches 500 --threads 2
 
 # Text output.
