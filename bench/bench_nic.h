@@ -177,12 +177,9 @@ static inline void bn_mem_static(struct bn_mem *m, struct bn_ep *ep, size_t len)
 	bn_mem_static_lock(m, ep, len, 1);
 }
 
-/*
- * An npf region over fresh memory (anonymous, or backed by fd at offset 0),
- * its MR attached to npfd. Nothing is resident and no entry is present.
- */
-static inline void bn_mem_npf(struct bn_mem *m, struct npf_client *c, struct bn_ep *ep, size_t len,
-			      int fd, const char *name)
+/* An npf region over fresh memory (anonymous, or backed by fd at offset 0); nothing resident. */
+static inline void bn_mem_register(struct bn_mem *m, struct npf_client *c, size_t len, int fd,
+				   const char *name)
 {
 	NPF_OPTS(npf_region_opts, ro, .name = name);
 
@@ -195,14 +192,33 @@ static inline void bn_mem_npf(struct bn_mem *m, struct npf_client *c, struct bn_
 	if (m->region < 0)
 		bench_die("npfd refused region %s (%zu bytes): %s", name, len,
 			  npf_client__errmsg(c));
-	m->mr = nic_reg_mr(ep->pd, m->buf, len, BN_ACCESS_ALL);
+}
+
+/*
+ * Register m's buffer with ep's NIC and attach the MR to m's region: from
+ * now on npfd alone maps its pages for the NIC (and maps at once the pages
+ * it installs for CPU faults: touch a page before this to leave it resident
+ * but unmapped, a minor fault for the NIC).
+ */
+static inline void bn_mem_attach(struct bn_mem *m, struct bn_ep *ep)
+{
+	m->mr = nic_reg_mr(ep->pd, m->buf, m->len, BN_ACCESS_ALL);
 	if (!m->mr)
 		bench_die("nic_reg_mr: %s", strerror(errno));
-	m->device = npf_client__attach_device(c, (__u32)m->region, nic_mr_iopt_fd(m->mr));
+	m->device = npf_client__attach_device(m->c, (__u32)m->region, nic_mr_iopt_fd(m->mr));
 	if (m->device < 0)
-		bench_die("npfd refused to attach MR of %s: %s", name, npf_client__errmsg(c));
+		bench_die("npfd refused to attach an MR of region %d: %s", m->region,
+			  npf_client__errmsg(m->c));
 	if (nic_mr_set_npf_id(m->mr, (__u32)m->device))
 		bench_die("nic_mr_set_npf_id failed");
+}
+
+/* Both: an npf region, its MR attached to npfd. Nothing is resident and no entry is present. */
+static inline void bn_mem_npf(struct bn_mem *m, struct npf_client *c, struct bn_ep *ep, size_t len,
+			      int fd, const char *name)
+{
+	bn_mem_register(m, c, len, fd, name);
+	bn_mem_attach(m, ep);
 }
 
 static inline void bn_mem_free(struct bn_mem *m)

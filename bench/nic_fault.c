@@ -47,11 +47,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "npf.h"
-#include "npf_nic.h"
-#include "bench.h"
-
-#define PG 4096UL
+#include "bench_nic.h"
 
 enum { KERNEL, NOFAULT, MINOR, ANON, NMETHODS };
 static const char *const method_name[] = {"kernel-first-touch", "nic-wr-no-fault",
@@ -61,90 +57,45 @@ enum cq_mode { CQ_SLEEP, CQ_SPIN };
 static const char *const cq_name[] = {"sleep", "spin"};
 
 static struct npf_client *npf;
-static struct nic *nic;
-static struct nic_pd *pd;
-static struct nic_cq *cq;
-static struct nic_qp *qp, *peer;
+static struct bn_ep ep; /* one NIC; qp[0] and qp[1] connected to each other */
 
-/* Memory registered with npfd, its MR attached: npfd alone maps its IO pages. */
-struct area {
-	char *mem;
-	size_t len;
-	int region, device;
-	struct nic_mr *mr;
-};
-
-static void area_open(struct area *a, size_t len, int access, int touch)
+/* A region of n pages; touched: resident before its MR is attached (a minor fault). */
+static void area_open(struct bn_mem *m, size_t len, int touched)
 {
-	NPF_OPTS(npf_region_opts, o, .name = "bench-nic");
 	size_t i;
 
-	a->len = len;
-	a->mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (a->mem == MAP_FAILED)
-		bench_die("mmap: %s", strerror(errno));
-	a->region = npf_client__register(npf, a->mem, len, &o);
-	if (a->region < 0)
-		bench_die("register: %s", npf_client__errmsg(npf));
-	if (touch)
-		for (i = 0; i < len; i += PG)
-			a->mem[i] = 1; /* resident in memory: CPU faults served by npfd */
-	a->mr = nic_reg_mr(pd, a->mem, len, access);
-	if (!a->mr)
-		bench_die("nic_reg_mr: %s", strerror(errno));
-	a->device = npf_client__attach_device(npf, (__u32)a->region, nic_mr_iopt_fd(a->mr));
-	if (a->device < 0)
-		bench_die("attach: %s", npf_client__errmsg(npf));
-	nic_mr_set_npf_id(a->mr, (__u32)a->device);
-}
-
-static void area_close(struct area *a)
-{
-	npf_client__detach_device(npf, (__u32)a->device);
-	nic_dereg_mr(a->mr);
-	npf_client__unregister(npf, (__u32)a->region);
-	munmap(a->mem, a->len);
-}
-
-static struct npf_device_info device_info(int device)
-{
-	struct npf_device_info *di, out = {0};
-	size_t n, i;
-
-	if (npf_client__device_list(npf, &di, &n))
-		return out;
-	for (i = 0; i < n; i++)
-		if ((int)di[i].device_id == device)
-			out = di[i];
-	free(di);
-	return out;
+	bn_mem_register(m, npf, len, -1, "bench-nic");
+	if (touched)
+		for (i = 0; i < len; i += BN_PAGE)
+			m->buf[i] = 1; /* a CPU fault served by npfd */
+	bn_mem_attach(m, &ep);
 }
 
 static struct nic_stats nic_stats(void)
 {
 	struct nic_stats st;
 
-	if (nic_query_stats(nic, &st, sizeof(st)))
+	if (nic_query_stats(ep.nic, &st, sizeof(st)))
 		bench_die("nic_query_stats failed");
 	return st;
 }
 
 /* One signaled 4 KiB RDMA WRITE from src into dst; returns post -> completion in ns. */
-static uint64_t write_4k(enum cq_mode mode, struct area *src, size_t off, struct area *dst)
+static uint64_t write_4k(enum cq_mode mode, struct bn_mem *src, size_t off, struct bn_mem *dst)
 {
-	struct nic_sge sge = {(uintptr_t)(src->mem + off), PG, nic_mr_lkey(src->mr)};
+	struct nic_sge sge = {(uintptr_t)(src->buf + off), BN_PAGE, nic_mr_lkey(src->mr)};
 	struct nic_send_wr wr = {.wr_id = off, .sg_list = &sge, .num_sge = 1,
 				 .opcode = NIC_WR_RDMA_WRITE, .send_flags = NIC_SEND_SIGNALED,
-				 .remote_addr = (uintptr_t)dst->mem, .rkey = nic_mr_rkey(dst->mr)};
+				 .remote_addr = (uintptr_t)dst->buf, .rkey = nic_mr_rkey(dst->mr)};
 	struct nic_wc wc;
 	uint64_t t0 = bench_now_ns(), t1;
-	int err = nic_post_send(qp, &wr, NULL);
+	int err = nic_post_send(ep.qp[0], &wr, NULL);
 
 	if (err)
 		bench_die("nic_post_send: %s", strerror(-err));
-	while (nic_poll_cq(cq, 1, &wc) == 0) {
+	while (nic_poll_cq(ep.cq, 1, &wc) == 0) {
 		if (mode == CQ_SLEEP)
-			nic_cq_wait(cq, -1);
+			nic_cq_wait(ep.cq, -1);
 		else
 			__builtin_ia32_pause();
 	}
@@ -154,43 +105,17 @@ static uint64_t write_4k(enum cq_mode mode, struct area *src, size_t off, struct
 	return t1 - t0;
 }
 
-/* A faulting WRITE: its service time as the NIC measured it (the WR must have stalled once). */
-static uint64_t fault_4k(enum cq_mode mode, struct area *src, size_t off, struct area *dst)
-{
-	struct nic_stats before = nic_stats(), after;
-
-	write_4k(mode, src, off, dst);
-	after = nic_stats();
-	if (after.stalls_resumed != before.stalls_resumed + 1)
-		bench_die("a WRITE from a page not in the IO page table did not stall once (%llu stalls)",
-			  (unsigned long long)(after.stalls_resumed - before.stalls_resumed));
-	return after.stall_ns_last;
-}
-
 static void connect_loopback(void)
 {
-	NIC_OPTS(nic_qp_init_attr, qa, .max_send_wr = 64, .max_recv_wr = 64);
 	struct nic_qp_info a, b;
 	int err;
 
-	nic = nic_open(NULL);
-	if (!nic)
-		bench_die("nic_open: %s", strerror(errno));
-	pd = nic_alloc_pd(nic);
-	cq = nic_create_cq(nic, 256);
-	if (!pd || !cq)
-		bench_die("nic pd/cq: %s", strerror(errno));
-	qa.send_cq = cq;
-	qa.recv_cq = cq;
-	qp = nic_create_qp(pd, &qa);
-	peer = nic_create_qp(pd, &qa);
-	if (!qp || !peer)
-		bench_die("nic_create_qp: %s", strerror(errno));
-	nic_qp_local_info(qp, &a);
-	nic_qp_local_info(peer, &b);
-	err = nic_qp_connect(qp, &b);
+	bn_ep_open(&ep, 2, 0);
+	nic_qp_local_info(ep.qp[0], &a);
+	nic_qp_local_info(ep.qp[1], &b);
+	err = nic_qp_connect(ep.qp[0], &b);
 	if (!err)
-		err = nic_qp_connect(peer, &a);
+		err = nic_qp_connect(ep.qp[1], &a);
 	if (err)
 		bench_die("nic_qp_connect: %s", strerror(-err));
 }
@@ -210,49 +135,50 @@ static void stats_delta(struct run *run, int m, const struct nic_stats *a, const
 	run->requests[m] += b->page_requests - a->page_requests;
 }
 
-static void measure(enum cq_mode mode, size_t rounds, size_t per, struct area *warm,
-		    struct area *dst, struct run *run)
+static void measure(enum cq_mode mode, size_t rounds, size_t per, struct bn_mem *warm,
+		    struct bn_mem *dst, struct run *run)
 {
 	size_t r, i;
 
 	for (r = 0; r < rounds; r++) {
-		struct area area[NMETHODS];
+		struct bn_mem area[NMETHODS];
 		struct npf_device_info d0[NMETHODS], d1;
 		char *kmem;
 		int m;
 
-		kmem = mmap(NULL, per * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-			    -1, 0);
-		if (kmem == MAP_FAILED)
-			bench_die("mmap: %s", strerror(errno));
-		area_open(&area[MINOR], per * PG, NIC_ACCESS_LOCAL_WRITE, 1);
-		area_open(&area[ANON], per * PG, NIC_ACCESS_LOCAL_WRITE, 0);
+		kmem = bn_map(per * BN_PAGE);
+		area_open(&area[MINOR], per * BN_PAGE, 1);
+		area_open(&area[ANON], per * BN_PAGE, 0);
 		for (m = MINOR; m <= ANON; m++)
-			d0[m] = device_info(area[m].device);
+			d0[m] = bn_device_info(npf, area[m].device);
 		for (i = 0; i < per; i++) {
-			volatile char *p = kmem + i * PG;
+			volatile char *p = kmem + i * BN_PAGE;
 			uint64_t t0 = bench_now_ns();
 
 			*p = 1;
 			bench_add(&run->lat[KERNEL], bench_now_ns() - t0);
 			bench_add(&run->lat[NOFAULT], write_4k(mode, warm, 0, dst));
 			for (m = MINOR; m <= ANON; m++) {
+				/* the NIC's own clock: this WR's stall, page missing -> QP resumed */
 				struct nic_stats a = nic_stats(), b;
-				uint64_t t = fault_4k(mode, &area[m], i * PG, dst);
 
+				write_4k(mode, &area[m], i * BN_PAGE, dst);
 				b = nic_stats();
+				if (b.stalls_resumed != a.stalls_resumed + 1)
+					bench_die("a WRITE from a page not in the IO page table stalled %llu times, not once",
+						  (unsigned long long)(b.stalls_resumed - a.stalls_resumed));
 				stats_delta(run, m, &a, &b);
-				run->stall_sum[m] += t;
-				bench_add(&run->lat[m], t);
+				run->stall_sum[m] += b.stall_ns_last;
+				bench_add(&run->lat[m], b.stall_ns_last);
 			}
 		}
 		for (m = MINOR; m <= ANON; m++) {
-			d1 = device_info(area[m].device);
+			d1 = bn_device_info(npf, area[m].device);
 			run->npfd_sum[m] += d1.fault_ns_sum - d0[m].fault_ns_sum;
 			run->npfd_n[m] += d1.page_requests - d0[m].page_requests;
-			area_close(&area[m]);
+			bn_mem_free(&area[m]);
 		}
-		munmap(kmem, per * PG);
+		munmap(kmem, per * BN_PAGE);
 	}
 }
 
@@ -325,7 +251,7 @@ int main(int argc, char **argv)
 						 {}};
 	size_t pages = 8192, rounds = 8;
 	int modes[2] = {CQ_SLEEP, CQ_SPIN}, nmodes = 2, opt, i;
-	struct area dst, warm;
+	struct bn_mem dst, warm;
 
 	bench_prog = "npf-bench-nic_fault";
 	while ((opt = getopt_long(argc, argv, "jn:r:c:h", longopts, NULL)) != -1) {
@@ -368,13 +294,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	npf = npf_client__connect(NULL);
-	if (!npf)
-		bench_die("cannot connect to npfd: %s (is it running? see README)", strerror(errno));
+	npf = bn_connect();
 	connect_loopback();
 	/* the WRITE target and the no-fault source: mapped once, before timing */
-	area_open(&dst, PG, NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_REMOTE_WRITE, 0);
-	area_open(&warm, PG, NIC_ACCESS_LOCAL_WRITE, 1);
+	area_open(&dst, BN_PAGE, 0);
+	area_open(&warm, BN_PAGE, 1);
 	write_4k(CQ_SPIN, &warm, 0, &dst);
 
 	for (i = 0; i < nmodes; i++) {
@@ -388,9 +312,9 @@ int main(int argc, char **argv)
 	bench_text("(nic-fault-*: fault raised -> queue pair resumed, measured by the NIC per WR;\n"
 		   " breakdown: mean = report + answer wait + detect/resume; npfd's part of the wait\n"
 		   " is npfd's clock; the target is judged with --cq sleep: see the header comment)\n");
-	area_close(&warm);
-	area_close(&dst);
-	nic_close(nic);
+	bn_mem_free(&warm);
+	bn_mem_free(&dst);
+	nic_close(ep.nic);
 	npf_client__close(npf);
 	return 0;
 }

@@ -213,11 +213,14 @@ static void note_hot(struct npfd_mm *mm, __u64 t)
 	hot[nhot++] = mm;
 }
 
+static __u64 poll_seen; /* when resolve_polling() last looked at the clock */
+
 bool resolve_polling(void)
 {
 	if (!poll_until)
 		return false;
-	if (now_ns() < poll_until)
+	poll_seen = now_ns();
+	if (poll_seen < poll_until)
 		return true;
 	poll_until = 0;
 	nhot = 0;
@@ -225,14 +228,14 @@ bool resolve_polling(void)
 }
 
 /*
- * Polling, but nothing came for a while: npfd may share its CPU with the
- * threads it serves (a NIC engine waiting for its answer), so it lets them
- * run between two looks.
+ * Polling, but nothing came for a while (as of the last resolve_polling()):
+ * npfd may share its CPU with the threads it serves (a NIC engine waiting
+ * for its answer), so it lets them run between two looks.
  */
 #define POLL_QUIET_NS (10 * 1000)
 bool resolve_poll_quiet(void)
 {
-	return poll_until && now_ns() + poll_ns - poll_until > POLL_QUIET_NS;
+	return poll_until && poll_seen + poll_ns - poll_until > POLL_QUIET_NS;
 }
 
 void resolve_poll_hot(void)
