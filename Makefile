@@ -211,6 +211,11 @@ uninstall:
 check: all
 	$(Q)sh tests/run.sh
 
+# The suite again with AddressSanitizer + UndefinedBehaviorSanitizer (build-san/);
+# any report from any process fails it (scripts/check-sanitize.sh).
+check-sanitize:
+	$(Q)sh scripts/check-sanitize.sh
+
 demo: all
 	$(Q)sh scripts/demo.sh
 
@@ -220,7 +225,7 @@ bench: all
 clean:
 	$(Q)rm -rf $(O)
 
-.PHONY: all check demo bench clean install uninstall
+.PHONY: all check check-sanitize demo bench clean install uninstall
 .DELETE_ON_ERROR:
 .SECONDARY:
 

@@ -117,6 +117,7 @@ int main(void)
 	close(fd);
 	th_npfd_stop(&d);
 	unlink(path);
+	free(buf);
 	printf("ok\n");
 	return 0;
 }

@@ -102,12 +102,15 @@ static inline void fx_fill(void *buf, size_t len, __u64 seed)
 /* FNV-1a over 64-bit words (bytes for the tail). */
 static inline __u64 fx_sum(const void *buf, size_t len)
 {
-	const __u64 *p = buf;
-	__u64 h = 0xcbf29ce484222325ULL;
+	const unsigned char *p = buf;
+	__u64 h = 0xcbf29ce484222325ULL, w;
 	size_t i;
 
-	for (i = 0; i < len / 8; i++)
-		h = (h ^ p[i]) * 0x100000001b3ULL;
+	/* memcpy: a message may start at any byte offset of a buffer. */
+	for (i = 0; i < len / 8; i++) {
+		memcpy(&w, p + i * 8, sizeof(w));
+		h = (h ^ w) * 0x100000001b3ULL;
+	}
 	for (i = len & ~7UL; i < len; i++)
 		h = (h ^ ((const unsigned char *)buf)[i]) * 0x100000001b3ULL;
 	return h;

@@ -126,9 +126,10 @@ static const char *bad_object(const char *tag, const char *source)
 	TH_ASSERT(f, "write %s", src);
 	fputs(source, f);
 	fclose(f);
+	/* vmlinux.h is in the build tree the runner tests ($O/gen, beside $O/bin). */
 	snprintf(cmd, sizeof(cmd),
-		 "clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -Iinclude -Ibuild/gen -Ibpf -c %s -o %s 2>&1",
-		 src, obj);
+		 "clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -Iinclude -I%s/../gen -Ibpf -c %s -o %s 2>&1",
+		 getenv("NPF_BIN") ?: "build/bin", src, obj);
 	TH_ASSERT(system(cmd) == 0, "clang failed on %s", src);
 	return obj;
 }
