@@ -23,7 +23,18 @@ fail() {
 npf_cleanup() {
 	rm -f "$dir/hold"
 	[ -n "$wl" ] && wait "$wl" 2>/dev/null
-	[ -n "$npfd" ] && kill "$npfd" 2>/dev/null && wait "$npfd" 2>/dev/null
+	st=0
+	if [ -n "$npfd" ] && kill "$npfd" 2>/dev/null; then
+		wait "$npfd" 2>/dev/null || st=$?
+	fi
+	# npfd exits 0 on SIGTERM: anything else (a crash, a sanitizer report)
+	# fails the test whatever it checked.
+	if [ "$st" -ne 0 ]; then
+		echo "FAIL: npfd exited with status $st"
+		cat "$dir/npfd.log"
+		rm -rf "$dir"
+		exit 1
+	fi
 	rm -rf "$dir"
 }
 trap npf_cleanup EXIT
