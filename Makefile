@@ -216,6 +216,10 @@ check: all
 check-sanitize:
 	$(Q)sh scripts/check-sanitize.sh
 
+# libFuzzer targets (tests/fuzz/), FUZZ_SECONDS each from their corpus.
+fuzz: | $(DEPS_STAMP)
+	$(Q)sh scripts/fuzz.sh
+
 demo: all
 	$(Q)sh scripts/demo.sh
 
@@ -225,7 +229,7 @@ bench: all
 clean:
 	$(Q)rm -rf $(O)
 
-.PHONY: all check check-sanitize demo bench clean install uninstall
+.PHONY: all check check-sanitize fuzz demo bench clean install uninstall
 .DELETE_ON_ERROR:
 .SECONDARY:
 

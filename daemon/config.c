@@ -476,7 +476,7 @@ void config_print(FILE *f, const struct npfd_config *c, const char *path)
 	}
 }
 
-void config_apply_reload(struct npfd_config *cur, const struct npfd_config *next)
+void config_reload_merge(struct npfd_config *cur, const struct npfd_config *next)
 {
 	char was[300], now[300];
 	size_t i;
@@ -496,8 +496,4 @@ void config_apply_reload(struct npfd_config *cur, const struct npfd_config *next
 		pr_info("reload: %s: %s -> %s", o->name, was, now);
 		memcpy(field(cur, o), cfield(next, o), o->size);
 	}
-	log_level = config_log_level(cur);
-	resolve_set_poll(cur->poll_us);
-	policy_set_ws_dir(cur->ws_dir);
-	collect_cpu_trace_always(cur->trace_cpu_faults);
 }

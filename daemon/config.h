@@ -58,11 +58,11 @@ int config_log_level(const struct npfd_config *c);
 void config_print(FILE *f, const struct npfd_config *c, const char *path);
 
 /*
- * Apply a re-read configuration to a running npfd: what can change live
- * does (log level, polling); what needs a restart is logged as such and
- * left as it runs. *cur is updated to what is in effect.
+ * Merge a re-read configuration into the running one: what can change live
+ * is copied into *cur (logged); what needs a restart is logged as such and
+ * left as it runs. Only the values: main.c applies them to npfd's modules.
  */
-void config_apply_reload(struct npfd_config *cur, const struct npfd_config *next);
+void config_reload_merge(struct npfd_config *cur, const struct npfd_config *next);
 
 /* The --help text: generated from the option table. */
 void config_usage(FILE *f);

@@ -34,6 +34,18 @@ static struct npfd_cmdline cmdline;
 static struct npfd_config config; /* in effect */
 
 /*
+ * The options that take effect in a running npfd, pushed into the modules
+ * that use them: at start, and again after each reload.
+ */
+static void config_apply_live(const struct npfd_config *c)
+{
+	log_level = config_log_level(c);
+	resolve_set_poll(c->poll_us);
+	policy_set_ws_dir(c->ws_dir);
+	collect_cpu_trace_always(c->trace_cpu_faults);
+}
+
+/*
  * SIGHUP: re-read the configuration file. Clients stay connected; what
  * cannot change under them (socket, pin directory, staging buffer) waits
  * for a restart. A file that does not parse changes nothing.
@@ -49,7 +61,8 @@ static void reload(void)
 		sd_notify(0, "READY=1\nSTATUS=reload failed: configuration error (see the log)");
 		return;
 	}
-	config_apply_reload(&config, &next);
+	config_reload_merge(&config, &next);
+	config_apply_live(&config);
 	pr_info("reload: configuration re-read from %s", cmdline.config_path);
 	sd_notify(0, "READY=1\nSTATUS=running");
 }
@@ -124,14 +137,12 @@ int main(int argc, char **argv)
 	err = loop_init();
 	if (!err)
 		err = setup_signals();
-	resolve_set_poll(npfd.opt.poll_us);
-	policy_set_ws_dir(config.ws_dir);
 	if (!err)
 		err = resolve_init(npfd.opt.staging_pages);
 	if (!err)
 		err = collect_open(npfd.opt.bpffs);
 	if (!err)
-		collect_cpu_trace_always(config.trace_cpu_faults);
+		config_apply_live(&config);
 	if (!err)
 		err = control_open(npfd.opt.socket_path);
 	if (!err) {
