@@ -35,6 +35,7 @@ BPF_CFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_$(ARCH) -Iinclude -I$(O)/gen -W
 DAEMON_SRCS := $(wildcard daemon/*.c)
 COMMON_SRCS := $(wildcard common/*.c)
 LIB_SRCS    := $(wildcard client/lib*.c)
+NPFCTL_SRCS := $(wildcard client/npfctl/*.c)
 NIC_SRCS    := $(wildcard nic/*.c)
 BPF_SRCS    := $(wildcard bpf/*.bpf.c)
 TEST_SRCS   := $(wildcard tests/*.c)
@@ -50,6 +51,8 @@ EXAMPLES  := $(patsubst examples/%.c,$(O)/bin/npf-%,$(EXAMPLE_SRCS))
 LIBNPF_A  := $(O)/lib/libnpf.a
 LIBNPF_SO := $(O)/lib/libnpf.so
 LIBNIC_A  := $(O)/lib/libnpfnic.a
+# common/ as an archive: each program links only the modules it uses.
+LIBCOMMON_A := $(O)/lib/libnpfcommon.a
 COMMON_OBJS := $(patsubst %.c,$(O)/obj/%.o,$(COMMON_SRCS))
 
 DEPS_STAMP := $(O)/.deps-installed
@@ -99,7 +102,12 @@ $(O)/obj/lib/%.o: client/%.c | $(DEPS_STAMP)
 # The daemon includes the skeletons: make them before compiling it.
 $(patsubst %.c,$(O)/obj/%.o,$(DAEMON_SRCS)): | $(SKELS)
 
-$(O)/bin/npfd: $(patsubst %.c,$(O)/obj/%.o,$(DAEMON_SRCS)) $(COMMON_OBJS)
+$(LIBCOMMON_A): $(COMMON_OBJS)
+	$(call msg,AR,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(O)/bin/npfd: $(patsubst %.c,$(O)/obj/%.o,$(DAEMON_SRCS)) $(LIBCOMMON_A)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_NPFD)
@@ -123,7 +131,8 @@ $(LIBNIC_A): $(patsubst %.c,$(O)/obj/%.o,$(NIC_SRCS))
 	$(Q)mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(O)/bin/npfctl: $(O)/obj/client/npfctl.o $(COMMON_OBJS) $(LIBNPF_A)
+# npfctl: one file per object (bpftool's layout), the print layer in common/.
+$(O)/bin/npfctl: $(patsubst %.c,$(O)/obj/%.o,$(NPFCTL_SRCS)) $(LIBCOMMON_A) $(LIBNPF_A)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_NPFCTL)
