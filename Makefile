@@ -39,6 +39,7 @@ NPFCTL_SRCS := $(wildcard client/npfctl/*.c)
 NIC_SRCS    := $(wildcard nic/*.c)
 BPF_SRCS    := $(wildcard bpf/*.bpf.c)
 TEST_SRCS   := $(wildcard tests/*.c)
+UNIT_SRCS   := $(wildcard tests/unit/*.c)
 BENCH_SRCS  := $(wildcard bench/*.c)
 EXAMPLE_SRCS := $(wildcard examples/*.c)
 
@@ -46,6 +47,8 @@ BPF_OBJS  := $(patsubst bpf/%.bpf.c,$(O)/bpf/%.bpf.o,$(BPF_SRCS))
 POLICIES  := $(patsubst policies/%.bpf.c,$(O)/policies/%.bpf.o,$(wildcard policies/*.bpf.c))
 SKELS     := $(patsubst bpf/%.bpf.c,$(O)/gen/%.skel.h,$(BPF_SRCS))
 TESTS     := $(patsubst tests/%.c,$(O)/tests/%,$(TEST_SRCS))
+# Unit tests (no npfd, no root) sit beside the others as unit-NAME, so the runner finds them.
+UNIT_TESTS := $(patsubst tests/unit/%.c,$(O)/tests/unit-%,$(UNIT_SRCS))
 BENCHES   := $(patsubst bench/%.c,$(O)/bin/npf-bench-%,$(BENCH_SRCS))
 EXAMPLES  := $(patsubst examples/%.c,$(O)/bin/npf-%,$(EXAMPLE_SRCS))
 LIBNPF_A  := $(O)/lib/libnpf.a
@@ -58,7 +61,7 @@ COMMON_OBJS := $(patsubst %.c,$(O)/obj/%.o,$(COMMON_SRCS))
 DEPS_STAMP := $(O)/.deps-installed
 
 all: $(O)/bin/npfd $(O)/bin/npfctl $(LIBNPF_A) $(LIBNPF_SO) $(LIBNIC_A) $(POLICIES) $(TESTS) \
-     $(BENCHES) $(EXAMPLES)
+     $(UNIT_TESTS) $(BENCHES) $(EXAMPLES)
 
 # Debian packages: checked once per build tree, re-checked when the list changes.
 $(DEPS_STAMP): scripts/deps.sh
@@ -141,6 +144,11 @@ $(O)/tests/%: $(O)/obj/tests/%.o $(LIBNIC_A) $(LIBNPF_A)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -luring -lbpf -lpthread
+
+$(O)/tests/unit-%: $(O)/obj/tests/unit/%.o $(LIBCOMMON_A)
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lm
 
 $(O)/bin/npf-bench-%: $(O)/obj/bench/%.o $(LIBNIC_A) $(LIBNPF_A)
 	$(call msg,LINK,$@)
