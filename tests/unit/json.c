@@ -22,16 +22,26 @@ static void expect(const char *what, const char *got, const char *want)
 	failures++;
 }
 
-static void escape_case(const char *in, const char *want)
+/* A stream into *buf, which fclose() completes. */
+static FILE *memstream(char **buf)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
+	static size_t len;
+	FILE *f;
 
+	*buf = NULL;
+	f = open_memstream(buf, &len);
 	if (!f) {
 		perror("open_memstream");
 		exit(1);
 	}
+	return f;
+}
+
+static void escape_case(const char *in, const char *want)
+{
+	char *buf;
+	FILE *f = memstream(&buf);
+
 	npf_json_escape(f, in);
 	fclose(f);
 	expect(in, buf, want);
@@ -73,14 +83,9 @@ static void test_escape(void)
 static char *document(int pretty)
 {
 	struct npf_json j;
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
+	char *buf;
+	FILE *f = memstream(&buf);
 
-	if (!f) {
-		perror("open_memstream");
-		exit(1);
-	}
 	npf_json_init(&j, f, pretty);
 	npf_json_open_object(&j);
 	npf_json_key(&j, "na\"me");
