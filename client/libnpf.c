@@ -24,10 +24,8 @@
 #include <linux/userfaultfd.h>
 #include "npf.h"
 #include "npf_fdpass.h"
-
-#ifndef USERFAULTFD_IOC_NEW
-#define USERFAULTFD_IOC_NEW _IO(0xAA, 0x00)
-#endif
+#include "npf_socket.h"
+#include "npf_uffd.h"
 #ifndef UFFD_USER_MODE_ONLY
 #define UFFD_USER_MODE_ONLY 1
 #endif
@@ -123,10 +121,7 @@ struct npf_client *npf_client__connect(const struct npf_client_opts *opts)
 		errno = EINVAL;
 		return NULL;
 	}
-	if (!path)
-		path = getenv("NPF_SOCKET");
-	if (!path || !*path)
-		path = NPF_DEFAULT_SOCKET;
+	path = npf_socket_path(path);
 	if (strlen(path) >= sizeof(sa.sun_path)) {
 		errno = ENAMETOOLONG;
 		return NULL;
@@ -334,22 +329,14 @@ static int request_one(struct npf_client *c, __u16 type, const void *body, size_
 
 static int create_uffd(void)
 {
-	int fd, dev, err;
+	int fd, err;
 
-	fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-	if (fd >= 0 || errno != EPERM)
-		return fd >= 0 ? fd : -errno;
-	err = errno;
-	pr_debug("userfaultfd(): %s; trying /dev/userfaultfd", strerror(errno));
-
-	dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
-	if (dev >= 0) {
-		fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
-		close(dev);
-		if (fd >= 0)
-			return fd;
-	}
-	pr_debug("/dev/userfaultfd: %s; trying userfaultfd(UFFD_USER_MODE_ONLY)", strerror(errno));
+	fd = npf_uffd_create(O_CLOEXEC | O_NONBLOCK);
+	if (fd != -EPERM)
+		return fd;
+	err = -fd;
+	pr_debug("userfaultfd() and /dev/userfaultfd: %s; trying userfaultfd(UFFD_USER_MODE_ONLY)",
+		 strerror(err));
 
 	/* Enough for the CPU faults of this process, which is what npfd resolves. */
 	fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);

@@ -26,12 +26,10 @@
 #include <bpf/libbpf.h>
 #include <liburing.h>
 #include "npf_features.h"
+#include "npf_uffd.h"
 
 #ifndef UFFD_FEATURE_POISON
 #define UFFD_FEATURE_POISON (1 << 14)
-#endif
-#ifndef USERFAULTFD_IOC_NEW
-#define USERFAULTFD_IOC_NEW _IO(0xAA, 0x00)
 #endif
 #define BPF_FS_MAGIC 0xcafe4a11
 #define TRACEFS_MAGIC 0x74726163
@@ -51,30 +49,15 @@ static enum npf_feat_result refused(char *detail, size_t len, const char *what, 
 /* userfaultfd                                                         */
 /* ------------------------------------------------------------------ */
 
-static int uffd_open(void)
-{
-	int fd = (int)syscall(__NR_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-	int dev;
-
-	if (fd >= 0)
-		return fd;
-	dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
-	if (dev < 0)
-		return -1;
-	fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
-	close(dev);
-	return fd;
-}
-
 /* UFFDIO_API may be called once per descriptor: one fresh descriptor per feature. */
 static enum npf_feat_result uffd_feature(char *detail, size_t len, __u64 feature,
 					 const char *name)
 {
 	struct uffdio_api api = {.api = UFFD_API, .features = feature};
-	int fd = uffd_open();
+	int fd = npf_uffd_create(O_CLOEXEC | O_NONBLOCK);
 
 	if (fd < 0)
-		return refused(detail, len, "cannot create a userfaultfd", errno);
+		return refused(detail, len, "cannot create a userfaultfd", -fd);
 	if (ioctl(fd, UFFDIO_API, &api)) {
 		int e = errno;
 

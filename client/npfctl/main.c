@@ -18,6 +18,7 @@
 #include "npf_json.h"
 #include "npf.h"
 #include "npf_print.h"
+#include "npf_socket.h"
 #include "npfctl.h"
 
 #define NPFCTL_VERSION "0.1"
@@ -73,12 +74,8 @@ int request_failed(const char *what, int err)
 int open_client(void)
 {
 	NPF_OPTS(npf_client_opts, opts);
-	const char *path = socket_path;
+	const char *path = npf_socket_path(socket_path);
 
-	if (!path)
-		path = getenv("NPF_SOCKET");
-	if (!path || !*path)
-		path = NPF_DEFAULT_SOCKET;
 	opts.socket_path = path;
 	client = npf_client__connect(&opts);
 	if (client)
