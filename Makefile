@@ -24,9 +24,15 @@ endif
 
 ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 
+# CFLAGS is the user's (optimization, debug info, sanitizers): `make CFLAGS=-O0`
+# replaces it whole. What the build cannot do without lives in NPF_CFLAGS,
+# which comes first so that CFLAGS may still override a warning or -std.
 CFLAGS	?= -O2 -g
-CFLAGS	+= -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
+NPF_CFLAGS := -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
 	   -D_GNU_SOURCE -std=gnu11 -Iinclude -Iclient -Inic -Icommon -I$(O)/gen -MMD -MP
+
+# One version for the programs, the library, the man pages and npf.pc.
+NPF_VERSION := $(shell cat VERSION)
 LDLIBS_NPFD := -lbpf -luring -lelf -lz -lpthread -lsystemd
 LDLIBS_NPFCTL := -lbpf -luring -lelf -lz
 
@@ -57,11 +63,12 @@ LIBNIC_A  := $(O)/lib/libnpfnic.a
 # common/ as an archive: each program links only the modules it uses.
 LIBCOMMON_A := $(O)/lib/libnpfcommon.a
 COMMON_OBJS := $(patsubst %.c,$(O)/obj/%.o,$(COMMON_SRCS))
+MANPAGES    := $(patsubst man/%,$(O)/gen/man/%,$(wildcard man/*.[0-9]))
 
 DEPS_STAMP := $(O)/.deps-installed
 
 all: $(O)/bin/npfd $(O)/bin/npfctl $(LIBNPF_A) $(LIBNPF_SO) $(LIBNIC_A) $(POLICIES) $(TESTS) \
-     $(UNIT_TESTS) $(BENCHES) $(EXAMPLES)
+     $(UNIT_TESTS) $(BENCHES) $(EXAMPLES) $(MANPAGES)
 
 # Debian packages: checked once per build tree, re-checked when the list changes.
 $(DEPS_STAMP): scripts/deps.sh
@@ -92,15 +99,21 @@ $(O)/gen/%.skel.h: $(O)/bpf/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< > $@.tmp && mv $@.tmp $@
 
-$(O)/obj/%.o: %.c | $(DEPS_STAMP)
-	$(call msg,CC,$@)
+# npf_version.h from VERSION (the files that include it rebuild through -MMD).
+$(O)/gen/npf_version.h: VERSION
+	$(call msg,GEN,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+	$(Q)printf '#define NPF_VERSION "%s"\n' "$(NPF_VERSION)" > $@
 
-$(O)/obj/lib/%.o: client/%.c | $(DEPS_STAMP)
+$(O)/obj/%.o: %.c | $(DEPS_STAMP) $(O)/gen/npf_version.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+	$(Q)$(CC) $(NPF_CFLAGS) $(CFLAGS) -c $< -o $@
+
+$(O)/obj/lib/%.o: client/%.c | $(DEPS_STAMP) $(O)/gen/npf_version.h
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(NPF_CFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
 
 # The daemon includes the skeletons: make them before compiling it.
 $(patsubst %.c,$(O)/obj/%.o,$(DAEMON_SRCS)): | $(SKELS)
@@ -165,7 +178,6 @@ $(O)/bin/npf-%: $(O)/obj/examples/%.o $(LIBNIC_A) $(LIBNPF_A)
 # goes to SYSCONFDIR (/etc: npfd reads /etc/npf/npfd.conf) and is not
 # overwritten when present. The BPF objects are embedded in npfd (skeletons);
 # the .bpf.o files are installed for inspection (bpftool prog/btf dump).
-NPF_VERSION := 0.1.0
 PREFIX     ?= /usr/local
 BINDIR     ?= $(PREFIX)/bin
 SBINDIR    ?= $(PREFIX)/sbin
@@ -182,7 +194,13 @@ $(O)/gen/npfd.service: systemd/npfd.service.in Makefile
 	$(Q)mkdir -p $(dir $@)
 	$(Q)sed 's|@SBINDIR@|$(SBINDIR)|g' $< > $@
 
-$(O)/gen/npf.pc: Makefile
+# Man pages with the version from VERSION on their .TH line.
+$(O)/gen/man/%: man/% VERSION
+	$(call msg,GEN,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)sed 's|@VERSION@|$(NPF_VERSION)|g' $< > $@
+
+$(O)/gen/npf.pc: Makefile VERSION
 	$(call msg,GEN,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
@@ -191,7 +209,7 @@ $(O)/gen/npf.pc: Makefile
 		'Cflags: -I$${includedir}' > $@
 
 install: $(O)/bin/npfd $(O)/bin/npfctl $(LIBNPF_A) $(LIBNPF_SO) $(BPF_OBJS) $(POLICIES) \
-		$(O)/gen/npfd.service $(O)/gen/npf.pc
+		$(O)/gen/npfd.service $(O)/gen/npf.pc $(MANPAGES)
 	$(call msg,INSTALL,$(DESTDIR)$(PREFIX))
 	$(Q)$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
 		$(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(NPF_LIBDIR)/bpf $(DESTDIR)$(NPF_LIBDIR)/policies \
@@ -210,9 +228,8 @@ install: $(O)/bin/npfd $(O)/bin/npfctl $(LIBNPF_A) $(LIBNPF_SO) $(BPF_OBJS) $(PO
 	$(Q)$(INSTALL) -m 0644 $(O)/gen/npfd.service $(DESTDIR)$(UNITDIR)/npfd.service
 	$(Q)[ -e $(DESTDIR)$(SYSCONFDIR)/npf/npfd.conf ] || \
 		$(INSTALL) -m 0644 etc/npfd.conf $(DESTDIR)$(SYSCONFDIR)/npf/npfd.conf
-	$(Q)$(INSTALL) -m 0644 man/libnpf.3 $(DESTDIR)$(MANDIR)/man3/
-	$(Q)$(INSTALL) -m 0644 man/npfd.conf.5 $(DESTDIR)$(MANDIR)/man5/
-	$(Q)$(INSTALL) -m 0644 man/npfd.8 man/npfctl.8 $(DESTDIR)$(MANDIR)/man8/
+	$(Q)for m in $(MANPAGES); do \
+		$(INSTALL) -m 0644 $$m $(DESTDIR)$(MANDIR)/man$${m##*.}/ || exit 1; done
 
 uninstall:
 	$(call msg,UNINSTALL,$(DESTDIR)$(PREFIX))

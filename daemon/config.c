@@ -90,6 +90,10 @@ static const struct opt_desc opts[] = {
 	 "with it, and exit (2: it is invalid)",
 	 NPFD_CHECK_CONFIG},
 	{"help", 'h', T_ACTION, L_NONE, 0, 0, 0, 0, NULL, "this text", NPFD_HELP},
+	{"version", 'V', T_ACTION, L_NONE, 0, 0, 0, 0, NULL,
+	 "print npfd's version and the protocol and ABI\n"
+	 "versions it speaks, and exit",
+	 NPFD_VERSION},
 };
 
 #define NR_OPTS (sizeof(opts) / sizeof(opts[0]))
@@ -244,9 +248,9 @@ void config_usage(FILE *f)
 		}
 	}
 	fprintf(f, "\n"
-		   "Every option but --config, --check, --check-config and --help is also a key\n"
-		   "of the configuration file (npfd.conf(5)): 'poll-us = 50'. The command line\n"
-		   "overrides the file; SIGHUP (systemctl reload npfd) re-reads it.\n"
+		   "Every option but --config, --check, --check-config, --help and --version is\n"
+		   "also a key of the configuration file (npfd.conf(5)): 'poll-us = 50'. The\n"
+		   "command line overrides the file; SIGHUP (systemctl reload npfd) re-reads it.\n"
 		   "\n"
 		   "npfd must run as root (or with CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN): it loads\n"
 		   "BPF programs and serves other processes' userfaultfds.\n"

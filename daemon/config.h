@@ -31,6 +31,7 @@ enum npfd_action {
 	NPFD_HELP,	   /* --help */
 	NPFD_CHECK,	   /* --check: probe kernel features */
 	NPFD_CHECK_CONFIG, /* --check-config: print the effective configuration */
+	NPFD_VERSION,	   /* --version */
 };
 
 /* What the command line said: its options, and which file to read. */

@@ -15,6 +15,8 @@
 #include "config.h"
 #include "npf_features.h"
 #include "npfd.h"
+#include "npf_nic_abi.h"
+#include "npf_version.h"
 
 struct npfd npfd = {
 	.clients = LIST_HEAD_INIT(npfd.clients),
@@ -114,6 +116,11 @@ int main(int argc, char **argv)
 		return 0;
 	case NPFD_CHECK:
 		return npf_features_report(stdout) ? 1 : 0;
+	case NPFD_VERSION:
+		printf("npfd %s (npf protocol %d, fault record %d, maps %d, policy ABI %d, IO page table %d)\n",
+		       NPF_VERSION, NPF_PROTO_VERSION, NPF_RECORD_VERSION, NPF_MAPS_VERSION,
+		       NPF_POLICY_ABI_VERSION, NPF_IOPT_VERSION);
+		return 0;
 	default:
 		break;
 	}

@@ -19,9 +19,8 @@
 #include "npf.h"
 #include "npf_print.h"
 #include "npf_socket.h"
+#include "npf_version.h"
 #include "npfctl.h"
-
-#define NPFCTL_VERSION "0.1"
 
 bool prometheus_output;
 bool top_once;
@@ -179,7 +178,7 @@ int do_help(int argc, char **argv)
 static int do_version(void)
 {
 	open_json_object(NULL);
-	print_string("version", "npfctl %s", NPFCTL_VERSION);
+	print_string("version", "npfctl %s", NPF_VERSION);
 	print_u64("protocol_version", " (npf protocol %llu)\n", NPF_PROTO_VERSION);
 	close_json_object();
 	return EXIT_OK;
