@@ -242,7 +242,7 @@ uninstall:
 	$(Q)rm -rf $(DESTDIR)$(NPF_LIBDIR)
 	$(Q)echo "  kept $(DESTDIR)$(SYSCONFDIR)/npf/npfd.conf (remove it by hand if unwanted)"
 
-check: all
+check: all check-abi
 	$(Q)sh tests/run.sh
 
 # The suite again with AddressSanitizer + UndefinedBehaviorSanitizer (build-san/);
@@ -254,6 +254,14 @@ check-sanitize:
 fuzz: | $(DEPS_STAMP)
 	$(Q)sh scripts/fuzz.sh
 
+# libnpf's exported symbols and types against npf.h, the map and the recorded
+# ABI (scripts/check-abi.sh); abi-baseline records a deliberate change.
+check-abi: $(LIBNPF_SO)
+	$(Q)sh scripts/check-abi.sh $(LIBNPF_SO)
+
+abi-baseline: $(LIBNPF_SO)
+	$(Q)sh scripts/check-abi.sh --record $(LIBNPF_SO)
+
 demo: all
 	$(Q)sh scripts/demo.sh
 
@@ -263,7 +271,7 @@ bench: all
 clean:
 	$(Q)rm -rf $(O)
 
-.PHONY: all check check-sanitize fuzz demo bench clean install uninstall
+.PHONY: all check check-abi abi-baseline check-sanitize fuzz demo bench clean install uninstall
 .DELETE_ON_ERROR:
 .SECONDARY:
 
