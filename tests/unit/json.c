@@ -67,10 +67,10 @@ static void test_escape(void)
 	escape_case("\xe0\xa0\x80\xef\xbf\xbf", "\"\xe0\xa0\x80\xef\xbf\xbf\"");
 	escape_case("\xf4\x8f\xbf\xbf", "\"\xf4\x8f\xbf\xbf\"");
 	/* Invalid UTF-8: each offending byte becomes U+FFFD, the rest is kept. */
-	escape_case("\x80", "\"\\ufffd\"");			   /* lone continuation */
-	escape_case("a\xc3", "\"a\\ufffd\"");			   /* truncated at the end */
-	escape_case("\xc3z", "\"\\ufffdz\"");			   /* truncated mid-string */
-	escape_case("\xc0\xaf", "\"\\ufffd\\ufffd\"");		   /* overlong '/' */
+	escape_case("\x80", "\"\\ufffd\"");			  /* lone continuation */
+	escape_case("a\xc3", "\"a\\ufffd\"");			  /* truncated at the end */
+	escape_case("\xc3z", "\"\\ufffdz\"");			  /* truncated mid-string */
+	escape_case("\xc0\xaf", "\"\\ufffd\\ufffd\"");		  /* overlong '/' */
 	escape_case("\xe0\x80\xaf", "\"\\ufffd\\ufffd\\ufffd\""); /* overlong, 3 bytes */
 	escape_case("\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\""); /* UTF-16 surrogate */
 	escape_case("\xf0\x80\x80\xaf", "\"\\ufffd\\ufffd\\ufffd\\ufffd\""); /* overlong, 4 */
