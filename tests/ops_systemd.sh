@@ -37,6 +37,7 @@ fail() {
 cleanup() {
 	[ -n "$sd" ] && kill -9 "$sd" 2>/dev/null
 	[ -n "${boot:-}" ] && wait "$boot" 2>/dev/null
+	[ -n "${made_state:-}" ] && rmdir /var/lib/npf 2>/dev/null
 	rm -f "$pins"/* 2>/dev/null; rmdir "$pins" 2>/dev/null
 	rm -rf "$t"
 }
@@ -49,6 +50,9 @@ make -s install O="$O" DESTDIR="$t/root" PREFIX=/usr/local >"$t/install.log" 2>&
 printf 'bpffs = %s\n' "$pins" >>"$t/root/etc/npf/npfd.conf"
 
 mkdir -p "$t/ovl"
+# The unit's StateDirectory: a tmpfs in the namespace (its mount point is the
+# only trace on the host, removed afterwards when this test made it).
+[ -d /var/lib/npf ] || { mkdir /var/lib/npf && made_state=1; }
 unshare -fpm --mount-proc --net sh -c '
 	set -e
 	# First everything that reads the scratch root: it may itself be under
@@ -58,7 +62,7 @@ unshare -fpm --mount-proc --net sh -c '
 	mkdir "$1/ovl/upper" "$1/ovl/work"
 	mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1/ovl/upper,workdir=$1/ovl/work" /etc
 	cp -r "$1/root/etc/npf" /etc/
-	for d in /run /tmp /var/tmp /var/log /var/lib/systemd; do mount -t tmpfs tmpfs $d; done
+	for d in /run /tmp /var/tmp /var/log /var/lib/systemd /var/lib/npf; do mount -t tmpfs tmpfs $d; done
 	mount -o remount,bind,ro /sys
 	for u in systemd-tmpfiles-setup.service systemd-tmpfiles-setup-dev.service \
 		 systemd-tmpfiles-clean.service systemd-tmpfiles-clean.timer systemd-sysctl.service \
@@ -112,6 +116,14 @@ ns /usr/local/bin/npfctl -j stats >"$t/stats.json" || fail "npfctl -j stats (ins
 filled=$(jq '[.[] | .pages_zeroed + .pages_copied] | add' "$t/stats.json")
 [ "${filled:-0}" -ge 200 ] || fail "the service filled $filled pages, want >= 200: $(cat "$t/stats.json")"
 echo "workload through the service: $filled pages filled"
+# The service may write its working-set records (npfd's default --ws-dir,
+# /var/lib/npf/ws) although ProtectSystem=strict makes /var/lib read-only: the
+# unit's StateDirectory. Tried in npfd's own mount namespace. (wsreplay itself
+# records nothing here: its faults reach BPF with the host's pids, npfd knows
+# the namespace's.)
+ns nsenter -t "$pid" -m sh -c 'mkdir -p /var/lib/npf/ws && touch /var/lib/npf/ws/probe.ws' 2>"$t/state" ||
+	fail "npfd's service cannot write its ws-dir /var/lib/npf/ws: $(cat "$t/state")"
+echo "StateDirectory: the service writes /var/lib/npf/ws"
 
 # Reload: poll-us changes live; the client stays connected; same process.
 ns sh -c 'echo "poll-us = 7" >> /etc/npf/npfd.conf'
