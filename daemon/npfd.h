@@ -1,14 +1,26 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * npfd internals. Data flows:
+ * npfd internals (docs/design.md follows a fault through them). The files:
  *
- *   control.c   clients connect, register regions (region.c validates,
- *               registers the range with the client's userfaultfd)
+ *   main.c      start-up and shutdown: options, configuration, signals
+ *               (SIGHUP reloads), sd_notify, the order things open in
+ *   config.c    options and npfd.conf: parse, check, print (config.h)
  *   loop.c      one io_uring event loop: control socket, client sockets,
  *               every userfaultfd, the BPF ring buffer, child pidfds
- *   collect.c   BPF collectors: load, pin maps, fault filter, ring buffer
- *   resolve.c   drain userfaultfd messages, batch, read file pages with
- *               io_uring into staging buffers, install, wake
+ *   control.c   the control socket: clients connect, one reply per request
+ *   region.c    regions and the address spaces (userfaultfds) they live
+ *               in: validates a registration, registers the range with the
+ *               client's userfaultfd, follows fork
+ *   collect.c   BPF collectors: load, pin maps, fault filter, ring buffer,
+ *               the NIC's page-request uprobe, the policy prog arrays
+ *   resolve.c   drain userfaultfd messages and mm events, batch, read file
+ *               pages with io_uring into staging buffers, install, wake
+ *   device.c    device memory regions (the software NIC's IO page tables):
+ *               page requests, responses, invalidations
+ *   policy.c    fault policies loaded at run time; wsreplay's records
+ *   log.c       logging with sd-daemon priorities (log.h)
+ *   util.c      small helpers more than one file needs
+ *   list.h      the intrusive doubly linked list
  */
 #ifndef NPFD_H
 #define NPFD_H
