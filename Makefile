@@ -163,7 +163,7 @@ $(O)/tests/unit-%: $(O)/obj/tests/unit/%.o $(LIBCOMMON_A)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lm
 
-$(O)/bin/npf-bench-%: $(O)/obj/bench/%.o $(LIBNIC_A) $(LIBNPF_A)
+$(O)/bin/npf-bench-%: $(O)/obj/bench/%.o $(LIBNIC_A) $(LIBNPF_A) $(LIBCOMMON_A)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -luring -lbpf -lpthread -lm

@@ -7,7 +7,9 @@
  * Rows: bench_row_begin(bench) then bench_col_*() per column, then
  * bench_row_end(). In text mode a column prints "value" padded to its
  * width; with --json the same calls print "key":value, so the table and
- * the JSON cannot drift (iproute2's print_*(PRINT_ANY, ...) idiom).
+ * the JSON cannot drift (iproute2's print_*(PRINT_ANY, ...) idiom). The
+ * JSON goes through npfctl's writer (common/npf_json.h), which escapes
+ * every string.
  */
 #ifndef NPF_BENCH_H
 #define NPF_BENCH_H
@@ -20,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "npf_json.h"
 
 static int bench_json;		 /* --json: one object per row */
 static const char *bench_prog;	 /* "npf-bench-NAME", for error messages */
@@ -233,21 +236,10 @@ static inline enum bench_verdict bench_judge(struct bench_ci cost, struct bench_
  * a file, they are appended to it while the table goes to stdout, so that
  * bench/run.sh gets both from one run.
  */
-static char bench_jrow[8192];
-static size_t bench_jlen;
-
-static inline void __attribute__((format(printf, 1, 2))) bench_jadd(const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(bench_jrow + bench_jlen, sizeof(bench_jrow) - bench_jlen, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		bench_jlen += (size_t)n < sizeof(bench_jrow) - bench_jlen ? (size_t)n
-									  : sizeof(bench_jrow) - bench_jlen - 1;
-}
+static struct npf_json bench_jw; /* the row being built, into bench_jrow */
+static FILE *bench_jf;
+static char *bench_jrow;
+static size_t bench_jrow_len;
 
 /* Write one complete JSON object line to the JSON sink (see above). */
 static inline void bench_json_line(const char *line)
@@ -271,14 +263,30 @@ static inline void bench_json_line(const char *line)
 static inline void bench_row_begin(const char *bench)
 {
 	bench_first_col = 1;
-	bench_jlen = 0;
-	bench_jadd("{\"bench\":\"%s\"", bench);
+	bench_jf = open_memstream(&bench_jrow, &bench_jrow_len);
+	if (!bench_jf)
+		bench_die("cannot build a JSON row: %s", strerror(errno));
+	npf_json_init(&bench_jw, bench_jf, false);
+	npf_json_open_object(&bench_jw);
+	npf_json_key(&bench_jw, "bench");
+	npf_json_string(&bench_jw, bench);
+}
+
+/* A JSON member "key": the value follows from one npf_json_*() call. */
+static inline struct npf_json *bench_jkey(const char *key)
+{
+	npf_json_key(&bench_jw, key);
+	return &bench_jw;
 }
 
 static inline void bench_row_end(void)
 {
-	bench_jadd("}\n");
+	npf_json_close_object(&bench_jw); /* "}\n": the row is one line */
+	if (fclose(bench_jf))
+		bench_die("cannot build a JSON row: %s", strerror(errno));
 	bench_json_line(bench_jrow);
+	free(bench_jrow);
+	bench_jrow = NULL;
 	if (!bench_json)
 		putchar('\n');
 }
@@ -294,7 +302,7 @@ static inline void bench_sep(void)
 static inline void bench_col_str(const char *key, int w, const char *val)
 {
 	bench_sep();
-	bench_jadd(",\"%s\":\"%s\"", key, val);
+	npf_json_string(bench_jkey(key), val);
 	if (!bench_json)
 		printf("%-*s", w, val);
 }
@@ -302,7 +310,7 @@ static inline void bench_col_str(const char *key, int w, const char *val)
 static inline void bench_col_u64(const char *key, int w, uint64_t val)
 {
 	bench_sep();
-	bench_jadd(",\"%s\":%llu", key, (unsigned long long)val);
+	npf_json_u64(bench_jkey(key), val);
 	if (!bench_json)
 		printf("%*llu", w, (unsigned long long)val);
 }
@@ -311,7 +319,7 @@ static inline void bench_col_u64(const char *key, int w, uint64_t val)
 static inline void bench_col_f(const char *key, int w, int prec, double val)
 {
 	bench_sep();
-	bench_jadd(",\"%s\":%.*f", key, prec + 1, val);
+	npf_json_double(bench_jkey(key), prec + 1, val);
 	if (!bench_json)
 		printf("%*.*f", w, prec, val);
 }
@@ -320,7 +328,7 @@ static inline void bench_col_f(const char *key, int w, int prec, double val)
 static inline void bench_col_bool(const char *key, int w, int val)
 {
 	bench_sep();
-	bench_jadd(",\"%s\":%s", key, val ? "true" : "false");
+	npf_json_bool(bench_jkey(key), val);
 	if (!bench_json)
 		printf("%*s", w, val ? "yes" : "NO");
 }
@@ -328,11 +336,14 @@ static inline void bench_col_bool(const char *key, int w, int val)
 /* "est [lo, hi]" in the table; "key", "key_lo", "key_hi" in JSON. */
 static inline void bench_col_ci(const char *key, int w, int prec, struct bench_ci ci)
 {
-	char text[96];
+	char text[96], k[128];
 
 	bench_sep();
-	bench_jadd(",\"%s\":%.*f,\"%s_lo\":%.*f,\"%s_hi\":%.*f", key, prec + 1, ci.est, key,
-		   prec + 1, ci.lo, key, prec + 1, ci.hi);
+	npf_json_double(bench_jkey(key), prec + 1, ci.est);
+	snprintf(k, sizeof(k), "%s_lo", key);
+	npf_json_double(bench_jkey(k), prec + 1, ci.lo);
+	snprintf(k, sizeof(k), "%s_hi", key);
+	npf_json_double(bench_jkey(k), prec + 1, ci.hi);
 	if (bench_json)
 		return;
 	snprintf(text, sizeof(text), "%+.*f [%+.*f, %+.*f]", prec, ci.est, prec, ci.lo, prec, ci.hi);
@@ -345,7 +356,7 @@ static inline void bench_col_verdict(const char *key, int w, enum bench_verdict 
 	static const char *const json[] = {"met", "not_met", "inconclusive"};
 
 	bench_sep();
-	bench_jadd(",\"%s\":\"%s\"", key, json[v]);
+	npf_json_string(bench_jkey(key), json[v]);
 	if (!bench_json)
 		printf("%-*s", w, text[v]);
 }
@@ -354,7 +365,7 @@ static inline void bench_col_verdict(const char *key, int w, enum bench_verdict 
 static inline void bench_col_raw(const char *key, const char *text, const char *json)
 {
 	bench_sep();
-	bench_jadd(",\"%s\":%s", key, json);
+	npf_json_raw(bench_jkey(key), json);
 	if (!bench_json)
 		fputs(text, stdout);
 }
