@@ -26,6 +26,8 @@
 
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static char *reply_buf;
+/* Clients whose answer went out after a wait: their queued requests are read next. */
+static struct list_head resume = LIST_HEAD_INIT(resume);
 
 static int check_runtime_dir(const char *path)
 {
@@ -86,6 +88,7 @@ static void listen_ready(void *arg)
 			continue;
 		}
 		c->fd = fd;
+		INIT_LIST_HEAD(&c->resume);
 		c->pid = cred.pid;
 		c->uid = cred.uid;
 		c->gid = cred.gid;
@@ -158,6 +161,11 @@ void client_drop(struct npfd_client *c)
 		return;
 	c->dead = true;
 	pr_debug("client pid %d disconnected", c->pid);
+	/* Its devices still end their retirement; nobody hears of it. */
+	if (c->wait)
+		c->wait->client = NULL;
+	c->wait = NULL;
+	list_del_init(&c->resume);
 	list_for_each_entry_safe(mm, tmp, &npfd.mms, node)
 	{
 		if (mm->owner != c)
@@ -184,6 +192,8 @@ void control_close(void)
 	struct npfd_client *c, *tmp;
 	struct npfd_mm *mm, *mtmp;
 
+	/* Answer the requests still waiting for an acknowledgement before the clients go. */
+	device_retire_stop();
 	list_for_each_entry_safe(c, tmp, &npfd.clients, node)
 		client_drop(c);
 	list_for_each_entry_safe(mm, mtmp, &npfd.mms, node)
@@ -257,6 +267,76 @@ static int reply_send(struct npfd_client *c, struct reply *rp)
 		return -1;
 	}
 	return 0;
+}
+
+/* A request that waits for devices' acknowledgements (see struct npfd_wait). */
+static struct npfd_wait *wait_new(const struct npf_msg_hdr *req)
+{
+	struct npfd_wait *w = calloc(1, sizeof(*w));
+
+	if (w)
+		w->req = *req;
+	return w;
+}
+
+void wait_fail(struct npfd_wait *w, int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (w->status)
+		return; /* the first failure is the one reported */
+	w->status = status;
+	va_start(ap, fmt);
+	vsnprintf(w->err, sizeof(w->err), fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * One device w waited for has ended its retirement. When it was the last,
+ * answer the request (unless the handler has not returned yet: then it
+ * answers itself) and let the client's next requests be read.
+ */
+void wait_done(struct npfd_wait *w)
+{
+	struct npfd_client *c = w->client;
+	struct {
+		struct npf_msg_hdr hdr;
+		struct npf_reply body;
+	} m;
+
+	if (--w->pending || !w->deferred)
+		return;
+	if (!c) {
+		free(w); /* the client went while it waited */
+		return;
+	}
+	memset(&m, 0, sizeof(m));
+	m.hdr = (struct npf_msg_hdr){.magic = NPF_PROTO_MAGIC, .version = NPF_PROTO_VERSION,
+				      .type = (__u16)(w->req.type | NPF_MSG_REPLY),
+				      .seq = w->req.seq, .len = sizeof(m)};
+	m.body.status = w->status;
+	memcpy(m.body.error, w->err, sizeof(m.body.error));
+	/* A failed send is seen as a hang-up when the client is read again. */
+	if (send(c->fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+		pr_warn("client pid %d: cannot send a reply (%s): dropping it", c->pid,
+			strerror(errno));
+	free(w);
+	c->wait = NULL;
+	list_add_tail(&c->resume, &resume);
+}
+
+/*
+ * After each pass of the loop: read the clients whose waiting request was
+ * answered (their requests queued behind it raise no new readiness).
+ */
+void control_flush(void)
+{
+	while (!list_empty(&resume)) {
+		struct npfd_client *c = list_entry(resume.next, struct npfd_client, resume);
+
+		list_del_init(&c->resume);
+		client_ready(c);
+	}
 }
 
 static void do_status(struct reply *rp)
@@ -433,6 +513,7 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 	} else {
 		void *body = hdr + 1;
 		char err[NPF_ERRMSG_LEN] = "";
+		struct npfd_wait *w = NULL;
 		int rc = 0;
 
 		switch (hdr->type) {
@@ -446,8 +527,10 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 			do_stats(&rp, ((struct npf_region_id_req *)body)->region_id);
 			break;
 		case NPF_MSG_REGION_UNREGISTER:
-			rc = region_unregister(c, ((struct npf_region_id_req *)body)->region_id,
-					       err, sizeof(err));
+			w = wait_new(hdr);
+			rc = !w ? refuse(err, sizeof(err), ENOMEM, "out of memory")
+				: region_unregister(c, ((struct npf_region_id_req *)body)->region_id,
+						    w, err, sizeof(err));
 			break;
 		case NPF_MSG_DEVICE_ATTACH: {
 			struct npf_device_info info;
@@ -465,8 +548,10 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 			break;
 		}
 		case NPF_MSG_DEVICE_DETACH:
-			rc = device_detach(c, ((struct npf_device_id_req *)body)->device_id, err,
-					   sizeof(err));
+			w = wait_new(hdr);
+			rc = !w ? refuse(err, sizeof(err), ENOMEM, "out of memory")
+				: device_detach(c, ((struct npf_device_id_req *)body)->device_id, w,
+						err, sizeof(err));
 			break;
 		case NPF_MSG_DEVICE_LIST:
 			device_list(emit_device, &rp);
@@ -520,6 +605,18 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 			break;
 		}
 		}
+		if (w && !rc && w->pending) {
+			/* answered by wait_done() once the devices acknowledge */
+			w->deferred = true;
+			w->client = c;
+			c->wait = w;
+			return 0;
+		}
+		if (w && !rc && w->status) {
+			rc = w->status;
+			memcpy(err, w->err, sizeof(err));
+		}
+		free(w);
 		if (rc)
 			reply_error(&rp, rc, "%s", err);
 	}
@@ -531,7 +628,19 @@ static void client_ready(void *arg)
 	struct npfd_client *c = arg;
 	char buf[NPF_REQ_MAX];
 
-	while (!c->dead) {
+	if (c->wait) {
+		/*
+		 * A request of c waits for an acknowledgement: the ones behind it
+		 * stay queued, so that answers keep their order; control_flush()
+		 * reads them. A hang-up is acted on now.
+		 */
+		struct pollfd p = {.fd = c->fd, .events = POLLRDHUP};
+
+		if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR)))
+			client_drop(c);
+		return;
+	}
+	while (!c->dead && !c->wait) {
 		union {
 			char buf[NPF_FDPASS_SPACE];
 			struct cmsghdr align;

@@ -15,9 +15,15 @@
  *
  * npfd is the only writer of PRESENT. Before pages stop being safe for DMA
  * (unregistration, detach, munmap, MADV_DONTNEED) their entries are
- * cleared with a version bump and an invalidation is posted; where npfd
- * can wait (detach, unregistration) it waits for the NIC's acknowledgement
- * that no DMA to them is in flight (seed 000 Fig. 2).
+ * cleared with a version bump and an invalidation is posted. Detach and
+ * unregistration retire the device: it is marked retiring at once (its
+ * requests are answered INVALID, no entry is set again), and the client's
+ * request is answered only when the NIC acknowledges that no DMA to the
+ * pages is in flight (seed 000 Fig. 2), or INVAL_ACK_TIMEOUT_NS later with
+ * -ETIMEDOUT. The client must not reuse the pages before its answer. npfd
+ * does not wait in the handler: the event loop goes on (the NIC may itself
+ * be blocked on a CPU fault only npfd can serve) and device_flush() looks
+ * at the acknowledgements after each pass.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,11 +45,14 @@
 
 struct npfd_device {
 	struct list_head node; /* in devices */
-	struct npfd_region *region; /* NULL once detached */
-	struct npfd_mm *mm;	    /* the process whose device it is */
+	struct npfd_region *region; /* NULL once retiring */
+	struct npfd_mm *mm;	    /* the process whose device it is; NULL once orphaned */
 	bool detached;	/* a tombstone: kept to answer late requests INVALID */
 	bool retiring;	/* being detached: waiting for the NIC's acknowledgement */
 	bool orphaned;	/* its process went while it was retiring: free it after */
+	__u64 retire_seq;      /* the invalidation whose acknowledgement ends the retirement */
+	__u64 retire_deadline; /* now_ns() past which it ends without one */
+	struct npfd_wait *wait; /* the request answered when it ends, or NULL */
 	__u32 id;
 	struct npf_iopt_header *hdr;
 	size_t map_len;
@@ -68,6 +77,7 @@ struct group {
 static struct list_head devices = LIST_HEAD_INIT(devices);
 static struct list_head groups = LIST_HEAD_INIT(groups);
 static __u32 next_device_id;
+static unsigned int nretiring; /* devices waiting for an acknowledgement */
 
 /*
  * Wake the NIC on a ring's tail that npfd has just stored, if it sleeps:
@@ -127,12 +137,17 @@ static int post_response(struct npfd_device *d, __u64 cookie, __u32 status)
 	return 0;
 }
 
-/* Clear [first, first + n) and tell the NIC; with wait, until it acknowledges. */
-static int invalidate(struct npfd_device *d, __u64 first, __u64 n, bool wait)
+/*
+ * Clear [first, first + n) and tell the NIC. Returns 0 and the
+ * invalidation's sequence number in *seq_out, whose acknowledgement
+ * (acked_seq >= it) means no DMA to those pages is in flight, or -EAGAIN
+ * when the ring is full (the entries are cleared all the same).
+ */
+static int invalidate(struct npfd_device *d, __u64 first, __u64 n, __u64 *seq_out)
 {
 	struct npf_inval_ring *ir = &d->hdr->inval;
 	__u32 head, tail = ir->tail;
-	__u64 i, seq, deadline;
+	__u64 i, seq;
 
 	for (i = first; i < first + n && i < d->npages; i++)
 		pte_set(d, i, false);
@@ -147,27 +162,9 @@ static int invalidate(struct npfd_device *d, __u64 first, __u64 n, bool wait)
 	__atomic_store_n(&ir->tail, tail + 1, __ATOMIC_RELEASE);
 	nic_wake(d, &ir->tail);
 	d->info.invalidations++;
-	if (!wait)
-		return 0;
-	deadline = now_ns() + INVAL_ACK_TIMEOUT_NS;
-	for (;;) {
-		__u64 acked = __atomic_load_n(&ir->acked_seq, __ATOMIC_ACQUIRE);
-		struct timespec ts = {.tv_sec = 0, .tv_nsec = 1000 * 1000};
-
-		if (acked >= seq)
-			return 0;
-		if (now_ns() > deadline) {
-			pr_warn("device %u: the NIC did not acknowledge invalidation %llu within 2 s",
-				d->id, (unsigned long long)seq);
-			return -ETIMEDOUT;
-		}
-		/*
-		 * Keep serving faults while waiting: the NIC may be blocked on
-		 * a CPU fault of its own process that only npfd can resolve.
-		 */
-		resolve_service_all();
-		syscall(SYS_futex, &ir->acked_seq, FUTEX_WAIT, (__u32)acked, &ts, NULL, 0);
-	}
+	if (seq_out)
+		*seq_out = seq;
+	return 0;
 }
 
 static void answer_groups_of(struct npfd_device *d, __u32 status)
@@ -192,29 +189,106 @@ static void device_free(struct npfd_device *d)
 }
 
 /*
- * Stop serving a device: answer what it waits for with INVALID, clear and
- * invalidate every entry (waiting for the NIC's acknowledgement when asked
- * to), and keep it as a tombstone so that requests the NIC still makes for
- * it get INVALID rather than silence. Returns 0 or the invalidation's error.
+ * The retirement of d ends: its acknowledgement came (err 0), its deadline
+ * passed or npfd stops (err < 0). It stays a tombstone; the request that
+ * waited for it hears how it ended.
  */
-static int device_retire(struct npfd_device *d, bool wait_for_ack)
+static void retire_end(struct npfd_device *d, int err)
 {
-	int ret;
+	struct npfd_wait *w = d->wait;
+
+	d->retiring = false;
+	d->detached = true;
+	d->wait = NULL;
+	nretiring--;
+	if (err == -ETIMEDOUT)
+		pr_warn("device %u: the NIC did not acknowledge invalidation %llu within %llu ms: its entries are cleared, but DMA to its pages may still be in flight",
+			d->id, (unsigned long long)d->retire_seq,
+			INVAL_ACK_TIMEOUT_NS / 1000000ULL);
+	pr_info("device %u detached from region %u%s", d->id, d->info.region_id,
+		err ? " without the NIC's acknowledgement" : "");
+	if (w && err)
+		wait_fail(w, err,
+			  "device %u is detached, but the NIC did not acknowledge its invalidation (%s): DMA to its pages may still be in flight; do not reuse them before the device is closed",
+			  d->id, err == -ETIMEDOUT ? "no answer within 2 s" : "npfd is stopping");
+	if (w)
+		wait_done(w);
+	if (d->orphaned)
+		device_free(d);
+}
+
+/*
+ * Stop serving a device: answer what it waits for with INVALID, clear and
+ * invalidate every entry, and keep it as a tombstone so that requests the
+ * NIC still makes for it get INVALID rather than silence. With
+ * wait_for_ack it stays retiring until the NIC acknowledges (or the
+ * deadline passes), and w, if any, is answered then.
+ */
+static void device_retire(struct npfd_device *d, bool wait_for_ack, struct npfd_wait *w)
+{
+	__u64 seq = 0;
+	int err;
 
 	d->retiring = true;
+	d->region = NULL;
+	nretiring++;
 	answer_groups_of(d, NPF_PR_INVALID);
-	ret = invalidate(d, 0, d->npages, wait_for_ack);
+	err = invalidate(d, 0, d->npages, &seq);
 	if (d->resp_posted) {
 		d->resp_posted = false;
 		nic_wake(d, &d->hdr->resp.tail);
 	}
-	d->retiring = false;
-	d->detached = true;
-	d->region = NULL;
-	pr_info("device %u detached from region %u", d->id, d->info.region_id);
-	if (d->orphaned)
-		device_free(d);
-	return ret;
+	if (err) {
+		if (w)
+			wait_fail(w, err,
+				  "device %u is detached, but its invalidation ring is full (the NIC is not acknowledging): DMA to its pages may still be in flight",
+				  d->id);
+		w = NULL;
+		wait_for_ack = false;
+	}
+	d->wait = w;
+	if (w)
+		w->pending++;
+	d->retire_seq = seq;
+	d->retire_deadline = now_ns() + INVAL_ACK_TIMEOUT_NS;
+	if (!wait_for_ack)
+		retire_end(d, 0);
+}
+
+/* Has the NIC acknowledged invalidation seq? (acked_seq is the NIC's to write: only compared) */
+static bool acked(const struct npfd_device *d, __u64 seq)
+{
+	return __atomic_load_n(&d->hdr->inval.acked_seq, __ATOMIC_ACQUIRE) >= seq;
+}
+
+/* After each pass of the loop: end the retirements that were acknowledged or timed out. */
+static void retire_poll(void)
+{
+	struct npfd_device *d, *tmp;
+	__u64 t;
+
+	if (!nretiring)
+		return;
+	t = now_ns();
+	list_for_each_entry_safe(d, tmp, &devices, node)
+	{
+		if (!d->retiring)
+			continue;
+		if (acked(d, d->retire_seq))
+			retire_end(d, 0);
+		else if (t > d->retire_deadline)
+			retire_end(d, -ETIMEDOUT);
+	}
+}
+
+/* npfd stops: the retirements still waiting end now, and their requests hear so. */
+void device_retire_stop(void)
+{
+	struct npfd_device *d, *tmp;
+
+	list_for_each_entry_safe(d, tmp, &devices, node)
+		if (d->retiring)
+			retire_end(d, acked(d, d->retire_seq) ? 0 : -ESHUTDOWN);
 }
 
 /* The process is gone: nothing will ask for its devices any more. */
@@ -226,10 +300,17 @@ void device_mm_gone(struct npfd_mm *mm)
 	{
 		if (d->mm != mm)
 			continue;
-		if (d->retiring)
-			d->orphaned = true; /* device_retire() frees it when its wait ends */
-		else
+		if (d->retiring) {
+			bool alive = process_alive(mm->tgid);
+
+			d->orphaned = true; /* retire_end() frees it */
+			d->mm = NULL;
+			/* A dead process has no DMA in flight: nothing to wait for. */
+			if (!alive)
+				retire_end(d, 0);
+		} else {
 			device_free(d);
+		}
 	}
 }
 
@@ -242,7 +323,7 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 	struct stat st;
 	size_t need;
 	void *map;
-	int ret;
+	int ret, seals;
 
 	if (req->flags)
 		return refuse(err, errlen, EINVAL, "unknown flags 0x%x", req->flags);
@@ -252,20 +333,32 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 		return refuse(err, errlen, EINVAL,
 			    "the descriptor is not an IO page table (a memfd of at least %zu bytes)",
 			    sizeof(hdr));
+	/*
+	 * npfd maps the table and writes it from its event loop: a table the
+	 * client could shrink afterwards would make those writes SIGBUS.
+	 */
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK))
+		return refuse(err, errlen, EPERM,
+			    "the IO page table is not sealed against shrinking (%s): create it with memfd_create(MFD_ALLOW_SEALING) and add F_SEAL_SHRINK with fcntl(F_ADD_SEALS) before attaching",
+			    seals < 0 ? "not a sealable memfd" : "F_SEAL_SHRINK missing");
 	if (pread(fd, &hdr, sizeof(hdr), 0) != sizeof(hdr) || hdr.magic != NPF_IOPT_MAGIC)
 		return refuse(err, errlen, EINVAL, "the IO page table has a bad magic");
 	if (hdr.version != NPF_IOPT_VERSION)
 		return refuse(err, errlen, EPROTONOSUPPORT,
 			    "IO page table version %u is not supported (npfd speaks %d)", hdr.version,
 			    NPF_IOPT_VERSION);
-	need = hdr.pte_offset + hdr.npages * sizeof(__u64);
+	/* Every sum and product below is checked: the header is the client's. */
 	if (!hdr.npages || hdr.pte_offset < sizeof(hdr) || hdr.pte_offset % 8 ||
-	    need > (size_t)st.st_size || (hdr.start & (NPF_PAGE_SIZE - 1)))
+	    __builtin_mul_overflow(hdr.npages, sizeof(__u64), &need) ||
+	    __builtin_add_overflow(need, hdr.pte_offset, &need) || need > (size_t)st.st_size ||
+	    (hdr.start & (NPF_PAGE_SIZE - 1)))
 		return refuse(err, errlen, EINVAL,
 			    "the IO page table header is inconsistent (%llu pages at offset %llu, object %lld bytes)",
 			    (unsigned long long)hdr.npages, (unsigned long long)hdr.pte_offset,
 			    (long long)st.st_size);
-	if (hdr.start < r->start || hdr.start + hdr.npages * NPF_PAGE_SIZE > r->start + r->length)
+	if (hdr.start < r->start || hdr.start - r->start > r->length ||
+	    hdr.npages > (r->length - (hdr.start - r->start)) >> NPF_PAGE_SHIFT)
 		return refuse(err, errlen, ERANGE,
 			    "the device region 0x%llx+%llu pages is not inside region %u (0x%llx-0x%llx)",
 			    (unsigned long long)hdr.start, (unsigned long long)hdr.npages, r->id,
@@ -307,29 +400,29 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 	return 0;
 }
 
-int device_detach(struct npfd_client *c, __u32 id, char *err, size_t errlen)
+int device_detach(struct npfd_client *c, __u32 id, struct npfd_wait *w, char *err, size_t errlen)
 {
 	struct npfd_device *d = device_find(id);
-	int ret;
 
-	if (!d || d->detached || d->retiring || !c->mm || d->mm != c->mm)
+	if (!d || d->detached || !c->mm || d->mm != c->mm)
 		return refuse(err, errlen, ENOENT, "no device %u of this client", id);
-	ret = device_retire(d, true);
-	if (ret)
-		return refuse(err, errlen, -ret,
-			      "device %u is detached, but the NIC did not acknowledge its invalidation (%s): DMA to its pages may still be in flight",
-			      id, strerror(-ret));
+	if (d->retiring)
+		return refuse(err, errlen, EALREADY, "device %u is already being detached", id);
+	device_retire(d, true, w);
 	return 0;
 }
 
-/* Region going away: detach its devices; wait for acks only if its process lives on. */
-void device_region_gone(struct npfd_region *r, bool process_alive)
+/*
+ * Region going away: retire its devices; wait for acks only if its process
+ * lives on (w, if any, is answered when they come).
+ */
+void device_region_gone(struct npfd_region *r, bool process_alive, struct npfd_wait *w)
 {
 	struct npfd_device *d, *tmp;
 
 	list_for_each_entry_safe(d, tmp, &devices, node)
 		if (d->region == r && !d->retiring)
-			device_retire(d, process_alive);
+			device_retire(d, process_alive, w);
 }
 
 void device_list(void (*emit)(const struct npf_device_info *, void *), void *arg)
@@ -362,7 +455,7 @@ void device_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 			hi = end;
 		if (lo >= hi)
 			continue;
-		invalidate(d, (lo - d->start) >> NPF_PAGE_SHIFT, (hi - lo) >> NPF_PAGE_SHIFT, false);
+		invalidate(d, (lo - d->start) >> NPF_PAGE_SHIFT, (hi - lo) >> NPF_PAGE_SHIFT, NULL);
 	}
 }
 
@@ -511,9 +604,10 @@ void device_record(const struct npf_fault_record *rec)
 	device_request(rec);
 }
 
+/* Is something due soon (a policy's decision, an acknowledgement)? The loop comes back quickly. */
 bool device_awaiting(void)
 {
-	return nawait != 0;
+	return nawait != 0 || nretiring != 0;
 }
 
 void device_await_expire(void)
@@ -543,7 +637,7 @@ static void device_request(const struct npf_fault_record *rec)
 	__u64 first, last;
 	struct group *g;
 
-	if (!d || (pid_t)rec->tgid != d->mm->tgid) {
+	if (!d || !d->mm || (pid_t)rec->tgid != d->mm->tgid) {
 		pr_warn("pid %u: page request for unknown device %u dropped", rec->tgid,
 			rec->device_id);
 		return;
@@ -621,4 +715,5 @@ void device_flush(void)
 		d->resp_posted = false;
 		nic_wake(d, &d->hdr->resp.tail);
 	}
+	retire_poll();
 }

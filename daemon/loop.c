@@ -207,6 +207,7 @@ int loop_run(void)
 			resolve_poll_hot();
 		resolve_flush();
 		device_flush();
+		control_flush();
 	}
 	return 0;
 }

@@ -74,6 +74,22 @@ struct npfd_mm {
 	int pagemap_fd;		     /* /proc/PID/pagemap, opened for device requests */
 };
 
+/*
+ * A control request whose answer waits for devices to acknowledge their
+ * invalidation (unregister, detach; seed 000 Fig. 2): npfd posts the
+ * invalidations, goes on serving, and answers when the last device has
+ * acknowledged or its deadline has passed (device.c). Nothing waits inside
+ * a handler.
+ */
+struct npfd_wait {
+	struct npfd_client *client; /* to answer; NULL once it went */
+	struct npf_msg_hdr req;	    /* the request, for the reply's type and seq */
+	unsigned int pending;	    /* devices whose acknowledgement is awaited */
+	bool deferred;		    /* the handler returned: wait_done() answers */
+	int status;		    /* 0, or the first failure (-errno) */
+	char err[NPF_ERRMSG_LEN];   /* its reason */
+};
+
 struct npfd_client {
 	struct list_head node; /* in npfd.clients */
 	int fd;
@@ -83,6 +99,9 @@ struct npfd_client {
 	struct npfd_mm *mm; /* the client's own address space, once it registers */
 	int src;
 	bool dead;
+	/* Its request being answered later: the requests behind it wait (answers stay in order). */
+	struct npfd_wait *wait;
+	struct list_head resume; /* in control.c's list of clients to read again */
 };
 
 struct npfd_options {
@@ -151,7 +170,8 @@ struct npfd_region *mm_find_region(struct npfd_mm *mm, __u64 addr);
 struct npfd_region *region_find_id(__u32 id);
 int region_register(struct npfd_client *c, const struct npf_region_req *req, int *fds, int nfds,
 		    struct npf_region_info *out, char *err, size_t errlen);
-int region_unregister(struct npfd_client *c, __u32 id, char *err, size_t errlen);
+int region_unregister(struct npfd_client *c, __u32 id, struct npfd_wait *w, char *err,
+		      size_t errlen);
 void region_remove(struct npfd_region *r, bool unregister_range);
 void region_info(const struct npfd_region *r, struct npf_region_info *out);
 void mm_forked(struct npfd_mm *parent, int child_uffd);
@@ -165,7 +185,6 @@ void resolve_flush(void);
 void resolve_forget_mm(struct npfd_mm *mm);
 int resolve_queue(struct npfd_mm *mm, __u64 addr, __u64 raised_ns, bool write);
 bool resolve_pending(void);
-void resolve_service_all(void);
 void resolve_set_poll(unsigned int us);
 bool resolve_polling(void);
 void resolve_poll_hot(void);
@@ -176,8 +195,9 @@ bool region_page_installed(const struct npfd_region *r, __u64 page);
 /* device.c: device memory regions (the software NIC's IO page tables) */
 int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req, int fd,
 		  struct npf_device_info *out, char *err, size_t errlen);
-int device_detach(struct npfd_client *c, __u32 id, char *err, size_t errlen);
-void device_region_gone(struct npfd_region *r, bool process_alive);
+int device_detach(struct npfd_client *c, __u32 id, struct npfd_wait *w, char *err, size_t errlen);
+void device_region_gone(struct npfd_region *r, bool process_alive, struct npfd_wait *w);
+void device_retire_stop(void);
 void device_mm_gone(struct npfd_mm *mm);
 void device_range_removed(struct npfd_region *r, __u64 start, __u64 end);
 void device_pages_installed(struct npfd_region *r, __u64 start, __u64 npages);
@@ -205,5 +225,9 @@ struct npf_policy_decision policy_clamp(const struct npf_fault_record *rec,
 int control_open(const char *path);
 void control_close(void);
 void client_drop(struct npfd_client *c);
+void wait_fail(struct npfd_wait *w, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void wait_done(struct npfd_wait *w);
+void control_flush(void);
 
 #endif

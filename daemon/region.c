@@ -63,7 +63,12 @@ struct npfd_mm *mm_new(int uffd, ino_t ino, pid_t tgid, struct npfd_client *owne
 	return mm;
 }
 
-void region_remove(struct npfd_region *r, bool unregister_range)
+/*
+ * Take r out of service and free it. Its devices are retired first (their
+ * entries cleared, the invalidation posted): w, if any, is answered when
+ * they acknowledge. Nothing here waits, so nothing can free r meanwhile.
+ */
+static void region_drop(struct npfd_region *r, bool unregister_range, struct npfd_wait *w)
 {
 	struct npfd_mm *mm = r->mm;
 
@@ -79,7 +84,7 @@ void region_remove(struct npfd_region *r, bool unregister_range)
 			pr_warn("region %u: UFFDIO_UNREGISTER failed: %s", r->id, strerror(errno));
 	}
 	/* Devices first: no DMA may reach the pages once they are not served. */
-	device_region_gone(r, unregister_range && process_alive(mm->tgid));
+	device_region_gone(r, unregister_range && !npfd.stop && process_alive(mm->tgid), w);
 	policy_region_gone(r);
 	list_del_init(&r->node);
 	mm->nr_regions--;
@@ -92,6 +97,11 @@ void region_remove(struct npfd_region *r, bool unregister_range)
 	pr_debug("region %u removed", r->id);
 	free(r->installed);
 	free(r);
+}
+
+void region_remove(struct npfd_region *r, bool unregister_range)
+{
+	region_drop(r, unregister_range, NULL);
 }
 
 void mm_destroy(struct npfd_mm *mm, bool unregister_ranges)
@@ -467,7 +477,8 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	return 0;
 }
 
-int region_unregister(struct npfd_client *c, __u32 id, char *err, size_t errlen)
+int region_unregister(struct npfd_client *c, __u32 id, struct npfd_wait *w, char *err,
+		      size_t errlen)
 {
 	struct npfd_region *r = region_find_id(id);
 
@@ -478,7 +489,7 @@ int region_unregister(struct npfd_client *c, __u32 id, char *err, size_t errlen)
 			    "region %u belongs to another client (pid %d): only its owner may unregister it",
 			    id, r->mm->tgid);
 	pr_info("pid %d: region %u unregistered", c->pid, id);
-	region_remove(r, true);
+	region_drop(r, true, w);
 	return 0;
 }
 

@@ -703,22 +703,6 @@ static void dedupe(void)
 	nfaults = j;
 }
 
-/*
- * Serve every fault pending right now, from every process: for waits that
- * must not stop npfd's fault service (device.c, an invalidation's ack).
- */
-void resolve_service_all(void)
-{
-	struct npfd_mm *mm, *tmp;
-
-	collect_drain();
-	list_for_each_entry_safe(mm, tmp, &npfd.mms, node)
-		if (!mm->dead)
-			resolve_uffd_ready(mm);
-	resolve_flush();
-	device_flush();
-}
-
 void resolve_flush(void)
 {
 	size_t pos = 0, kept = 0;
