@@ -92,7 +92,7 @@ static int nic_pass(struct nic *nic, __u64 *deadline)
 	int i, work = 0;
 
 	nic_for_each_mr(nic, i, mr)
-		work += nic_poll_mr(nic, mr);
+		work += nic_poll_mr(nic, mr, now, deadline);
 	nic_for_each_qp(nic, i, qp)
 		work += nic_qp_poll(qp, now, deadline);
 	return work;

@@ -126,6 +126,7 @@ struct nic_mr {
 	size_t iopt_size;
 	struct npf_iopt_header *iopt;
 	__u64 *pte;
+	__u64 inval_seen_ns; /* opts.inval_ack_delay_us: when unacknowledged ones were first seen */
 };
 
 struct nic_cq {
@@ -309,7 +310,7 @@ int nic_mr_dma(struct nic_mr *mr, __u64 vaddr, void *buf, __u64 len, int dir);
 int nic_fault_range(struct nic_qp *qp, struct nic_mr *mr, __u64 vaddr, __u64 len, int dir);
 int nic_fault_sgl(struct nic_qp *qp, const struct nic_sge *sge, int nsge, __u64 off, __u64 len,
 		  int dir);
-int nic_poll_mr(struct nic *nic, struct nic_mr *mr);
+int nic_poll_mr(struct nic *nic, struct nic_mr *mr, __u64 now, __u64 *deadline);
 int nic_qp_reissue_prs(struct nic_qp *qp, __u64 now, __u64 *deadline);
 void nic_qp_drop_prs(struct nic_qp *qp, __u32 key);
 

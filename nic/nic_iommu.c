@@ -288,8 +288,12 @@ static void nic_page_response(struct nic *nic, const struct npf_page_response *r
 	}
 }
 
-/* Consume the MR's response and invalidation rings; returns entries handled. */
-int nic_poll_mr(struct nic *nic, struct nic_mr *mr)
+/*
+ * Consume the MR's response and invalidation rings; returns entries
+ * handled. With opts.inval_ack_delay_us, invalidations wait that long
+ * (*deadline says when to look again).
+ */
+int nic_poll_mr(struct nic *nic, struct nic_mr *mr, __u64 now, __u64 *deadline)
 {
 	struct npf_iopt_header *h = mr->iopt;
 	__u32 head, tail;
@@ -306,6 +310,19 @@ int nic_poll_mr(struct nic *nic, struct nic_mr *mr)
 
 	head = h->inval.head;
 	tail = __atomic_load_n(&h->inval.tail, __ATOMIC_ACQUIRE);
+	if (head != tail && nic->opts.inval_ack_delay_us) {
+		__u64 due;
+
+		if (!mr->inval_seen_ns)
+			mr->inval_seen_ns = now;
+		due = mr->inval_seen_ns + nic->opts.inval_ack_delay_us * 1000ULL;
+		if (now < due) {
+			if (!*deadline || due < *deadline)
+				*deadline = due;
+			return work;
+		}
+		mr->inval_seen_ns = 0;
+	}
 	if (head != tail) {
 		__u64 seq = 0;
 

@@ -60,6 +60,13 @@ struct nic_opts {
 	enum nic_wire_type wire;  /* 0: NIC_WIRE_SHM */
 	const char *udp_addr;	  /* NIC_WIRE_UDP: local IPv4 address to bind (NULL: 127.0.0.1) */
 	__u32 tx_drop_every;	  /* fault injection: lose 1 in N transmitted packets, pseudo-randomly */
+	/*
+	 * Fault injection: a slow device. Acknowledge npfd's invalidations
+	 * this long after the engine first sees them (DMA goes on meanwhile:
+	 * the cleared entries already stop it). Tests use it to tell a detach
+	 * that waited for the acknowledgement from one that did not.
+	 */
+	__u32 inval_ack_delay_us;
 };
 
 /*
