@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Hostile IO page tables (issue 10), sent as an attacker would, on the raw
+ * protocol:
+ *  - a page count near 2^61 whose table size and device range wrap
+ *    (npages * 8 and npages * 4096 overflow): refused; once accepted, its
+ *    detach wrote past the mapping and crashed npfd;
+ *  - a table offset near 2^64: refused;
+ *  - an unsealed memfd: refused (the client could truncate it and npfd's
+ *    next write would die of SIGBUS); it is truncated and the region
+ *    unregistered anyway, to show npfd survives;
+ *  - a memfd sealed against shrinking: accepted; the client cannot
+ *    truncate it; detach and unregister work.
+ * After each, npfd is alive and answers.
+ */
+#include "dev_fixture.h"
+
+#define NPG 16
+
+static struct dv_conn c;
+static __u32 region;
+static char *mem;
+
+/* Attach d; when npfd took it although it should not have, use it as the attacker would. */
+static void expect_refused(struct dv_dev *d, const char *what, int want, const char *needle,
+			   bool truncate)
+{
+	char err[NPF_ERRMSG_LEN];
+	int st = dv_attach(&c, d, region, err, sizeof(err));
+
+	printf("%-44s -> %d \"%s\"\n", what, st, err);
+	if (!st) {
+		struct npf_device_id_req rq = {.device_id = d->id};
+
+		if (truncate)
+			TH_ASSERT(!ftruncate(d->fd, 0), "truncate: %s", strerror(errno));
+		dv_send(&c, NPF_MSG_DEVICE_DETACH, &rq, sizeof(rq), NULL, 0);
+		usleep(100 * 1000);
+		dv_expect_alive(what);
+		th_fail("%s: accepted (device %u)", what, d->id);
+	}
+	TH_ASSERT(st == want, "%s: status %d, want %d", what, st, want);
+	TH_ASSERT(strstr(err, needle), "%s: \"%s\" does not say \"%s\"", what, err, needle);
+	dv_expect_alive(what);
+	close(d->fd);
+	munmap(d->h, d->size);
+}
+
+int main(void)
+{
+	struct npf_device_id_req dq;
+	struct npf_region_id_req rq;
+	char err[NPF_ERRMSG_LEN];
+	struct dv_dev d;
+	int st;
+
+	th_npfd_start(&dv_npfd, NULL);
+	dv_connect(&c);
+	mem = mmap(NULL, NPG * DV_PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	TH_ASSERT(mem != MAP_FAILED, "mmap");
+	region = dv_register(&c, dv_uffd(), mem, NPG * DV_PG);
+
+	dv_iopt(&d, (uintptr_t)mem, NPG, F_SEAL_SHRINK | F_SEAL_GROW);
+	d.h->npages = 1ULL << 61; /* * 8 and * 4096 both wrap to 0 */
+	expect_refused(&d, "page count 2^61 (sizes wrap)", -EINVAL, "inconsistent", false);
+
+	dv_iopt(&d, (uintptr_t)mem, NPG, F_SEAL_SHRINK | F_SEAL_GROW);
+	d.h->npages = (1ULL << 61) + NPG; /* * 8 wraps to NPG * 8 */
+	expect_refused(&d, "page count 2^61 + 16", -EINVAL, "inconsistent", false);
+
+	dv_iopt(&d, (uintptr_t)mem, NPG, F_SEAL_SHRINK | F_SEAL_GROW);
+	d.h->pte_offset = -(__u64)(NPG * 8) & ~7ULL; /* + npages * 8 wraps to 0 */
+	expect_refused(&d, "table offset 2^64 - 128", -EINVAL, "inconsistent", false);
+
+	dv_iopt(&d, (uintptr_t)mem + DV_PG, NPG, F_SEAL_SHRINK | F_SEAL_GROW);
+	expect_refused(&d, "one page past the region's end", -ERANGE, "not inside", false);
+
+	dv_iopt(&d, (uintptr_t)mem, NPG, 0);
+	expect_refused(&d, "unsealed memfd (then truncated)", -EPERM, "F_SEAL_SHRINK", true);
+
+	dv_iopt(&d, (uintptr_t)mem, NPG, F_SEAL_GROW);
+	expect_refused(&d, "memfd sealed against growing only", -EPERM, "F_SEAL_SHRINK", true);
+
+	/* sealed against shrinking: accepted, and the client cannot pull it away */
+	dv_iopt(&d, (uintptr_t)mem, NPG, F_SEAL_SHRINK);
+	st = dv_attach(&c, &d, region, err, sizeof(err));
+	TH_ASSERT(!st, "sealed table refused: %d %s", st, err);
+	TH_ASSERT(ftruncate(d.fd, 0) && errno == EPERM, "a sealed table could be truncated");
+	dq.device_id = d.id;
+	dv_send(&c, NPF_MSG_DEVICE_DETACH, &dq, sizeof(dq), NULL, 0);
+	TH_ASSERT(dv_inval_wait(&d, 2000), "detach posted no invalidation");
+	dv_ack(&d);
+	TH_ASSERT(dv_reply(&c, 2000, &st, NULL, 0, err, sizeof(err)) == 1 && !st,
+		  "detach: %d %s", st, err);
+	rq.region_id = region;
+	st = dv_call(&c, NPF_MSG_REGION_UNREGISTER, &rq, sizeof(rq), NULL, 0, NULL, 0, err,
+		     sizeof(err), 2000);
+	TH_ASSERT(!st, "unregister: %d %s", st, err);
+	dv_status_ms(1000, NULL);
+	dv_expect_alive("at the end");
+	close(c.fd);
+	th_npfd_stop(&dv_npfd);
+	printf("PASS: wrapping and unsealed IO page tables refused; a sealed one served\n");
+	return 0;
+}
