@@ -249,15 +249,15 @@ static inline double dv_status_ms(int ms, struct npf_status *out)
 	return dt;
 }
 
-/* npfd's open descriptors. */
+/* npfd's open descriptors, but for the /proc files it opens once when first needed. */
 static inline int dv_npfd_fds(void)
 {
-	char path[64], cmd[128];
+	char cmd[160];
 	FILE *f;
 	int n = -1;
 
-	snprintf(path, sizeof(path), "/proc/%d/fd", dv_npfd.pid);
-	snprintf(cmd, sizeof(cmd), "ls %s | wc -l", path);
+	snprintf(cmd, sizeof(cmd), "ls -l /proc/%d/fd | grep -- '->' | grep -vc ' /proc/'",
+		 dv_npfd.pid);
 	f = popen(cmd, "r");
 	if (f) {
 		if (fscanf(f, "%d", &n) != 1)
