@@ -84,6 +84,17 @@ int main(void)
 	       dt);
 	dv_expect_alive("after the client died");
 
+	/* its death is noticed at once, not when the wait ends (2 s) */
+	while (th_now() - t_kill < 1.0) {
+		dv_status_ms(1000, &status);
+		if (status.clients == 1 && !status.regions)
+			break;
+		usleep(20 * 1000);
+	}
+	printf("%.0f ms after the kill: %u clients (with the one asking)\n",
+	       (th_now() - t_kill) * 1e3, status.clients);
+	TH_ASSERT(status.clients == 1 && !status.regions,
+		  "the dead client is still served 1 s after its death");
 	/* within the 2 s deadline and a margin: everything of the client is gone */
 	while (th_now() - t_kill < 3.5) {
 		dv_status_ms(1000, &status);

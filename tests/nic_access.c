@@ -8,18 +8,24 @@
  *    LOC_PROT_ERR, and the WRs behind them are flushed;
  *  - mid-transfer, under a stream of WRITEs into never-touched memory:
  *    the region is unregistered (npf_client__unregister), or the device is
- *    detached (npf_client__detach_device). npfd invalidates the entries and
- *    waits for the NIC's ack; the NIC's further page requests name a device
- *    npfd no longer serves, so the stream stalls (RNR) until B deregisters
- *    the MR; A's stream then ends with REM_ACCESS_ERR and flushed WRs.
- *    Nothing crashes, and npfd stays alive and answers (checked by
- *    fx_pair_npfd and by a status request).
+ *    detached (npf_client__detach_device). B's NIC acknowledges
+ *    invalidations ACK_DELAY_MS late (nic_opts.inval_ack_delay_us, a slow
+ *    device): the call must not return before the NIC's acknowledgement
+ *    (asserted: it took at least ACK_DELAY_MS and the NIC's count of
+ *    acknowledged invalidations went up before it returned), and every
+ *    entry of the MR's IO page table is cleared when it returns (the ones
+ *    that were present with their version bumped). The NIC's further page
+ *    requests name a device npfd no longer serves, so the stream stalls
+ *    (RNR) until B deregisters the MR; A's stream then ends with
+ *    REM_ACCESS_ERR and flushed WRs. Nothing crashes, and npfd stays alive
+ *    and answers (checked by fx_pair_npfd and by a status request).
  */
 #include <sys/un.h>
 #include "nic_fixture.h"
 
 #define REG (1UL << 20)
 #define NSTREAM 200
+#define ACK_DELAY_MS 50
 
 /* A NIC test's side connecting to an absent npfd: its output, and its exit status. */
 static int absent_connect_says(const char *sockpath, char *out, size_t outlen)
@@ -86,7 +92,11 @@ enum { BY_UNREGISTER, BY_DETACH };
 static int side_b(int sock, void *arg)
 {
 	int acc = NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_REMOTE_WRITE | NIC_ACCESS_REMOTE_READ;
+	struct nic_opts slow = {.sz = sizeof(slow), .inval_ack_delay_us = ACK_DELAY_MS * 1000};
 	struct npf_client *c = fx_npf_connect();
+	static __u64 before[REG / PG];
+	struct fx_iopt iopt;
+	__u64 present, bumped, p;
 	struct fx_ep ep = {0};
 	struct fx_region reg[3];
 	struct nic_mr *mr[3];
@@ -98,7 +108,7 @@ static int side_b(int sock, void *arg)
 	double t0, t_op;
 	size_t n;
 
-	fx_ep_open(&ep, NULL);
+	fx_ep_open(&ep, &slow);
 	for (i = 0; i < 3; i++) {
 		buf[i] = fx_alloc(REG); /* never touched */
 		region[i] = fx_npf_register(c, buf[i], REG, NULL);
@@ -120,15 +130,38 @@ static int side_b(int sock, void *arg)
 			if (s1.pkts_rx - s0.pkts_rx > 3 * REG / PG)
 				break;
 		}
+		fx_iopt_map(&iopt, mr[i]);
+		for (p = 0; p < REG / PG; p++)
+			before[p] = __atomic_load_n(&iopt.pte[p], __ATOMIC_ACQUIRE);
+		nic_query_stats(ep.nic, &s0, sizeof(s0));
 		t0 = th_now();
 		if (how == BY_UNREGISTER)
 			err = npf_client__unregister(c, (__u32)region[i]);
 		else
 			err = npf_client__detach_device(c, (__u32)dev[i]);
 		t_op = th_now() - t0;
+		nic_query_stats(ep.nic, &s1, sizeof(s1));
 		FX_ASSERT(!err, "%s mid-transfer: %s (%s)",
 			  how == BY_UNREGISTER ? "unregister" : "detach", strerror(-err),
 			  npf_client__errmsg(c));
+		FX_ASSERT(s1.invalidations > s0.invalidations && t_op >= ACK_DELAY_MS / 1e3,
+			  "%s returned after %.1f ms, before the NIC acknowledged (it does %d ms late)",
+			  how == BY_UNREGISTER ? "unregister" : "detach", t_op * 1e3, ACK_DELAY_MS);
+		/* entries that became present after the snapshot are checked for PRESENT only */
+		for (p = 0, present = 0, bumped = 0; p < REG / PG; p++) {
+			__u64 e = __atomic_load_n(&iopt.pte[p], __ATOMIC_ACQUIRE);
+
+			FX_ASSERT(!(e & NPF_PTE_PRESENT), "entry %llu still present after the %s",
+				  (unsigned long long)p, how == BY_UNREGISTER ? "unregister" : "detach");
+			if (before[p] & NPF_PTE_PRESENT) {
+				present++;
+				bumped += e >> NPF_PTE_VERSION_SHIFT > before[p] >> NPF_PTE_VERSION_SHIFT;
+			}
+		}
+		FX_ASSERT(present > 0 && bumped == present,
+			  "%llu entries were present, %llu have a new version",
+			  (unsigned long long)present, (unsigned long long)bumped);
+		munmap(iopt.h, iopt.size);
 		FX_ASSERT(!npf_client__device_list(c, &di, &n), "device list");
 		for (size_t j = 0; j < n; j++)
 			FX_ASSERT((int)di[j].device_id != dev[i], "device %d still listed", dev[i]);
@@ -136,9 +169,10 @@ static int side_b(int sock, void *arg)
 		nic_query_stats(ep.nic, &s0, sizeof(s0));
 		usleep(50 * 1000); /* the stream stalls: nobody serves the MR */
 		nic_query_stats(ep.nic, &s1, sizeof(s1));
-		printf("B: %s mid-transfer returned after the NIC's ack in %.1f ms; in the next 50 ms: "
-		       "%llu RNR NAKs\n",
-		       how == BY_UNREGISTER ? "unregister" : "detach", t_op * 1e3,
+		printf("B: %s mid-transfer returned in %.1f ms, after the NIC's ack (%d ms late); %llu "
+		       "present entries cleared; in the next 50 ms: %llu RNR NAKs\n",
+		       how == BY_UNREGISTER ? "unregister" : "detach", t_op * 1e3, ACK_DELAY_MS,
+		       (unsigned long long)present,
 		       (unsigned long long)(s1.rnr_nak_tx - s0.rnr_nak_tx));
 		FX_ASSERT(!nic_dereg_mr(mr[i]), "nic_dereg_mr");
 		munmap(buf[i], REG); /* gone for good: a DMA now would crash us */

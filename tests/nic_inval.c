@@ -12,13 +12,24 @@
  *    acks), and the final WRITE's data lands intact.
  *
  *  - Detach mid-stream: npf_client__detach_device() returns only after the
- *    NIC acknowledged that no DMA to the region is in flight. Right after
+ *    NIC acknowledged that no DMA to the region is in flight (B's NIC
+ *    acknowledges ACK_DELAY_US late, so a detach that did not wait returns
+ *    before the NIC's count moves: asserted). Right after
  *    it returns B makes the whole region PROT_NONE for 100 ms while A's
  *    stream keeps arriving (and being refused: the entries are cleared and
  *    npfd no longer maps them). A DMA landing after the acknowledgement
  *    would hit a protected page and kill B with SIGSEGV. Then B deregisters
  *    the MR, A's stream ends with REM_ACCESS_ERR and flushed WRs, and the
  *    next round attaches a new MR.
+ *
+ *  - The effect of one DONTNEED, quiet (no stream): the region written
+ *    whole, every entry present; DONTNEED of QUIET_N pages clears exactly
+ *    their entries (PRESENT gone, version + 1; the others untouched) and is
+ *    acknowledged; A's next WRITE of the whole region refaults them through
+ *    page requests, and no DMA reaches a dropped page behind npfd's back
+ *    (the region's userfaultfd fault count does not move: B's CPU never
+ *    touches it, so a uffd fault there is a DMA into a zapped page).
+ *    Under the stream, such DMAs are bounded by the pages dropped.
  *
  * What this proves, with the real npfd: "no write lands in a page after its
  * invalidation was acknowledged" for the acknowledgement npfd waits for
@@ -41,6 +52,9 @@
 #define WR_LEN (16UL << 10)
 #define ROUNDS 4
 #define EVICTIONS 300
+#define ACK_DELAY_US 2000
+#define QUIET_FIRST 8
+#define QUIET_N 4
 
 static __u64 nic_acks(struct nic *nic)
 {
@@ -53,7 +67,10 @@ static __u64 nic_acks(struct nic *nic)
 static int side_b(int sock, void *arg)
 {
 	int acc = NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_REMOTE_WRITE;
+	struct nic_opts slow = {.sz = sizeof(slow), .inval_ack_delay_us = ACK_DELAY_US};
 	struct npf_client *c = fx_npf_connect();
+	__u64 before[NPG], dropped = 0, uffd0;
+	struct fx_iopt iopt;
 	struct fx_ep ep = {0};
 	struct fx_region reg;
 	struct nic_mr *mr;
@@ -68,7 +85,7 @@ static int side_b(int sock, void *arg)
 	double t0;
 	char ch;
 
-	fx_ep_open(&ep, NULL);
+	fx_ep_open(&ep, &slow);
 	buf = fx_alloc(REG);
 	region = fx_npf_register(c, buf, REG, NULL);
 	for (round = 0; round < ROUNDS; round++) {
@@ -85,6 +102,7 @@ static int side_b(int sock, void *arg)
 				n = NPG - first;
 			FX_ASSERT(!madvise(buf + first * PG, n * PG, MADV_DONTNEED),
 				  "MADV_DONTNEED: %s", strerror(errno));
+			dropped += n;
 			for (i = 0; i < 50; i++)
 				sched_yield(); /* let the NIC refault some */
 		}
@@ -104,13 +122,15 @@ static int side_b(int sock, void *arg)
 		FX_ASSERT(nic_acks(ep.nic) == posted, "round %d: the NIC acknowledged %llu of %llu",
 			  round, (unsigned long long)nic_acks(ep.nic), (unsigned long long)posted);
 
-		/* detach under the stream: npfd returns after the NIC's ack */
+		/* detach under the stream: npfd returns after the NIC's (late) ack */
+		t0 = th_now();
 		err = npf_client__detach_device(c, (__u32)dev);
 		FX_ASSERT(!err, "detach: %s (%s)", strerror(-err), npf_client__errmsg(c));
 		posted++;
 		FX_ASSERT(nic_acks(ep.nic) == posted,
-			  "round %d: detach returned before the NIC acknowledged (%llu of %llu)",
-			  round, (unsigned long long)nic_acks(ep.nic), (unsigned long long)posted);
+			  "round %d: detach returned after %.2f ms, before the NIC acknowledged (%llu of %llu)",
+			  round, (th_now() - t0) * 1e3, (unsigned long long)nic_acks(ep.nic),
+			  (unsigned long long)posted);
 		nic_query_stats(ep.nic, &s0, sizeof(s0));
 		FX_ASSERT(!mprotect(buf, REG, PROT_NONE), "mprotect: %s", strerror(errno));
 		usleep(100 * 1000); /* A's packets keep arriving: none may land */
@@ -140,10 +160,54 @@ static int side_b(int sock, void *arg)
 	fx_expect_page_requests(c, "B", region, dev);
 	rs = fx_region_stats(c, region);
 	printf("B: %llu mm events; %llu uffd faults (DMA that reached a page between the kernel's "
-	       "zap and npfd's invalidation)\n",
-	       (unsigned long long)rs.mm_events, (unsigned long long)rs.uffd_faults);
+	       "zap and npfd's invalidation), %llu pages dropped\n",
+	       (unsigned long long)rs.mm_events, (unsigned long long)rs.uffd_faults,
+	       (unsigned long long)dropped);
 	FX_ASSERT(rs.mm_events >= ROUNDS * EVICTIONS, "npfd saw %llu mm events, expected %d",
 		  (unsigned long long)rs.mm_events, ROUNDS * EVICTIONS);
+	/* each dropped page can be reached once before npfd clears its entry, no more */
+	FX_ASSERT(rs.uffd_faults <= dropped, "%llu DMAs reached dropped pages, %llu were dropped",
+		  (unsigned long long)rs.uffd_faults, (unsigned long long)dropped);
+
+	/* quiet: one DONTNEED and its effect on the IO page table */
+	fx_iopt_map(&iopt, mr);
+	for (e = 0; e < NPG; e++) {
+		before[e] = __atomic_load_n(&iopt.pte[e], __ATOMIC_ACQUIRE);
+		FX_ASSERT(before[e] & NPF_PTE_PRESENT, "entry %llu not present after the whole WRITE",
+			  (unsigned long long)e);
+	}
+	uffd0 = rs.uffd_faults;
+	posted = nic_acks(ep.nic);
+	FX_ASSERT(!madvise(buf + QUIET_FIRST * PG, QUIET_N * PG, MADV_DONTNEED), "MADV_DONTNEED: %s",
+		  strerror(errno));
+	for (t0 = th_now(); nic_acks(ep.nic) == posted && th_now() - t0 < 5;)
+		usleep(200);
+	FX_ASSERT(nic_acks(ep.nic) == posted + 1, "the DONTNEED was not invalidated and acknowledged");
+	for (e = 0; e < NPG; e++) {
+		__u64 now = __atomic_load_n(&iopt.pte[e], __ATOMIC_ACQUIRE);
+		bool in = e >= QUIET_FIRST && e < QUIET_FIRST + QUIET_N;
+
+		FX_ASSERT(!(now & NPF_PTE_PRESENT) == in, "entry %llu %s after the DONTNEED",
+			  (unsigned long long)e, in ? "still present" : "cleared");
+		FX_ASSERT(now >> NPF_PTE_VERSION_SHIFT == (before[e] >> NPF_PTE_VERSION_SHIFT) + in,
+			  "entry %llu: version %llu, was %llu", (unsigned long long)e,
+			  (unsigned long long)(now >> NPF_PTE_VERSION_SHIFT),
+			  (unsigned long long)(before[e] >> NPF_PTE_VERSION_SHIFT));
+	}
+	nic_query_stats(ep.nic, &s0, sizeof(s0));
+	fx_sync(sock, 4); /* A writes the whole region again */
+	fx_recv(sock, &sum, sizeof(sum));
+	FX_ASSERT(fx_sum(buf, REG) == sum, "WRITE after the DONTNEED: checksum mismatch");
+	nic_query_stats(ep.nic, &s1, sizeof(s1));
+	rs = fx_region_stats(c, region);
+	printf("B: quiet DONTNEED of %d pages: exactly their entries cleared (version + 1), acknowledged; the next WRITE raised %llu page requests and %llu uffd faults\n",
+	       QUIET_N, (unsigned long long)(s1.page_requests - s0.page_requests),
+	       (unsigned long long)(rs.uffd_faults - uffd0));
+	FX_ASSERT(s1.page_requests > s0.page_requests, "the dropped pages were not asked for again");
+	FX_ASSERT(rs.uffd_faults == uffd0,
+		  "%llu DMAs reached dropped pages behind npfd's back (entries left present?)",
+		  (unsigned long long)(rs.uffd_faults - uffd0));
+	munmap(iopt.h, iopt.size);
 	fx_sync(sock, 3);
 	fx_npf_close(c, &ep);
 	return 0;
@@ -222,6 +286,12 @@ static int side_a(int sock, void *arg)
 	fx_fill(src, REG, 12);
 	FX_ASSERT(!fx_post(qp, NIC_WR_RDMA_WRITE, 99999, src, REG, mr, reg.addr, reg.rkey), "post");
 	fx_expect_wc(ep.cq, 99999, NIC_WC_SUCCESS);
+	sum = fx_sum(src, REG);
+	fx_send(sock, &sum, sizeof(sum));
+	fx_sync(sock, 4);
+	fx_fill(src, REG, 13);
+	FX_ASSERT(!fx_post(qp, NIC_WR_RDMA_WRITE, 100000, src, REG, mr, reg.addr, reg.rkey), "post");
+	fx_expect_wc(ep.cq, 100000, NIC_WC_SUCCESS);
 	sum = fx_sum(src, REG);
 	fx_send(sock, &sum, sizeof(sum));
 	fx_sync(sock, 3);
