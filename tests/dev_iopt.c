@@ -10,7 +10,9 @@
  *    next write would die of SIGBUS); it is truncated and the region
  *    unregistered anyway, to show npfd survives;
  *  - a memfd sealed against shrinking: accepted; the client cannot
- *    truncate it; detach and unregister work.
+ *    truncate it; detach and unregister work, and a request sent behind
+ *    the detach while it waits for the acknowledgement is answered after
+ *    it (answers in order, the connection not stuck).
  * After each, npfd is alive and answers.
  */
 #include "dev_fixture.h"
@@ -86,12 +88,20 @@ int main(void)
 	st = dv_attach(&c, &d, region, err, sizeof(err));
 	TH_ASSERT(!st, "sealed table refused: %d %s", st, err);
 	TH_ASSERT(ftruncate(d.fd, 0) && errno == EPERM, "a sealed table could be truncated");
+	/* a request sent behind the waiting detach is answered after it, in order */
 	dq.device_id = d.id;
 	dv_send(&c, NPF_MSG_DEVICE_DETACH, &dq, sizeof(dq), NULL, 0);
+	dv_send(&c, NPF_MSG_STATUS, NULL, 0, NULL, 0);
 	TH_ASSERT(dv_inval_wait(&d, 2000), "detach posted no invalidation");
+	c.expect = c.seq - 1;
+	TH_ASSERT(dv_reply(&c, 100, &st, NULL, 0, err, sizeof(err)) == 0,
+		  "an answer came before the device acknowledged the detach");
 	dv_ack(&d);
 	TH_ASSERT(dv_reply(&c, 2000, &st, NULL, 0, err, sizeof(err)) == 1 && !st,
 		  "detach: %d %s", st, err);
+	c.expect = 0;
+	TH_ASSERT(dv_reply(&c, 2000, &st, NULL, 0, err, sizeof(err)) == 1 && !st,
+		  "the status request queued behind the detach was not answered: %d %s", st, err);
 	rq.region_id = region;
 	st = dv_call(&c, NPF_MSG_REGION_UNREGISTER, &rq, sizeof(rq), NULL, 0, NULL, 0, err,
 		     sizeof(err), 2000);
