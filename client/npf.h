@@ -80,7 +80,13 @@ struct npf_region_opts {
 NPF_API int npf_client__register(struct npf_client *client, void *addr, size_t len,
 				 const struct npf_region_opts *opts);
 
-/* Unregister a region: npfd stops serving it; its pages stay as they are. */
+/*
+ * Unregister a region: npfd stops serving it; its pages stay as they are.
+ * With a device attached, it returns once the device acknowledged that no
+ * DMA to the pages is in flight; -ETIMEDOUT (unregistered, but the device
+ * did not acknowledge within 2 s) or -ESHUTDOWN (npfd stopped first) mean
+ * DMA may still reach them.
+ */
 NPF_API int npf_client__unregister(struct npf_client *client, __u32 region_id);
 
 /*
@@ -98,8 +104,10 @@ NPF_API int npf_client__stats(struct npf_client *client, __u32 region_id,
  * software NIC: nic_mr_iopt_fd(), see nic/npf_nic.h) to a registered
  * region that contains the MR; npfd then answers the device's page
  * requests for it. Returns the device id (> 0: give it to the device, e.g.
- * nic_mr_set_npf_id()) or -errno. Detaching invalidates every entry and
- * waits until the device acknowledges that no DMA to the pages is in flight.
+ * nic_mr_set_npf_id()) or -errno. The IO page table must be a memfd sealed
+ * with F_SEAL_SHRINK (the software NIC's are). Detaching invalidates every
+ * entry and waits until the device acknowledges that no DMA to the pages
+ * is in flight (-ETIMEDOUT / -ESHUTDOWN as for unregistering).
  */
 NPF_API int npf_client__attach_device(struct npf_client *client, __u32 region_id, int iopt_fd);
 NPF_API int npf_client__detach_device(struct npf_client *client, __u32 device_id);
