@@ -135,7 +135,7 @@ static inline __u32 dv_register(struct dv_conn *c, int uffd, void *mem, size_t l
 {
 	struct npf_region_req rq = {.start = (__u64)(uintptr_t)mem, .length = len,
 				    .backing = NPF_BACKING_ANON};
-	struct npf_region_info info;
+	struct npf_region_info info = {0};
 	char err[NPF_ERRMSG_LEN];
 	int st = dv_call(c, NPF_MSG_REGION_REGISTER, &rq, sizeof(rq), &uffd, 1, &info,
 			 sizeof(info), err, sizeof(err), 5000);
@@ -183,7 +183,7 @@ static inline int dv_attach(struct dv_conn *c, struct dv_dev *d, __u32 region, c
 			    size_t errlen)
 {
 	struct npf_device_attach_req rq = {.region_id = region};
-	struct npf_device_info info;
+	struct npf_device_info info = {0};
 	int st = dv_call(c, NPF_MSG_DEVICE_ATTACH, &rq, sizeof(rq), &d->fd, 1, &info,
 			 sizeof(info), err, errlen, 5000);
 
