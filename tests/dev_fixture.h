@@ -66,7 +66,8 @@ static inline __u32 dv_send(struct dv_conn *c, __u16 type, const void *body, siz
 
 	*h = (struct npf_msg_hdr){.magic = NPF_PROTO_MAGIC, .version = NPF_PROTO_VERSION,
 				  .type = type, .len = (__u32)(sizeof(*h) + len), .seq = ++c->seq};
-	memcpy(h + 1, body, len);
+	if (len)
+		memcpy(h + 1, body, len);
 	npf_fdpass_put(&mh, cbuf.buf, fds, nfds);
 	TH_ASSERT(sendmsg(c->fd, &mh, MSG_NOSIGNAL) == (ssize_t)iov.iov_len, "sendmsg: %s",
 		  strerror(errno));
