@@ -50,8 +50,9 @@ static bool attempt(struct dv_conn *c, int uffd)
 	for (i = 0; i < NPG; i++) {
 		TH_ASSERT(!dv_present(&d, i), "entry %llu still present during the detach",
 			  (unsigned long long)i);
-		TH_ASSERT(dv_version(&d, i) >= v[i] + (i < TOUCHED), "entry %llu: version %u, was %u",
-			  (unsigned long long)i, dv_version(&d, i), v[i]);
+		TH_ASSERT(dv_version(&d, i) >= v[i] + (i < TOUCHED),
+			  "entry %llu: version %u, was %u", (unsigned long long)i,
+			  dv_version(&d, i), v[i]);
 	}
 	got = dv_reply(c, 10, &st, NULL, 0, err, sizeof(err));
 	if (got == 1 && st == -ENOENT) {
@@ -66,8 +67,9 @@ static bool attempt(struct dv_conn *c, int uffd)
 	printf("while the detach waits: another client answered in %.1f ms\n", dt);
 	while (th_now() - t0 < ACK_MS / 1e3) {
 		got = dv_reply(c, 10, &st, NULL, 0, err, sizeof(err));
-		TH_ASSERT(got == 0, "the detach was answered (%d: %d %s) before the acknowledgement",
-			  got, st, err);
+		TH_ASSERT(got == 0,
+			  "the detach was answered (%d: %d %s) before the acknowledgement", got, st,
+			  err);
 	}
 	dv_ack(&d);
 	t_ack = th_now();

@@ -64,8 +64,11 @@ static inline __u32 dv_send(struct dv_conn *c, __u16 type, const void *body, siz
 	struct iovec iov = {.iov_base = buf, .iov_len = sizeof(*h) + len};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 
-	*h = (struct npf_msg_hdr){.magic = NPF_PROTO_MAGIC, .version = NPF_PROTO_VERSION,
-				  .type = type, .len = (__u32)(sizeof(*h) + len), .seq = ++c->seq};
+	*h = (struct npf_msg_hdr){.magic = NPF_PROTO_MAGIC,
+				  .version = NPF_PROTO_VERSION,
+				  .type = type,
+				  .len = (__u32)(sizeof(*h) + len),
+				  .seq = ++c->seq};
 	if (len)
 		memcpy(h + 1, body, len);
 	npf_fdpass_put(&mh, cbuf.buf, fds, nfds);
@@ -134,12 +137,12 @@ static inline int dv_uffd(void)
 /* Register [mem, mem + len) anonymous on c with uffd; returns the region id. */
 static inline __u32 dv_register(struct dv_conn *c, int uffd, void *mem, size_t len)
 {
-	struct npf_region_req rq = {.start = (__u64)(uintptr_t)mem, .length = len,
-				    .backing = NPF_BACKING_ANON};
+	struct npf_region_req rq = {
+		.start = (__u64)(uintptr_t)mem, .length = len, .backing = NPF_BACKING_ANON};
 	struct npf_region_info info = {0};
 	char err[NPF_ERRMSG_LEN];
-	int st = dv_call(c, NPF_MSG_REGION_REGISTER, &rq, sizeof(rq), &uffd, 1, &info,
-			 sizeof(info), err, sizeof(err), 5000);
+	int st = dv_call(c, NPF_MSG_REGION_REGISTER, &rq, sizeof(rq), &uffd, 1, &info, sizeof(info),
+			 err, sizeof(err), 5000);
 
 	TH_ASSERT(!st, "register: %d %s", st, err);
 	return info.region_id;
@@ -185,8 +188,8 @@ static inline int dv_attach(struct dv_conn *c, struct dv_dev *d, __u32 region, c
 {
 	struct npf_device_attach_req rq = {.region_id = region};
 	struct npf_device_info info = {0};
-	int st = dv_call(c, NPF_MSG_DEVICE_ATTACH, &rq, sizeof(rq), &d->fd, 1, &info,
-			 sizeof(info), err, errlen, 5000);
+	int st = dv_call(c, NPF_MSG_DEVICE_ATTACH, &rq, sizeof(rq), &d->fd, 1, &info, sizeof(info),
+			 err, errlen, 5000);
 
 	if (!st)
 		d->id = info.device_id;

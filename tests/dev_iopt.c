@@ -97,8 +97,8 @@ int main(void)
 	TH_ASSERT(dv_reply(&c, 100, &st, NULL, 0, err, sizeof(err)) == 0,
 		  "an answer came before the device acknowledged the detach");
 	dv_ack(&d);
-	TH_ASSERT(dv_reply(&c, 2000, &st, NULL, 0, err, sizeof(err)) == 1 && !st,
-		  "detach: %d %s", st, err);
+	TH_ASSERT(dv_reply(&c, 2000, &st, NULL, 0, err, sizeof(err)) == 1 && !st, "detach: %d %s",
+		  st, err);
 	c.expect = 0;
 	TH_ASSERT(dv_reply(&c, 2000, &st, NULL, 0, err, sizeof(err)) == 1 && !st,
 		  "the status request queued behind the detach was not answered: %d %s", st, err);

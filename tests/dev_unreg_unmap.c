@@ -49,16 +49,16 @@ static bool attempt(struct dv_conn *c, int uffd)
 	}
 
 	rq = (struct npf_region_id_req){.region_id = region};
-	dv_request_while_unmapping(c, NPF_MSG_REGION_UNREGISTER, &rq, sizeof(rq), mem,
-				   NPG * DV_PG);
+	dv_request_while_unmapping(c, NPF_MSG_REGION_UNREGISTER, &rq, sizeof(rq), mem, NPG * DV_PG);
 	got = dv_reply(c, 100, &st, NULL, 0, err, sizeof(err));
 	dv_expect_alive("when the region was unmapped during its unregistration");
 	TH_ASSERT(dv_inval_pending(&d) >= 1, "no invalidation posted");
 	for (i = 0; i < NPG; i++) {
 		TH_ASSERT(!dv_present(&d, i), "entry %llu still present after the unregistration",
 			  (unsigned long long)i);
-		TH_ASSERT(dv_version(&d, i) == v[i] + (i < TOUCHED), "entry %llu: version %u, was %u",
-			  (unsigned long long)i, dv_version(&d, i), v[i]);
+		TH_ASSERT(dv_version(&d, i) == v[i] + (i < TOUCHED),
+			  "entry %llu: version %u, was %u", (unsigned long long)i,
+			  dv_version(&d, i), v[i]);
 	}
 	if (got == 1 && st == -ENOENT) {
 		printf("npfd read the UNMAP first (\"%s\"): again\n", err);
@@ -66,8 +66,9 @@ static bool attempt(struct dv_conn *c, int uffd)
 		munmap(d.h, d.size);
 		return false;
 	}
-	TH_ASSERT(got == 0, "the unregistration was answered (%d: %d %s) before the device acknowledged",
-		  got, st, err);
+	TH_ASSERT(got == 0,
+		  "the unregistration was answered (%d: %d %s) before the device acknowledged", got,
+		  st, err);
 	dt = dv_status_ms(300, &status);
 	printf("while the unregistration waits: another client answered in %.1f ms\n", dt);
 
