@@ -311,9 +311,11 @@ void wait_done(struct npfd_wait *w)
 		return;
 	}
 	memset(&m, 0, sizeof(m));
-	m.hdr = (struct npf_msg_hdr){.magic = NPF_PROTO_MAGIC, .version = NPF_PROTO_VERSION,
-				      .type = (__u16)(w->req.type | NPF_MSG_REPLY),
-				      .seq = w->req.seq, .len = sizeof(m)};
+	m.hdr = (struct npf_msg_hdr){.magic = NPF_PROTO_MAGIC,
+				     .version = NPF_PROTO_VERSION,
+				     .type = (__u16)(w->req.type | NPF_MSG_REPLY),
+				     .seq = w->req.seq,
+				     .len = sizeof(m)};
 	m.body.status = w->status;
 	memcpy(m.body.error, w->err, sizeof(m.body.error));
 	/* A failed send is seen as a hang-up when the client is read again. */
@@ -528,8 +530,9 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 			break;
 		case NPF_MSG_REGION_UNREGISTER:
 			w = wait_new(hdr);
-			rc = !w ? refuse(err, sizeof(err), ENOMEM, "out of memory")
-				: region_unregister(c, ((struct npf_region_id_req *)body)->region_id,
+			rc = !w ? refuse(err, sizeof(err), ENOMEM, "out of memory") :
+				  region_unregister(c,
+						    ((struct npf_region_id_req *)body)->region_id,
 						    w, err, sizeof(err));
 			break;
 		case NPF_MSG_DEVICE_ATTACH: {
@@ -549,8 +552,8 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 		}
 		case NPF_MSG_DEVICE_DETACH:
 			w = wait_new(hdr);
-			rc = !w ? refuse(err, sizeof(err), ENOMEM, "out of memory")
-				: device_detach(c, ((struct npf_device_id_req *)body)->device_id, w,
+			rc = !w ? refuse(err, sizeof(err), ENOMEM, "out of memory") :
+				  device_detach(c, ((struct npf_device_id_req *)body)->device_id, w,
 						err, sizeof(err));
 			break;
 		case NPF_MSG_DEVICE_LIST:

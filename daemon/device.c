@@ -50,8 +50,8 @@ struct npfd_device {
 	bool detached;	/* a tombstone: kept to answer late requests INVALID */
 	bool retiring;	/* being detached: waiting for the NIC's acknowledgement */
 	bool orphaned;	/* its process went while it was retiring: free it after */
-	__u64 retire_seq;      /* the invalidation whose acknowledgement ends the retirement */
-	__u64 retire_deadline; /* now_ns() past which it ends without one */
+	__u64 retire_seq;	/* the invalidation whose acknowledgement ends the retirement */
+	__u64 retire_deadline;	/* now_ns() past which it ends without one */
 	struct npfd_wait *wait; /* the request answered when it ends, or NULL */
 	__u32 id;
 	struct npf_iopt_header *hdr;
@@ -208,9 +208,10 @@ static void retire_end(struct npfd_device *d, int err)
 	pr_info("device %u detached from region %u%s", d->id, d->info.region_id,
 		err ? " without the NIC's acknowledgement" : "");
 	if (w && err)
-		wait_fail(w, err,
-			  "device %u is detached, but the NIC did not acknowledge its invalidation (%s): DMA to its pages may still be in flight; do not reuse them before the device is closed",
-			  d->id, err == -ETIMEDOUT ? "no answer within 2 s" : "npfd is stopping");
+		wait_fail(
+			w, err,
+			"device %u is detached, but the NIC did not acknowledge its invalidation (%s): DMA to its pages may still be in flight; do not reuse them before the device is closed",
+			d->id, err == -ETIMEDOUT ? "no answer within 2 s" : "npfd is stopping");
 	if (w)
 		wait_done(w);
 	if (d->orphaned)
@@ -240,9 +241,10 @@ static void device_retire(struct npfd_device *d, bool wait_for_ack, struct npfd_
 	}
 	if (err) {
 		if (w)
-			wait_fail(w, err,
-				  "device %u is detached, but its invalidation ring is full (the NIC is not acknowledging): DMA to its pages may still be in flight",
-				  d->id);
+			wait_fail(
+				w, err,
+				"device %u is detached, but its invalidation ring is full (the NIC is not acknowledging): DMA to its pages may still be in flight",
+				d->id);
 		w = NULL;
 		wait_for_ack = false;
 	}
@@ -270,8 +272,7 @@ static void retire_poll(void)
 	if (!nretiring)
 		return;
 	t = now_ns();
-	list_for_each_entry_safe(d, tmp, &devices, node)
-	{
+	list_for_each_entry_safe(d, tmp, &devices, node) {
 		if (!d->retiring)
 			continue;
 		if (acked(d, d->retire_seq))
@@ -339,9 +340,10 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 	 */
 	seals = fcntl(fd, F_GET_SEALS);
 	if (seals < 0 || !(seals & F_SEAL_SHRINK))
-		return refuse(err, errlen, EPERM,
-			    "the IO page table is not sealed against shrinking (%s): create it with memfd_create(MFD_ALLOW_SEALING) and add F_SEAL_SHRINK with fcntl(F_ADD_SEALS) before attaching",
-			    seals < 0 ? "not a sealable memfd" : "F_SEAL_SHRINK missing");
+		return refuse(
+			err, errlen, EPERM,
+			"the IO page table is not sealed against shrinking (%s): create it with memfd_create(MFD_ALLOW_SEALING) and add F_SEAL_SHRINK with fcntl(F_ADD_SEALS) before attaching",
+			seals < 0 ? "not a sealable memfd" : "F_SEAL_SHRINK missing");
 	if (pread(fd, &hdr, sizeof(hdr), 0) != sizeof(hdr) || hdr.magic != NPF_IOPT_MAGIC)
 		return refuse(err, errlen, EINVAL, "the IO page table has a bad magic");
 	if (hdr.version != NPF_IOPT_VERSION)

@@ -144,18 +144,21 @@ static int side_b(int sock, void *arg)
 		FX_ASSERT(!err, "%s mid-transfer: %s (%s)",
 			  how == BY_UNREGISTER ? "unregister" : "detach", strerror(-err),
 			  npf_client__errmsg(c));
-		FX_ASSERT(s1.invalidations > s0.invalidations && t_op >= ACK_DELAY_MS / 1e3,
-			  "%s returned after %.1f ms, before the NIC acknowledged (it does %d ms late)",
-			  how == BY_UNREGISTER ? "unregister" : "detach", t_op * 1e3, ACK_DELAY_MS);
+		FX_ASSERT(
+			s1.invalidations > s0.invalidations && t_op >= ACK_DELAY_MS / 1e3,
+			"%s returned after %.1f ms, before the NIC acknowledged (it does %d ms late)",
+			how == BY_UNREGISTER ? "unregister" : "detach", t_op * 1e3, ACK_DELAY_MS);
 		/* entries that became present after the snapshot are checked for PRESENT only */
 		for (p = 0, present = 0, bumped = 0; p < REG / PG; p++) {
 			__u64 e = __atomic_load_n(&iopt.pte[p], __ATOMIC_ACQUIRE);
 
 			FX_ASSERT(!(e & NPF_PTE_PRESENT), "entry %llu still present after the %s",
-				  (unsigned long long)p, how == BY_UNREGISTER ? "unregister" : "detach");
+				  (unsigned long long)p,
+				  how == BY_UNREGISTER ? "unregister" : "detach");
 			if (before[p] & NPF_PTE_PRESENT) {
 				present++;
-				bumped += e >> NPF_PTE_VERSION_SHIFT > before[p] >> NPF_PTE_VERSION_SHIFT;
+				bumped += e >> NPF_PTE_VERSION_SHIFT > before[p] >>
+					  NPF_PTE_VERSION_SHIFT;
 			}
 		}
 		FX_ASSERT(present > 0 && bumped == present,

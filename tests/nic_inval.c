@@ -127,10 +127,11 @@ static int side_b(int sock, void *arg)
 		err = npf_client__detach_device(c, (__u32)dev);
 		FX_ASSERT(!err, "detach: %s (%s)", strerror(-err), npf_client__errmsg(c));
 		posted++;
-		FX_ASSERT(nic_acks(ep.nic) == posted,
-			  "round %d: detach returned after %.2f ms, before the NIC acknowledged (%llu of %llu)",
-			  round, (th_now() - t0) * 1e3, (unsigned long long)nic_acks(ep.nic),
-			  (unsigned long long)posted);
+		FX_ASSERT(
+			nic_acks(ep.nic) == posted,
+			"round %d: detach returned after %.2f ms, before the NIC acknowledged (%llu of %llu)",
+			round, (th_now() - t0) * 1e3, (unsigned long long)nic_acks(ep.nic),
+			(unsigned long long)posted);
 		nic_query_stats(ep.nic, &s0, sizeof(s0));
 		FX_ASSERT(!mprotect(buf, REG, PROT_NONE), "mprotect: %s", strerror(errno));
 		usleep(100 * 1000); /* A's packets keep arriving: none may land */
@@ -173,16 +174,17 @@ static int side_b(int sock, void *arg)
 	fx_iopt_map(&iopt, mr);
 	for (e = 0; e < NPG; e++) {
 		before[e] = __atomic_load_n(&iopt.pte[e], __ATOMIC_ACQUIRE);
-		FX_ASSERT(before[e] & NPF_PTE_PRESENT, "entry %llu not present after the whole WRITE",
-			  (unsigned long long)e);
+		FX_ASSERT(before[e] & NPF_PTE_PRESENT,
+			  "entry %llu not present after the whole WRITE", (unsigned long long)e);
 	}
 	uffd0 = rs.uffd_faults;
 	posted = nic_acks(ep.nic);
-	FX_ASSERT(!madvise(buf + QUIET_FIRST * PG, QUIET_N * PG, MADV_DONTNEED), "MADV_DONTNEED: %s",
-		  strerror(errno));
+	FX_ASSERT(!madvise(buf + QUIET_FIRST * PG, QUIET_N * PG, MADV_DONTNEED),
+		  "MADV_DONTNEED: %s", strerror(errno));
 	for (t0 = th_now(); nic_acks(ep.nic) == posted && th_now() - t0 < 5;)
 		usleep(200);
-	FX_ASSERT(nic_acks(ep.nic) == posted + 1, "the DONTNEED was not invalidated and acknowledged");
+	FX_ASSERT(nic_acks(ep.nic) == posted + 1,
+		  "the DONTNEED was not invalidated and acknowledged");
 	for (e = 0; e < NPG; e++) {
 		__u64 now = __atomic_load_n(&iopt.pte[e], __ATOMIC_ACQUIRE);
 		bool in = e >= QUIET_FIRST && e < QUIET_FIRST + QUIET_N;
@@ -203,7 +205,8 @@ static int side_b(int sock, void *arg)
 	printf("B: quiet DONTNEED of %d pages: exactly their entries cleared (version + 1), acknowledged; the next WRITE raised %llu page requests and %llu uffd faults\n",
 	       QUIET_N, (unsigned long long)(s1.page_requests - s0.page_requests),
 	       (unsigned long long)(rs.uffd_faults - uffd0));
-	FX_ASSERT(s1.page_requests > s0.page_requests, "the dropped pages were not asked for again");
+	FX_ASSERT(s1.page_requests > s0.page_requests,
+		  "the dropped pages were not asked for again");
 	FX_ASSERT(rs.uffd_faults == uffd0,
 		  "%llu DMAs reached dropped pages behind npfd's back (entries left present?)",
 		  (unsigned long long)(rs.uffd_faults - uffd0));
@@ -290,7 +293,8 @@ static int side_a(int sock, void *arg)
 	fx_send(sock, &sum, sizeof(sum));
 	fx_sync(sock, 4);
 	fx_fill(src, REG, 13);
-	FX_ASSERT(!fx_post(qp, NIC_WR_RDMA_WRITE, 100000, src, REG, mr, reg.addr, reg.rkey), "post");
+	FX_ASSERT(!fx_post(qp, NIC_WR_RDMA_WRITE, 100000, src, REG, mr, reg.addr, reg.rkey),
+		  "post");
 	fx_expect_wc(ep.cq, 100000, NIC_WC_SUCCESS);
 	sum = fx_sum(src, REG);
 	fx_send(sock, &sum, sizeof(sum));
