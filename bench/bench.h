@@ -229,6 +229,52 @@ static inline enum bench_verdict bench_judge(struct bench_ci cost, struct bench_
 	return BENCH_INCONCLUSIVE;
 }
 
+/*
+ * A ratio target "ratio <= bound" (e.g. a p50 within 1.5x of its baseline)
+ * judged on the 95% interval of per-round ratios: met when the whole
+ * interval is within the bound, not met when all of it is beyond,
+ * inconclusive when the bound falls inside it. No A/A control: the
+ * baseline is measured in the same rounds, and the interval carries the
+ * run's noise.
+ */
+static inline enum bench_verdict bench_judge_ratio(struct bench_ci ratio, double bound)
+{
+	if (ratio.hi <= bound)
+		return BENCH_MET;
+	if (ratio.lo > bound)
+		return BENCH_NOT_MET;
+	return BENCH_INCONCLUSIVE;
+}
+
+/* The machine's load as /proc/loadavg gives it ("1.07 0.80 0.52 3/140 9999"); "?" if unreadable. */
+static inline void bench_loadavg(char *buf, size_t len)
+{
+	FILE *f = fopen("/proc/loadavg", "r");
+	size_t n;
+
+	if (!f || !fgets(buf, (int)len, f)) {
+		snprintf(buf, len, "?");
+	} else {
+		n = strlen(buf);
+		while (n && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+			buf[--n] = '\0';
+	}
+	if (f)
+		fclose(f);
+}
+
+/* Running tasks now (/proc/loadavg's 4th field, as npfd reads it to decide whether to poll); -1 if unreadable. */
+static inline int bench_running_tasks(void)
+{
+	char buf[128];
+	int running, total;
+
+	bench_loadavg(buf, sizeof(buf));
+	if (sscanf(buf, "%*s %*s %*s %d/%d", &running, &total) != 2)
+		return -1;
+	return running;
+}
+
 /* ---- rows ------------------------------------------------------------------------ */
 
 /*
