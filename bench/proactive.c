@@ -4,31 +4,46 @@
  * of 4 KiB-4 MiB into side A's buffer, of which a fraction of the pages
  * (1-100%, chosen at random per transfer) is not resident. Methods:
  *
- *   exact, pi4, pia  npf region; the missing pages were dropped with
- *                    MADV_DONTNEED (npfd invalidates their IO page table
- *                    entries); the NIC faults at the destination (RNR NAK,
- *                    the peer retries) and npfd pages in what the policy
- *                    says: exact (the built-in: the pages the NIC asked for),
- *                    pi4 (the 16 KiB block), pia (the rest of the transfer)
- *   touch-nopres     plain memory, entries always present (no faults): the
- *                    application touches every page of the message before
- *                    posting; the time includes the touch (minor CPU faults)
- *   pin-nopres       the same memory, mlock()ed before the transfer (the
- *                    time includes mlock) and unlocked after
- *   transfer-only    the same memory, all resident: no fault, no touch
+ *   exact, pi4, pia  an npf region each, with its own policy; the missing
+ *                    pages were dropped with MADV_DONTNEED (npfd
+ *                    invalidates their IO page table entries); the NIC
+ *                    faults at the destination (RNR NAK, the peer retries)
+ *                    and npfd pages in what the policy says: exact (the
+ *                    built-in: the pages the NIC asked for), pi4 (the 16
+ *                    KiB block), pia (the rest of the transfer)
+ *   touch-nopres     an npf region too (registered, exact policy), pages
+ *                    dropped the same way; the application touches every
+ *                    page of the message before posting, so the NIC finds
+ *                    them all present: the time includes the touch (CPU
+ *                    faults, served by npfd through userfaultfd)
+ *   pin-nopres       plain memory under a pinning driver's MR (entries
+ *                    always present), pages dropped the same way, mlock()ed
+ *                    before the transfer (the time includes mlock) and
+ *                    unlocked after
+ *   transfer-only    that plain memory, all resident: no fault, no touch
  *
- * Mean transfer time per cell, and the ratio to transfer-only.
- * Usage: npf-bench-proactive [--json] [--reps N] [--policies DIR]
+ * Method: in each repetition every method does one transfer per cell, in
+ * an order that rotates from one repetition to the next (so drifts of the
+ * machine hit all methods alike); a cell reports each method's median and
+ * p95 over the repetitions and the median of the per-repetition ratios to
+ * transfer-only with a 95% interval. Transfer-only's own spread (p95/p50)
+ * says how steady the baseline was. --cpu N pins the process (the poster
+ * and both NIC engines) to CPU N.
+ *
+ * Usage: npf-bench-proactive [--json] [--reps N] [--cpu N] [--policies DIR]
  */
 #include <fcntl.h>
 #include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
+#include <sched.h>
 #include "bench_nic.h"
 
 #define BUF (4UL << 20)
 
 enum { M_EXACT, M_PI4, M_PIA, M_TOUCH, M_PIN, M_XFER, NMETH };
+#define NPF_METH (M_TOUCH + 1) /* methods on an npf region of their own */
+#define MAX_REPS 256
 static const char *const meth_name[] = {"exact", "pi4", "pia", "touch-nopres", "pin-nopres",
 					"transfer-only"};
 static const __u32 sizes[] = {4096, 65536, 1 << 20, 4 << 20};
@@ -57,44 +72,85 @@ static void drop(char *buf, size_t len, int prob)
 		madvise(buf + (rnd() % n) * BN_PAGE, BN_PAGE, MADV_DONTNEED);
 }
 
+/* Attach policy `name` (exact: none, the built-in decision) to `region`. */
 static void load_policy(struct npf_client *c, const char *dir, const char *name, int region)
 {
-	char path[PATH_MAX + 32];
+	char path[PATH_MAX + 32], pname[32];
 	int fd, ret;
 
-	npf_client__policy_unload(c, "bench-proactive");
-	if (!strcmp(name, "exact"))
+	if (!strcmp(name, "exact") || !strcmp(name, "touch-nopres"))
 		return; /* the built-in decision */
+	snprintf(pname, sizeof(pname), "bench-proactive-%s", name);
+	npf_client__policy_unload(c, pname); /* left by a killed run, if any */
 	snprintf(path, sizeof(path), "%s/%s.bpf.o", dir, name);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		bench_die("%s: %s (make builds the policies)", path, strerror(errno));
-	ret = npf_client__policy_load(c, fd, (__u32)region, "bench-proactive", NULL);
+	ret = npf_client__policy_load(c, fd, (__u32)region, pname, NULL);
 	close(fd);
 	if (ret < 0)
 		bench_die("load policy %s: %s", name, npf_client__errmsg(c));
+}
+
+static void unload_policies(struct npf_client *c)
+{
+	char pname[32];
+	int m;
+
+	for (m = M_PI4; m <= M_PIA; m++) {
+		snprintf(pname, sizeof(pname), "bench-proactive-%s", meth_name[m]);
+		npf_client__policy_unload(c, pname);
+	}
+}
+
+/* One transfer of `bytes` by method m into dst (pages dropped first unless transfer-only). */
+static uint64_t transfer(struct bn_pair *p, struct bn_mem *peer, struct bn_mem *dst, int m,
+			 size_t bytes, int prob, uint64_t id)
+{
+	uint64_t t0, t;
+	size_t pg;
+
+	if (m != M_XFER)
+		drop(dst->buf, bytes, prob);
+	if (m < NPF_METH)
+		usleep(200); /* let npfd post the invalidation */
+	t0 = bench_now_ns();
+	if (m == M_TOUCH)
+		for (pg = 0; pg < bytes; pg += BN_PAGE)
+			((volatile char *)dst->buf)[pg] = 1;
+	if (m == M_PIN && mlock(dst->buf, bytes))
+		bench_die("mlock: %s", strerror(errno));
+	/* B writes into A: B's QP is the requester. */
+	bn_post(p->b.qp[0], NIC_WR_RDMA_WRITE, id, peer->buf, (__u32)bytes, peer->mr, dst->buf,
+		dst->mr);
+	bn_wait(p->b.cq);
+	t = bench_now_ns() - t0;
+	if (m == M_PIN)
+		munlock(dst->buf, bytes);
+	return t;
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
 						 {"reps", required_argument, NULL, 'r'},
+						 {"cpu", required_argument, NULL, 'c'},
 						 {"policies", required_argument, NULL, 'P'},
 						 {"help", no_argument, NULL, 'h'},
 						 {}};
 	char policy_dir[PATH_MAX], exe[PATH_MAX];
-	struct bn_mem peer, npf, plain;
-	size_t reps = 6, s, pr, m, i;
+	struct bn_mem peer, npf[NPF_METH], plain;
+	size_t reps = 12, s, pr, i;
 	struct npf_client *c;
 	struct bn_pair p;
+	int opt, m, cpu = -1;
 	ssize_t n;
-	int opt;
 
 	bench_prog = "npf-bench-proactive";
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = '\0';
 	snprintf(policy_dir, sizeof(policy_dir), "%s/../policies", dirname(exe));
-	while ((opt = getopt_long(argc, argv, "jr:P:h", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "jr:c:P:h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'j':
 			bench_json = 1;
@@ -102,73 +158,99 @@ int main(int argc, char **argv)
 		case 'r':
 			reps = strtoul(optarg, NULL, 0);
 			break;
+		case 'c':
+			cpu = atoi(optarg);
+			break;
 		case 'P':
 			snprintf(policy_dir, sizeof(policy_dir), "%s", optarg);
 			break;
 		case 'h':
-			printf("Usage: %s [--json] [--reps N] [--policies DIR]\n"
+			printf("Usage: %s [--json] [--reps N] [--cpu N] [--policies DIR]\n"
 			       "RDMA WRITE into partly non-resident memory: exact/pi4/pia page-in vs\n"
-			       "pre-touching and pinning, 4 KiB-4 MiB, 1-100%% of pages missing. Needs npfd.\n",
+			       "pre-touching (registered memory) and pinning, 4 KiB-4 MiB, 1-100%% of pages\n"
+			       "missing; methods interleaved in rotating order, N repetitions (default 12,\n"
+			       "6-256); --cpu pins this process and its NIC threads. Needs npfd.\n",
 			       argv[0]);
 			return 0;
 		default:
 			return 2;
 		}
 	}
-	if (!reps)
-		bench_die("--reps must be at least 1");
+	if (reps < BENCH_CI_MIN_N || reps > MAX_REPS)
+		bench_die("--reps must be %d-%d (each repetition gives one ratio)", BENCH_CI_MIN_N,
+			  MAX_REPS);
+	if (cpu >= 0) {
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		CPU_SET(cpu, &set);
+		/* before the NICs start their threads: they inherit it */
+		if (sched_setaffinity(0, sizeof(set), &set))
+			bench_die("pin to CPU %d: %s", cpu, strerror(errno));
+	}
 	c = bn_connect();
 	bn_pair_open(&p, 1);
 	bn_mem_static(&peer, &p.b, BUF);
-	bn_mem_npf(&npf, c, &p.a, BUF, -1, "proactive");
-	memset(npf.buf, 1, BUF); /* resident, entries present (npfd maps on install) */
+	for (m = 0; m < NPF_METH; m++) {
+		bn_mem_npf(&npf[m], c, &p.a, BUF, -1, meth_name[m]);
+		memset(npf[m].buf, 1, BUF); /* resident, entries present (npfd maps on install) */
+		load_policy(c, policy_dir, meth_name[m], npf[m].region);
+	}
 	bn_mem_static_lock(&plain, &p.a, BUF, 0);
 
-	bench_text("%-8s %5s %-14s %5s %12s %10s\n", "bytes", "miss%", "method", "reps", "mean(us)",
-		   "x xfer");
+	bench_text("%-8s %5s %-14s %5s %10s %10s %22s %6s\n", "bytes", "miss%", "method", "reps",
+		   "p50(us)", "p95(us)", "x xfer [95%]", "spread");
 	for (s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
 		for (pr = 0; pr < sizeof(probs) / sizeof(probs[0]); pr++) {
-			double sum[NMETH] = {0};
+			static double t[NMETH][MAX_REPS];
+			struct bench_summary xs;
 
-			for (m = 0; m < NMETH; m++) {
-				if (m <= M_PIA)
-					load_policy(c, policy_dir, meth_name[m], npf.region);
-				for (i = 0; i < reps; i++) {
-					struct bn_mem *dst = m <= M_PIA ? &npf : &plain;
-					uint64_t t0;
-					size_t pg;
-
-					if (m != M_XFER)
-						drop(dst->buf, sizes[s], probs[pr]);
-					if (m <= M_PIA)
-						usleep(200); /* let npfd post the invalidation */
-					t0 = bench_now_ns();
-					if (m == M_TOUCH)
-						for (pg = 0; pg < sizes[s]; pg += BN_PAGE)
-							((volatile char *)dst->buf)[pg] = 1;
-					if (m == M_PIN && mlock(dst->buf, sizes[s]))
-						bench_die("mlock: %s", strerror(errno));
-					/* B writes into A: B's QP is the requester. */
-					bn_post(p.b.qp[0], NIC_WR_RDMA_WRITE, i, peer.buf, sizes[s],
-						peer.mr, dst->buf, dst->mr);
-					bn_wait(p.b.cq);
-					sum[m] += (double)(bench_now_ns() - t0);
-					if (m == M_PIN)
-						munlock(dst->buf, sizes[s]);
+			for (i = 0; i < reps; i++)
+				for (opt = 0; opt < NMETH; opt++) {
+					m = (int)((i + (size_t)opt) % NMETH);
+					t[m][i] = (double)transfer(&p, &peer,
+								   m < NPF_METH ? &npf[m] : &plain,
+								   m, sizes[s], probs[pr], i);
 				}
+			{
+				struct bench_samples xv = {0};
+
+				for (i = 0; i < reps; i++)
+					bench_add(&xv, (uint64_t)t[M_XFER][i]);
+				xs = bench_summarize(&xv);
+				bench_free(&xv);
 			}
-			npf_client__policy_unload(c, "bench-proactive");
 			for (m = 0; m < NMETH; m++) {
+				struct bench_samples v = {0};
+				struct bench_summary sm;
+				double ratio[MAX_REPS];
+
+				for (i = 0; i < reps; i++) {
+					bench_add(&v, (uint64_t)t[m][i]);
+					ratio[i] = t[m][i] / t[M_XFER][i];
+				}
+				sm = bench_summarize(&v);
+				bench_free(&v);
 				bench_row_begin("proactive");
 				bench_col_u64("bytes", 8, sizes[s]);
 				bench_col_u64("miss_pct", 5, (uint64_t)probs[pr]);
 				bench_col_str("method", 14, meth_name[m]);
 				bench_col_u64("reps", 5, reps);
-				bench_col_f("mean_us", 12, 1, sum[m] / (double)reps / 1e3);
-				bench_col_f("ratio_to_transfer_only", 10, 2, sum[m] / sum[M_XFER]);
+				bench_col_f("p50_us", 10, 1, (double)sm.p50 / 1e3);
+				bench_col_f("p95_us", 10, 1, (double)sm.p95 / 1e3);
+				if (m != M_XFER)
+					bench_col_ci("ratio_to_transfer_only", 22, 2,
+						     bench_median_ci(ratio, reps));
+				else
+					bench_col_raw("ratio_to_transfer_only",
+						      "                     -", "null");
+				/* how steady the baseline was in this cell */
+				bench_col_f("xfer_p95_over_p50", 6, 2,
+					    (double)xs.p95 / (double)xs.p50);
 				bench_row_end();
 			}
 		}
+	unload_policies(c);
 	bn_pair_close(&p, c);
 	npf_client__close(c);
 	return 0;

@@ -3,7 +3,10 @@
 # Run the standard benchmark set (a few minutes). Tables go to the terminal
 # and to build/bench/tables.txt, one JSON object per result row to
 # build/bench/results.jsonl ($NPF_BENCH_JSON: the same run prints both), CDF
-# data and PNG plots to build/bench/.
+# data and PNG plots to build/bench/. Every row carries /proc/loadavg at its
+# benchmark's start and end (load_start, load_end): the machine is shared.
+# Then scripts/bench-tables.py writes build/bench/tables.md and splices the
+# tables into bench/README.md between its markers (NPF_BENCH_README=0: not).
 #   sh bench/run.sh [NAME...]    run some benchmarks only
 # The shared npfd runs as by default: its CPU fault collector is attached
 # only while a policy is loaded, so the kernel-fault baselines pay nothing.
@@ -26,7 +29,7 @@ fault_latency:--samples-4k=400 --samples-4m=16
 present_path:--epochs=50
 fault_throughput:
 registration:
-proactive:--reps=8
+proactive:--reps=24
 hol:--rounds=200
 pingpong:--iters=200"
 
@@ -53,6 +56,14 @@ export NPF_SOCKET="$dir/npfd.sock"
 export NPF_BENCH_DATA="$out"
 : >"$out/results.jsonl"
 : >"$out/tables.txt"
+# The run's own row: when, which commit, how loaded the machine was.
+run_row() {
+	printf '{"bench":"run","event":"%s","date":"%s","commit":"%s","cpus":%s,"load":"%s"%s}\n' \
+		"$1" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+		"$(git describe --always --dirty 2>/dev/null || echo unknown)" \
+		"$(getconf _NPROCESSORS_ONLN)" "$(cat /proc/loadavg)" "${2:-}" >>"$out/results.jsonl"
+}
+run_row start
 
 start_npfd() {
 	"$BIN/npfd" --config /dev/null --foreground -q --socket "$NPF_SOCKET" \
@@ -72,14 +83,20 @@ echo "$runs" >"$dir/runs"
 while IFS=: read -r name args; do
 	[ -n "$name" ] || continue
 	if [ "$name" != observe_overhead ] && [ ! -S "$NPF_SOCKET" ]; then start_npfd; fi
-	echo "== $name ($args)" | tee -a "$out/tables.txt"
+	load0=$(cat /proc/loadavg)
+	echo "== $name ($args) load: $load0" | tee -a "$out/tables.txt"
 	s=$(date +%s)
-	# One run gives both: the table on stdout, the JSON rows appended to results.jsonl.
+	# One run gives both: the table on stdout, the JSON rows in $dir/rows.jsonl.
+	: >"$dir/rows.jsonl"
 	# shellcheck disable=SC2086
 	{
-		NPF_BENCH_JSON="$out/results.jsonl" "$BIN/npf-bench-$name" $args 2>&1
+		NPF_BENCH_JSON="$dir/rows.jsonl" "$BIN/npf-bench-$name" $args 2>&1
 		echo $? >"$dir/rc"
 	} | tee -a "$out/tables.txt"
+	load1=$(cat /proc/loadavg)
+	echo "   load at the end: $load1" | tee -a "$out/tables.txt"
+	jq -c --arg s "$load0" --arg e "$load1" '. + {load_start: $s, load_end: $e}' \
+		"$dir/rows.jsonl" >>"$out/results.jsonl"
 	if [ "$(cat "$dir/rc")" -ne 0 ]; then
 		echo "bench: $name failed (exit $(cat "$dir/rc"))" | tee -a "$out/tables.txt"
 		fails=$((fails + 1))
@@ -121,5 +138,11 @@ EOF
 else
 	echo "bench: gnuplot is missing (make installs gnuplot-nox): no plots"
 fi
-echo "results: $out/results.jsonl, tables: $out/tables.txt ($(($(date +%s) - t0)) s)"
+run_row end ",\"seconds\":$(($(date +%s) - t0)),\"failed\":$fails"
+readme=
+[ "${NPF_BENCH_README:-1}" = 0 ] || readme="--readme bench/README.md"
+# shellcheck disable=SC2086
+python3 scripts/bench-tables.py "$out/results.jsonl" --out "$out/tables.md" $readme ||
+	fails=$((fails + 1))
+echo "results: $out/results.jsonl, tables: $out/tables.txt, $out/tables.md${readme:+ and bench/README.md} ($(($(date +%s) - t0)) s)"
 [ "$fails" -eq 0 ] || { echo "bench: $fails benchmark(s) failed" >&2; exit 1; }
