@@ -107,7 +107,7 @@ int main(int argc, char **argv)
 						 {"help", no_argument, NULL, 'h'},
 						 {}};
 	static double rate[NMETH][MAX_ROUNDS];
-	size_t pages = 16384, rounds = 8, per, r, k;
+	size_t pages = 65536, rounds = 8, per, r, k;
 	struct bn_mem peer, pinned, one, batch;
 	struct npf_device_info d1, d2;
 	struct npf_client *c;
@@ -130,7 +130,7 @@ int main(int argc, char **argv)
 			printf("Usage: %s [--json] [--pages N] [--rounds N]\n"
 			       "Device page requests resolved per second (1-page and 1024-page groups)\n"
 			       "vs MADV_POPULATE_WRITE, interleaved in N rounds (default 8, 6-64) over N\n"
-			       "pages (default 16384, a multiple of 1024 per round). Needs npfd.\n",
+			       "pages (default 65536, a multiple of 1024 per round). Needs npfd.\n",
 			       argv[0]);
 			return 0;
 		default:

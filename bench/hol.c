@@ -12,6 +12,17 @@
  * NIC_QP_RELAXED_ORDERING (they do not conflict with the faulting READ, so
  * they may complete before it).
  *
+ * The four cells of a round (in order / relaxed x faulting / resident)
+ * run in an order that rotates from round to round. Besides each WR's
+ * median and tail, the summary gives per-round paired figures, medians
+ * with 95% intervals: the fault's own cost (WR0 faulting - WR0 resident),
+ * the delay the fault adds to the 7 followers in each mode (their mean
+ * completion, faulting round - resident round), and relaxed over in-order
+ * (the followers' mean completion when WR0 faults), and in how many
+ * rounds a follower completed before the faulting WR0. Relaxed ordering can
+ * only save what the fault costs: when npfd answers in a few us, against
+ * WRs of 50-150 us here, there is little to save.
+ *
  * Usage: npf-bench-hol [--json] [--rounds N]
  */
 #include <getopt.h>
@@ -20,6 +31,16 @@
 #define NWR 8
 #define QP_OTHER 1   /* the second QP */
 #define QP_RELAXED 2 /* the 8 READs with relaxed ordering; QP 0: in order */
+
+/* The median of v[0..n) with its 95% interval, as a row of the summary. */
+static void summary_row(const char *what, double *v, size_t n, const char *unit)
+{
+	bench_row_begin("hol_summary");
+	bench_col_str("figure", 58, what);
+	bench_col_ci("median", 26, 2, bench_median_ci(v, n));
+	bench_col_str("unit", 2, unit);
+	bench_row_end();
+}
 
 int main(int argc, char **argv)
 {
@@ -30,7 +51,9 @@ int main(int argc, char **argv)
 	static const __u32 qp_flags[] = {0, 0, NIC_QP_RELAXED_ORDERING};
 	static const char *const ordering[] = {"in-order", "relaxed"};
 	struct bench_samples done[2][2][NWR + 1] = {}; /* [relaxed][faults][wr] */
-	size_t rounds = 100, r, w;
+	size_t rounds = 100, r, w, k;
+	double *wr0[2][2], *fol[2][2], *v; /* per round: WR0's and the followers' mean completion */
+	size_t overtook[2] = {0}; /* rounds in which a follower completed before the faulting WR0 */
 	struct bn_mem peer, warm, cold;
 	struct npf_client *c;
 	struct bn_pair p;
@@ -56,8 +79,17 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (!rounds)
-		bench_die("--rounds must be at least 1");
+	if (rounds < BENCH_CI_MIN_N)
+		bench_die("--rounds must be at least %d (each round gives one paired figure)",
+			  BENCH_CI_MIN_N);
+	v = calloc(rounds, sizeof(*v));
+	for (o = 0; o < 2; o++)
+		for (f = 0; f < 2; f++) {
+			wr0[o][f] = calloc(rounds, sizeof(double));
+			fol[o][f] = calloc(rounds, sizeof(double));
+			if (!wr0[o][f] || !fol[o][f] || !v)
+				bench_die("out of memory for %zu rounds", rounds);
+		}
 	c = bn_connect();
 	bn_pair_open_flags(&p, 3, qp_flags);
 	bn_mem_static(&peer, &p.b, 1UL << 20);
@@ -66,13 +98,16 @@ int main(int argc, char **argv)
 	bn_mem_npf(&cold, c, &p.a, 2 * rounds * BN_PAGE, -1, "hol-cold");
 
 	for (r = 0; r < rounds; r++) {
-		for (o = 0; o < 2; o++) {	      /* o: relaxed ordering */
-			for (f = 0; f < 2; f++) { /* f: the first WR faults */
+		for (k = 0; k < 4; k++) {
+			/* the four cells in an order that rotates with the round */
+			o = (int)((r + k) % 4) >> 1; /* o: relaxed ordering */
+			f = (int)((r + k) % 4) & 1;  /* f: the first WR faults */
+			{
 				struct nic_qp *qp = p.a.qp[o ? QP_RELAXED : 0];
 				char *first = f ? cold.buf + (2 * r + o) * BN_PAGE : warm.buf;
 				struct nic_mr *fmr = f ? cold.mr : warm.mr;
 				uint64_t t0 = bench_now_ns();
-				int got = 0;
+				int got = 0, wr0_done = 0, overtaken = 0;
 
 				bn_post(qp, NIC_WR_RDMA_READ, 0, first, BN_PAGE, fmr, peer.buf,
 					peer.mr);
@@ -84,7 +119,19 @@ int main(int argc, char **argv)
 				while (got < NWR + 1) {
 					struct nic_wc wc = bn_wait(p.a.cq);
 
-					bench_add(&done[o][f][wc.wr_id], bench_now_ns() - t0);
+					uint64_t t = bench_now_ns() - t0;
+
+					bench_add(&done[o][f][wc.wr_id], t);
+					if (wc.wr_id == 0) {
+						wr0[o][f][r] = (double)t / 1e3;
+						wr0_done = 1;
+					} else if (wc.wr_id < NWR) {
+						fol[o][f][r] += (double)t / 1e3 / (NWR - 1);
+						if (f && !wr0_done && !overtaken) {
+							overtook[o]++; /* once per round */
+							overtaken = 1;
+						}
+					}
 					got++;
 				}
 			}
@@ -119,6 +166,36 @@ int main(int argc, char **argv)
 	}
 	bench_text("ordering: in-order, WR1..7 wait for WR0's fault; relaxed "
 		   "(NIC_QP_RELAXED_ORDERING), they do not conflict with WR0 and need not\n");
+	bench_text("%-58s %26s\n", "per-round paired figures (median over rounds)", "[95% interval]");
+	for (r = 0; r < rounds; r++)
+		v[r] = wr0[0][1][r] - wr0[0][0][r];
+	summary_row("fault cost: in-order WR0 faulting - resident", v, rounds, "us");
+	for (o = 0; o < 2; o++) {
+		for (r = 0; r < rounds; r++)
+			v[r] = fol[o][1][r] - fol[o][0][r];
+		summary_row(o ? "delay of WR1..7 by the fault, relaxed"
+			      : "delay of WR1..7 by the fault, in order",
+			    v, rounds, "us");
+	}
+	for (r = 0; r < rounds; r++)
+		v[r] = fol[1][1][r] / fol[0][1][r];
+	summary_row("WR1..7 when WR0 faults: relaxed / in order", v, rounds, "x");
+	for (o = 0; o < 2; o++) {
+		bench_row_begin("hol_overtakes");
+		bench_col_str("ordering", 9, ordering[o]);
+		bench_text(": a resident WR completed before the faulting WR0 in");
+		bench_col_u64("rounds_overtaken", 0, overtook[o]);
+		bench_text(" of");
+		bench_col_u64("rounds", 0, rounds);
+		bench_text(" rounds");
+		bench_row_end();
+	}
+	for (o = 0; o < 2; o++)
+		for (f = 0; f < 2; f++) {
+			free(wr0[o][f]);
+			free(fol[o][f]);
+		}
+	free(v);
 	bn_pair_close(&p, c);
 	npf_client__close(c);
 	return 0;
