@@ -95,8 +95,11 @@ while IFS=: read -r name args; do
 	} | tee -a "$out/tables.txt"
 	load1=$(cat /proc/loadavg)
 	echo "   load at the end: $load1" | tee -a "$out/tables.txt"
-	jq -c --arg s "$load0" --arg e "$load1" '. + {load_start: $s, load_end: $e}' \
-		"$dir/rows.jsonl" >>"$out/results.jsonl"
+	if ! jq -c --arg s "$load0" --arg e "$load1" '. + {load_start: $s, load_end: $e}' \
+		"$dir/rows.jsonl" >>"$out/results.jsonl"; then
+		echo "bench: $name printed rows that are not JSON (see $out/tables.txt)" | tee -a "$out/tables.txt"
+		fails=$((fails + 1))
+	fi
 	if [ "$(cat "$dir/rc")" -ne 0 ]; then
 		echo "bench: $name failed (exit $(cat "$dir/rc"))" | tee -a "$out/tables.txt"
 		fails=$((fails + 1))

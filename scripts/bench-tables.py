@@ -30,6 +30,16 @@ ORDER = ["observe_overhead", "cpu_fault", "nic_fault", "policy", "fault_latency"
 HIDDEN = {"bench", "load_start", "load_end", "run_date", "commit"}
 
 
+# Long groups shown in part in the README (build/bench/tables.md has every row).
+README_ROWS = {
+    "proactive": (lambda r: r.get("miss_pct") == 100,
+                  "100% of the pages missing; every fraction in build/bench/tables.md"),
+    "hol": (lambda r: not r.get("wr", "").startswith(("QP0 WR1", "QP0 WR2", "QP0 WR3",
+                                                       "QP0 WR4", "QP0 WR5", "QP0 WR6")),
+            "WR0, the last follower and the other QP; every WR in build/bench/tables.md"),
+}
+
+
 def load(path):
     rows, runs = [], []
     with open(path) as f:
@@ -199,6 +209,10 @@ def main(argv):
             for g, lines in blocks.items():
                 f.write(f"### {g}\n\n" + "\n".join(lines) + "\n\n")
     if readme:
+        for g, (keep, what) in README_ROWS.items():
+            if g in groups:
+                stamp_line = stamp(groups[g], runs)[:-2] + f"; rows: {what}._"
+                blocks[g] = [stamp_line, ""] + table([r for r in groups[g] if keep(r)])
         splice(readme, blocks)
     return 0
 
