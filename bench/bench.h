@@ -246,35 +246,6 @@ static inline enum bench_verdict bench_judge_ratio(struct bench_ci ratio, double
 	return BENCH_INCONCLUSIVE;
 }
 
-/* The machine's load as /proc/loadavg gives it ("1.07 0.80 0.52 3/140 9999"); "?" if unreadable. */
-static inline void bench_loadavg(char *buf, size_t len)
-{
-	FILE *f = fopen("/proc/loadavg", "r");
-	size_t n;
-
-	if (!f || !fgets(buf, (int)len, f)) {
-		snprintf(buf, len, "?");
-	} else {
-		n = strlen(buf);
-		while (n && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-			buf[--n] = '\0';
-	}
-	if (f)
-		fclose(f);
-}
-
-/* Running tasks now (/proc/loadavg's 4th field, as npfd reads it to decide whether to poll); -1 if unreadable. */
-static inline int bench_running_tasks(void)
-{
-	char buf[128];
-	int running, total;
-
-	bench_loadavg(buf, sizeof(buf));
-	if (sscanf(buf, "%*s %*s %*s %d/%d", &running, &total) != 2)
-		return -1;
-	return running;
-}
-
 /* ---- rows ------------------------------------------------------------------------ */
 
 /*

@@ -203,7 +203,7 @@ int main(int argc, char **argv)
 		bench_row_begin("policy_target");
 		bench_col_str("target", 0, "seq cuts a sequential scan's faults >= 8x exact's");
 		bench_text(":");
-		bench_col_raw("value", text, json);
+		bench_col_raw("ratio", text, json);
 		bench_text(" (");
 		bench_first_col = 1; /* no separator after the parenthesis */
 		bench_col_u64("faults_exact", 0, base.faults);

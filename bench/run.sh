@@ -28,7 +28,7 @@ policy:
 fault_latency:--samples-4k=400 --samples-4m=16
 present_path:--epochs=50
 fault_throughput:
-registration:
+registration:--sizes=1,4
 proactive:--reps=24
 hol:--rounds=200
 pingpong:--iters=200"

@@ -150,8 +150,9 @@ def verdicts(groups):
                 extra.append(f"cq {r['cq']}")
             if "trace_cpu_faults" in r:
                 extra.append("collector attached" if r["trace_cpu_faults"] else "npfd as by default")
-            if "spare_cpu_pct" in r:
-                extra.append(f"npfd had a spare CPU in {fmt(r['spare_cpu_pct'])}% of samples")
+            if "npfd_polled_pct" in r:
+                extra.append(f"npfd had a spare CPU and polled for {fmt(r['npfd_polled_pct'])}% "
+                             "of the faults")
             if r.get("judged") == "no":
                 extra.append("informative, not the judged configuration")
             if extra:
