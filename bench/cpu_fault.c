@@ -252,7 +252,7 @@ int main(int argc, char **argv)
 		char line[256];
 
 		snprintf(line, sizeof(line),
-			 "{\"bench\":\"cpu_fault\",\"method\":\"%s\",\"stage\":\"%s\","
+			 "{\"bench\":\"cpu_fault_breakdown\",\"method\":\"%s\",\"stage\":\"%s\","
 			 "\"p50_ns_upper_bound\":%llu}\n",
 			 method_name[m], traced ? "raised-to-installed" : "read-to-installed",
 			 (unsigned long long)s50);

@@ -175,7 +175,7 @@ def splice(readme, blocks):
             continue
         body = "\n".join(lines) + "\n"
         text = pat.sub(lambda m: m.group(1) + body + m.group(2), text)
-    for m in re.finditer(r"<!-- bench-table:([\w-]+) -->", text):
+    for m in re.finditer(r"<!-- bench-table:([a-z0-9_]+) -->", text):
         if m.group(1) not in blocks:
             print(f"bench-tables: {readme}: no results for marker {m.group(1)} (left as it was)",
                   file=sys.stderr)
