@@ -33,9 +33,9 @@
 
 enum { K_ZERO, K_PAGECACHE, K_ODIRECT, NKINDS };
 static const char *const kind_name[] = {"npf-zero", "npf-pagecache", "npf-odirect"};
-enum { B_TRANSFER, B_TOUCH, B_POPULATE, B_URING, NBASE };
+enum { B_TRANSFER, B_TOUCH, B_POPULATE, B_URING, B_TRANSFER_ALONE, NBASE };
 static const char *const base_name[] = {"transfer-only", "cpu-first-touch", "madv-populate-write",
-					"io_uring-odirect-read"};
+					"io_uring-odirect-read", "transfer-only-alone"};
 
 static struct io_uring ring;
 
@@ -135,6 +135,11 @@ static void run_size(struct size_run *sr, struct npf_client *c, struct bn_pair *
 		}
 		bench_add(&sr->base[B_URING], uring_read(base_fd, dbuf, sr->size, (off_t)off));
 	}
+	/* The fault-free READ alone, back to back: what interleaving does to it. */
+	for (i = 0; i < sr->samples; i++)
+		bench_add(&sr->base[B_TRANSFER_ALONE],
+			  bn_op(p, 0, NIC_WR_RDMA_READ, pinned->buf, (__u32)sr->size, pinned->mr,
+				peer->buf, peer->mr));
 	for (k = 0; k < NKINDS; k++) {
 		bn_mem_free(&mem[k]);
 		if (fds[k] >= 0)

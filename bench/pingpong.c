@@ -12,6 +12,8 @@
  *               both sides (memcpy in and out)
  *
  * Half round trip, p50, per message size, and the ratio to static-pin.
+ * "static-alone": static pinning again, in a block of its own after the
+ * rotating rounds: how the baseline behaves when nothing is interleaved.
  * Usage: npf-bench-pingpong [--json] [--iters N]
  */
 #include <getopt.h>
@@ -139,7 +141,7 @@ int main(int argc, char **argv)
 	bench_text("%-8s %-12s %8s %12s %12s %9s\n", "bytes", "strategy", "samples", "p50(us)",
 		   "p99(us)", "x static");
 	for (s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
-		struct bench_samples lat[NSTRAT] = {};
+		struct bench_samples lat[NSTRAT] = {}, alone = {0};
 		size_t n = sizes[s] >= (1 << 20) ? iters / 8 + 1 : iters;
 		uint64_t ref;
 
@@ -152,6 +154,14 @@ int main(int argc, char **argv)
 				one_way(&b, &a, p.b.qp[0], p.a.qp[0], (int)st, sizes[s]);
 				bench_add(&lat[st], (bench_now_ns() - t0) / 2);
 			}
+		/* static pinning alone, back to back: what rotating does to the baseline */
+		for (i = 0; i < n; i++) {
+			uint64_t t0 = bench_now_ns();
+
+			one_way(&a, &b, p.a.qp[0], p.b.qp[0], S_STATIC, sizes[s]);
+			one_way(&b, &a, p.b.qp[0], p.a.qp[0], S_STATIC, sizes[s]);
+			bench_add(&alone, (bench_now_ns() - t0) / 2);
+		}
 		ref = bench_summarize(&lat[S_STATIC]).p50;
 		for (k = 0; k < NSTRAT; k++) {
 			struct bench_summary m = bench_summarize(&lat[k]);
@@ -165,6 +175,19 @@ int main(int argc, char **argv)
 			bench_col_f("ratio_to_static_p50", 9, 2, (double)m.p50 / (double)ref);
 			bench_row_end();
 			bench_free(&lat[k]);
+		}
+		{
+			struct bench_summary m = bench_summarize(&alone);
+
+			bench_row_begin("pingpong");
+			bench_col_u64("bytes", 8, sizes[s]);
+			bench_col_str("strategy", 12, "static-alone");
+			bench_col_u64("samples", 8, m.n);
+			bench_col_f("half_rtt_p50_us", 12, 1, (double)m.p50 / 1e3);
+			bench_col_f("half_rtt_p99_us", 12, 1, (double)m.p99 / 1e3);
+			bench_col_f("ratio_to_static_p50", 9, 2, (double)m.p50 / (double)ref);
+			bench_row_end();
+			bench_free(&alone);
 		}
 	}
 	bn_pair_close(&p, c);

@@ -27,8 +27,10 @@
  * machine hit all methods alike); a cell reports each method's median and
  * p95 over the repetitions and the median of the per-repetition ratios to
  * transfer-only with a 95% interval. Transfer-only's own spread (p95/p50)
- * says how steady the baseline was. --cpu N pins the process (the poster
- * and both NIC engines) to CPU N.
+ * says how steady the baseline was; "xfer-alone" is transfer-only again,
+ * the same number of transfers back to back after the cell's interleaved
+ * ones (its ratio is of p50s, to the interleaved transfer-only). --cpu N
+ * pins the process (the poster and both NIC engines) to CPU N.
  *
  * Usage: npf-bench-proactive [--json] [--reps N] [--cpu N] [--policies DIR]
  */
@@ -203,7 +205,8 @@ int main(int argc, char **argv)
 	for (s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
 		for (pr = 0; pr < sizeof(probs) / sizeof(probs[0]); pr++) {
 			static double t[NMETH][MAX_REPS];
-			struct bench_summary xs;
+			struct bench_summary xs, as;
+			char text[40], json[24];
 
 			for (i = 0; i < reps; i++)
 				for (opt = 0; opt < NMETH; opt++) {
@@ -213,12 +216,18 @@ int main(int argc, char **argv)
 								   m, sizes[s], probs[pr], i);
 				}
 			{
-				struct bench_samples xv = {0};
+				struct bench_samples xv = {0}, av = {0};
 
 				for (i = 0; i < reps; i++)
 					bench_add(&xv, (uint64_t)t[M_XFER][i]);
 				xs = bench_summarize(&xv);
 				bench_free(&xv);
+				/* transfer-only alone, back to back: what interleaving does to it */
+				for (i = 0; i < reps; i++)
+					bench_add(&av, transfer(&p, &peer, &plain, M_XFER, sizes[s],
+								probs[pr], i));
+				as = bench_summarize(&av);
+				bench_free(&av);
 			}
 			for (m = 0; m < NMETH; m++) {
 				struct bench_samples v = {0};
@@ -249,6 +258,19 @@ int main(int argc, char **argv)
 					    (double)xs.p95 / (double)xs.p50);
 				bench_row_end();
 			}
+			bench_row_begin("proactive");
+			bench_col_u64("bytes", 8, sizes[s]);
+			bench_col_u64("miss_pct", 5, (uint64_t)probs[pr]);
+			bench_col_str("method", 14, "xfer-alone");
+			bench_col_u64("reps", 5, reps);
+			bench_col_f("p50_us", 10, 1, (double)as.p50 / 1e3);
+			bench_col_f("p95_us", 10, 1, (double)as.p95 / 1e3);
+			/* not paired with anything: the ratio of the two p50s, no interval */
+			snprintf(json, sizeof(json), "%.3f", (double)as.p50 / (double)xs.p50);
+			snprintf(text, sizeof(text), "%17s p50s", json);
+			bench_col_raw("ratio_to_transfer_only", text, json);
+			bench_col_f("xfer_p95_over_p50", 6, 2, (double)as.p95 / (double)as.p50);
+			bench_row_end();
 		}
 	unload_policies(c);
 	bn_pair_close(&p, c);

@@ -81,7 +81,7 @@ def table(rows):
             if not ((k.endswith("_lo") or k.endswith("_hi")) and k[:-3] in keys)]
 
     def cell(r, k):
-        if k + "_lo" in keys and k + "_hi" in keys and r.get(k) is not None:
+        if r.get(k + "_lo") is not None and r.get(k + "_hi") is not None:
             return f"{fmt(r.get(k))} [{fmt(r.get(k + '_lo'))}, {fmt(r.get(k + '_hi'))}]"
         return fmt(r.get(k))
 
