@@ -15,8 +15,9 @@ keeps its prose; each generated table sits between two markers
 and the block "verdicts" gives one line per benchmark of the run: each of its
 targets with the run's estimate, 95% interval and verdict (met / not met /
 inconclusive), or "no target". Groups absent from the results are left as
-they are (a partial `sh bench/run.sh NAME` updates only its own tables); a
-marker whose group is missing from the README is reported, not invented.
+they are (a partial `sh bench/run.sh NAME` updates only its own tables, and
+not the README's verdicts, which stay those of one full run); a marker whose
+group is missing from the results is reported, not invented.
 """
 import json
 import re
@@ -205,11 +206,18 @@ def main(argv):
     blocks = {g: [stamp(rs, runs), ""] + table(rs) for g, rs in groups.items()}
     if groups:
         blocks["verdicts"] = [stamp([], runs), ""] + verdicts(groups)
+    # One run's verdicts in one table: a partial run (sh bench/run.sh NAME)
+    # leaves the README's, which covers every benchmark, as it is.
+    partial = [b for b in ORDER if not any(g == b or g.startswith(b + "_") for g in groups)]
     if out:
         with open(out, "w") as f:
             for g, lines in blocks.items():
                 f.write(f"### {g}\n\n" + "\n".join(lines) + "\n\n")
     if readme:
+        if partial:
+            del blocks["verdicts"]
+            print(f"bench-tables: a partial run (no {', '.join(partial)}): "
+                  f"{readme}'s verdicts left as they were", file=sys.stderr)
         for g, (keep, what) in README_ROWS.items():
             if g in groups:
                 stamp_line = stamp(groups[g], runs)[:-2] + f"; rows: {what}._"
