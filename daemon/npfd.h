@@ -46,6 +46,14 @@ struct npfd_region {
 	__u64 file_offset;
 	__u32 backing;
 	int file_fd; /* NPF_BACKING_FILE: npfd's own descriptor */
+	/*
+	 * NPF_BACKING_FILE: npfd's read-only mapping of the file from
+	 * map_offset (resolve.c: page-cache pages are copied from it).
+	 */
+	const char *map;
+	__u64 map_offset, map_length;
+	bool map_failed;  /* could not map it: every read goes through io_uring */
+	int fault_around; /* pages a CPU fault brings in (aligned block); -1: npfd's setting */
 	char name[NPF_NAME_LEN];
 	struct npf_region_stats *stats; /* mmap of npf_region_stats[slot] */
 	struct npf_latency_hist *latency;
@@ -191,6 +199,8 @@ void resolve_poll_hot(void);
 bool resolve_poll_quiet(void);
 void resolve_note_device(void);
 bool region_page_installed(const struct npfd_region *r, __u64 page);
+void resolve_set_fault_around(unsigned int kib);
+void resolve_region_gone(struct npfd_region *r);
 
 /* device.c: device memory regions (the software NIC's IO page tables) */
 int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req, int fd,

@@ -257,9 +257,23 @@ struct npf_region_req {
 	__u64 length;
 	__u64 file_offset;
 	__u32 backing; /* enum npf_backing */
-	__u32 flags;   /* none defined yet: must be 0 */
+	__u32 flags;   /* NPF_REGION_*; npfd refuses others */
 	char name[NPF_NAME_LEN];
+	/* Added after the first version (NPF_REGION_REQ_SIZE_V1 bytes, still accepted). */
+	__u32 fault_around_kib; /* with NPF_REGION_FAULT_AROUND: see below */
+	__u32 pad;		/* 0 */
 };
+
+#define NPF_REGION_REQ_SIZE_V1 64 /* a request without fault_around_kib: npfd's setting */
+/*
+ * The region's own fault-around: a CPU fault that no policy decides for
+ * also installs the other pages of its aligned fault_around_kib block (a
+ * power of two, at most NPF_FAULT_AROUND_MAX_KIB) that are cheap: already
+ * in the page cache (file-backed) or zeros (anonymous). 0: the faulting
+ * page only. Without the flag, npfd's fault-around-kib applies.
+ */
+#define NPF_REGION_FAULT_AROUND 0x1
+#define NPF_FAULT_AROUND_MAX_KIB 2048
 
 struct npf_region_id_req {
 	__u32 region_id;
