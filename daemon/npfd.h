@@ -163,8 +163,9 @@ void collect_slot_free(struct npfd_region *r);
 int collect_filter_update(pid_t tgid, struct npfd_mm *mm);
 void collect_filter_remove(pid_t tgid);
 bool collect_fault_take(__u32 tid, __u64 page, struct npf_fault_record *out);
-int collect_shared_map_fd(const char *name);
-int collect_policy_install(__u32 slot, int tp_fd, int kp_fd);
+int collect_shared_map_fd(const char *name, bool cpu);
+int collect_policy_install(__u32 slot, int cpu_fd, int kp_fd);
+bool collect_policy_run_cpu(const struct npf_cpu_policy_args *args, struct npf_fault_record *out);
 void collect_policy_enable(bool on);
 bool collect_policy_enabled(void);
 const struct npf_global_stats *collect_global(void);
@@ -228,6 +229,8 @@ bool policy_loaded(const char *name);
 void policy_set_ws_dir(const char *dir);
 void policy_region_registered(struct npfd_region *r);
 void ws_record(struct npfd_region *r, __u64 page);
+bool policy_decide_cpu(struct npfd_region *r, __u32 tid, __u64 addr, bool write, __u64 raised,
+			const struct npf_fault_record *traced, struct npf_fault_record *out);
 struct npf_policy_decision policy_clamp(const struct npf_fault_record *rec,
 					const struct npfd_region *r);
 

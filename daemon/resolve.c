@@ -514,15 +514,16 @@ static void apply_decision(struct npfd_mm *mm, struct npfd_region *r,
 static void cpu_fault(struct npfd_mm *mm, __u64 addr, __u32 tid, __u64 t, bool write)
 {
 	__u64 page = addr & ~(NPF_PAGE_SIZE - 1);
-	struct npf_fault_record rec;
+	struct npf_fault_record rec, dec;
 	bool known = tid && collect_fault_take(tid, page, &rec), cached = false;
 	struct npfd_region *r = mm_find_region(mm, page);
+	__u64 raised = known && rec.ts_ns <= t ? rec.ts_ns : t;
 
-	if (r && known && rec.decision.policy_id)
-		apply_decision(mm, r, &rec);
+	if (r && policy_decide_cpu(r, tid, addr, write, raised, known ? &rec : NULL, &dec))
+		apply_decision(mm, r, &dec);
 	else if (r)
 		cached = fault_around(mm, r, page, t);
-	if (queue_fault(mm, page, tid, known && rec.ts_ns <= t ? rec.ts_ns : t, write, cached))
+	if (queue_fault(mm, page, tid, raised, write, cached))
 		pr_err("out of memory queueing a fault");
 }
 
@@ -893,6 +894,14 @@ void resolve_flush(void)
 			if (rn->status)
 				continue;
 			if (rn->direct) {
+				/*
+				 * Map the source pages in npfd first (they are in the
+				 * page cache: no I/O): UFFDIO_COPY copies with page
+				 * faults disabled and takes a slow path (locks dropped,
+				 * retried) for every source page it finds unmapped.
+				 */
+				madvise((void *)rn->direct, (size_t)rn->npages * NPF_PAGE_SIZE,
+					MADV_POPULATE_READ);
 				rn->status = install(rn, rn->direct);
 				if (rn->status == -EFAULT)
 					rn->status = install_bounced(rn);

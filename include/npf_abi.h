@@ -95,17 +95,40 @@ struct npf_policy_info {
 	char name[32];
 };
 
-/* What a policy sees: npf_policy_scratch[0] (per CPU) while it runs. */
+/*
+ * What a policy sees: npf_policy_scratch[0] (per CPU) while it runs.
+ * ctx_version (was padding, 0) says what else is there:
+ *   2: rec.tid is the faulting thread for every fault (CPU faults: the
+ *      userfaultfd message's thread id), so a policy may keep one stream
+ *      per thread (policies/seq.bpf.c).
+ */
+#define NPF_POLICY_CTX_VERSION 2
 struct npf_policy_ctx {
 	struct npf_fault_record rec; /* the fault; rec.decision is the policy's to fill */
 	__u64 region_start;
 	__u64 region_length;
 	__u32 region_slot;
-	__u32 pad;
+	__u32 ctx_version; /* NPF_POLICY_CTX_VERSION of the npfd that filled it */
 };
 
 #define NPF_MAP_POLICY_SCRATCH "npf_policy_scratch"
-#define NPF_MAP_POLICY_TP "npf_policy_tp"   /* slot 0: global; slot 1 + region slot */
+/*
+ * CPU faults: npfd runs npf_cpu_policy, which tail-calls slot 1 + region
+ * slot, then slot 0 (global). No tracepoint is involved.
+ */
+#define NPF_MAP_POLICY_CPU "npf_policy_cpu"
+
+/* npf_cpu_policy's context: a raw tracepoint's u64 arguments, filled by npfd. */
+struct npf_cpu_policy_args {
+	__u64 addr;
+	__u64 ts_ns;
+	__u64 cookie;
+	__u64 region_start;
+	__u64 region_length;
+	__u64 tgid_tid;	      /* tgid << 32 | tid */
+	__u64 region_id_slot; /* region id << 32 | region slot */
+	__u64 access;	      /* NPF_ACCESS_* */
+};
 #define NPF_MAP_POLICY_KP "npf_policy_kp"   /* the same, for device faults (uprobe) */
 #define NPF_MAP_POLICY_CONF "npf_policy_conf"
 

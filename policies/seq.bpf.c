@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * seq: adaptive readahead. Per region it remembers where the next fault of
- * a sequential reader would land (just past what it fetched last); a fault
- * there doubles the window (8, 16, ... 512 pages), a fault anywhere else
- * resets it to nothing. Use it for scans and streaming reads where the
- * order is not known in advance; random access costs it nothing extra.
+ * seq: adaptive readahead. Per region and thread (a stream: N threads
+ * scanning N parts each keep their own) it remembers where the next fault
+ * of a sequential reader would land (just past what it fetched last); a
+ * fault there doubles the window (8, 16, ... 512 pages), a fault anywhere
+ * else resets it to nothing. Use it for scans and streaming reads where
+ * the order is not known in advance; random access costs it nothing extra.
  */
 #include "npf_policy.h"
 
@@ -20,9 +21,9 @@ struct seq_state {
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, NPF_MAX_REGIONS);
-	__type(key, __u32); /* region id */
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, NPF_MAX_STREAMS);
+	__type(key, struct npf_stream_key);
 	__type(value, struct seq_state);
 } seq_state SEC(".maps");
 
@@ -31,12 +32,12 @@ int seq(void *unused)
 {
 	struct npf_policy_ctx *ctx = npf_policy_ctx();
 	struct seq_state *st, fresh = {};
+	struct npf_stream_key id;
 	__u64 page;
-	__u32 id;
 
 	if (!ctx)
 		return 0;
-	id = ctx->rec.region_id;
+	id = npf_stream(ctx);
 	page = npf_fault_page(ctx) + (ctx->rec.len ? (ctx->rec.len - 1) >> NPF_PAGE_SHIFT : 0);
 	st = bpf_map_lookup_elem(&seq_state, &id);
 	if (!st) {
