@@ -19,6 +19,7 @@ mkdir -p "$out"
 # name and the arguments of its standard run (sized for a 2-vCPU VM)
 standard="observe_overhead:--rounds=100
 observe_overhead:--rounds=100 --trace-cpu-faults
+observe_overhead:--rounds=100 --policy=seq
 cpu_fault:
 nic_fault:
 policy:
