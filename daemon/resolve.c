@@ -894,14 +894,6 @@ void resolve_flush(void)
 			if (rn->status)
 				continue;
 			if (rn->direct) {
-				/*
-				 * Map the source pages in npfd first (they are in the
-				 * page cache: no I/O): UFFDIO_COPY copies with page
-				 * faults disabled and takes a slow path (locks dropped,
-				 * retried) for every source page it finds unmapped.
-				 */
-				madvise((void *)rn->direct, (size_t)rn->npages * NPF_PAGE_SIZE,
-					MADV_POPULATE_READ);
 				rn->status = install(rn, rn->direct);
 				if (rn->status == -EFAULT)
 					rn->status = install_bounced(rn);
