@@ -76,11 +76,11 @@ static const struct opt_desc opts[] = {
 	 "a region may set its own (default 64; 0: the\n"
 	 "faulting page only)"},
 	{"trace-cpu-faults", 0, T_BOOL, L_LIVE, F(trace_cpu_faults), 0, 0, NULL,
-	 "keep the CPU fault tracepoint program attached even\n"
-	 "when no policy needs it: BPF then counts every CPU\n"
-	 "fault of a registered region and stamps its trap time,\n"
-	 "at a cost to every page fault on the machine (~50 ns;\n"
-	 "default: attached only while a fault policy is loaded)"},
+	 "attach the CPU fault tracepoint program: BPF then\n"
+	 "counts every CPU fault of a registered region and\n"
+	 "stamps its trap time, at a cost to every page fault\n"
+	 "on the machine (~50 ns; default: not attached, also\n"
+	 "while a policy is loaded: npfd runs policies itself)"},
 	{"ws-dir", 0, T_PATH, L_LIVE, F(ws_dir), 0, 0, "DIR",
 	 "where the wsreplay policy keeps working-set records\n"
 	 "(default " NPFD_DEFAULT_WS_DIR ")"},
