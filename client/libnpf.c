@@ -442,7 +442,9 @@ int npf_client__register(struct npf_client *c, void *addr, size_t len,
 		goto out;
 	fds[0] = c->uffd;
 	fds[1] = backing_fd;
-	err = request_one(c, NPF_MSG_REGION_REGISTER, &req, sizeof(req), fds,
+	/* Without a fault-around of its own, the first version's request: any npfd takes it. */
+	err = request_one(c, NPF_MSG_REGION_REGISTER, &req,
+			  fa ? sizeof(req) : NPF_REGION_REQ_SIZE_V1, fds,
 			  req.backing == NPF_BACKING_FILE ? 2 : 1, &info, sizeof(info));
 	if (err)
 		goto out;
