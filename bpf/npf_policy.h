@@ -26,6 +26,8 @@
  *
  * npfd clamps a decision that reaches outside the region or past
  * NPF_POLICY_MAX_PREFETCH pages and counts it (npfctl policy list).
+ * For a CPU fault a policy's decision replaces npfd's built-in one
+ * (fault-around); NPF_DECIDE_BUILTIN in decision.flags asks for both.
  */
 #ifndef NPF_POLICY_H
 #define NPF_POLICY_H

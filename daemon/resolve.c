@@ -509,7 +509,8 @@ static void apply_decision(struct npfd_mm *mm, struct npfd_region *r,
 
 /*
  * A CPU fault read from the userfaultfd: queue it, with what its policy
- * decided, or (no policy decided) the pages fault-around adds.
+ * decided, and -- no policy decided, or it asked for it too
+ * (NPF_DECIDE_BUILTIN) -- the pages fault-around adds.
  */
 static void cpu_fault(struct npfd_mm *mm, __u64 addr, __u32 tid, __u64 t, bool write)
 {
@@ -518,10 +519,11 @@ static void cpu_fault(struct npfd_mm *mm, __u64 addr, __u32 tid, __u64 t, bool w
 	bool known = tid && collect_fault_take(tid, page, &rec), cached = false;
 	struct npfd_region *r = mm_find_region(mm, page);
 	__u64 raised = known && rec.ts_ns <= t ? rec.ts_ns : t;
+	bool decided = r && policy_decide_cpu(r, tid, addr, write, raised, known ? &rec : NULL, &dec);
 
-	if (r && policy_decide_cpu(r, tid, addr, write, raised, known ? &rec : NULL, &dec))
+	if (decided)
 		apply_decision(mm, r, &dec);
-	else if (r)
+	if (r && (!decided || dec.decision.flags & NPF_DECIDE_BUILTIN))
 		cached = fault_around(mm, r, page, t);
 	if (queue_fault(mm, page, tid, raised, write, cached))
 		pr_err("out of memory queueing a fault");

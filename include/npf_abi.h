@@ -77,6 +77,12 @@ struct npf_fault_record {
 
 #define NPF_DECIDE_RECORD 0x1 /* append the fault to the region's working-set record */
 /*
+ * CPU faults: also apply npfd's built-in decision (fault-around: the
+ * cheap pages of the fault's aligned block), e.g. a readahead policy that
+ * sees no stream. Without it a policy's decision is all npfd does.
+ */
+#define NPF_DECIDE_BUILTIN 0x2
+/*
  * Set by the collector, never by a policy: a device request submitted
  * before the policy runs. The policy's record supersedes it; if none comes
  * (a policy that fails), npfd answers it with the built-in decision, so a

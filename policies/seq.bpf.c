@@ -4,8 +4,9 @@
  * scanning N parts each keep their own) it remembers where the next fault
  * of a sequential reader would land (just past what it fetched last); a
  * fault there doubles the window (8, 16, ... 512 pages), a fault anywhere
- * else resets it to nothing. Use it for scans and streaming reads where
- * the order is not known in advance; random access costs it nothing extra.
+ * else resets it to nothing and leaves that fault to npfd's built-in
+ * fault-around. Use it for scans and streaming reads where the order is
+ * not known in advance; random access costs it nothing extra.
  */
 #include "npf_policy.h"
 
@@ -13,11 +14,17 @@ NPF_POLICY("seq");
 
 #define SEQ_FIRST 8
 #define SEQ_MAX 512
+/*
+ * npfd's default fault-around block, in pages: after a fault left to it,
+ * a sequential reader's next fault lands anywhere up to the block's end
+ * (at the next page if the file was not in the page cache).
+ */
+#define SEQ_AROUND 16
 
 struct seq_state {
-	__u64 next_page; /* where a sequential reader faults next */
+	__u64 next_page; /* where a sequential reader faults next ... */
 	__u32 window;
-	__u32 pad;
+	__u32 slack; /* ... or up to this many pages further */
 };
 
 struct {
@@ -46,12 +53,18 @@ int seq(void *unused)
 		if (!st)
 			return npf_policy_submit(ctx);
 	}
-	if (npf_fault_page(ctx) == st->next_page)
+	if (npf_fault_page(ctx) >= st->next_page && npf_fault_page(ctx) <= st->next_page + st->slack)
 		st->window = st->window ? (st->window * 2 > SEQ_MAX ? SEQ_MAX : st->window * 2)
 					: SEQ_FIRST;
 	else
 		st->window = 0;
 	ctx->rec.decision.after = st->window;
 	st->next_page = page + st->window + 1;
+	st->slack = 0;
+	if (!st->window) {
+		/* No stream (yet): npfd's fault-around serves this fault. */
+		ctx->rec.decision.flags |= NPF_DECIDE_BUILTIN;
+		st->slack = SEQ_AROUND - 1 - (__u32)(page & (SEQ_AROUND - 1));
+	}
 	return npf_policy_submit(ctx);
 }

@@ -8,6 +8,9 @@
  * stream per region would see every fault land away from the other
  * thread's window and reset it: one fault per page. Also: the policy
  * decides with no tracepoint attached (npfctl policy list: invocations).
+ * A fault seq sees no stream for is left to npfd's fault-around (the
+ * aligned 64 KiB block: 16 pages), while exact installs the faulting page
+ * only (the old behaviour).
  */
 #include <fcntl.h>
 #include <limits.h>
@@ -91,6 +94,34 @@ int main(int argc, char **argv)
 	/* Alone, a thread's 2048 pages take 1 + log2(512/8) + 2048/512 ~ 12 faults. */
 	TH_ASSERT(faults <= 64, "%llu faults: the threads' streams disturbed each other",
 		  (unsigned long long)faults);
+
+	/* One fault of a fresh region under seq, then under exact: pages installed. */
+	for (i = 0; i < 2; i++) {
+		const char *pol = i ? "exact" : "seq";
+		unsigned int want = i ? 1 : 16;
+		char *m = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		int rid;
+
+		TH_ASSERT(m != MAP_FAILED, "mmap");
+		rid = npf_client__register(c, m, LEN, NULL);
+		TH_ASSERT(rid > 0, "register: %s", npf_client__errmsg(c));
+		snprintf(path, sizeof(path), "%s/../policies/%s.bpf.o", th_bin_dir(), pol);
+		fd = open(path, O_RDONLY);
+		TH_ASSERT(fd >= 0, "%s: %s", path, strerror(errno));
+		TH_ASSERT(npf_client__policy_load(c, fd, (__u32)rid, pol, NULL) > 0, "load %s: %s",
+			  pol, npf_client__errmsg(c));
+		close(fd);
+		(void)*(volatile char *)(m + 1000 * 4096UL);
+		TH_ASSERT(!npf_client__stats(c, (__u32)rid, &sf, &n) && n == 1, "stats");
+		printf("%s: one fault installed %llu pages\n", pol,
+		       (unsigned long long)sf->stats.pages_zeroed);
+		TH_ASSERT(sf->stats.uffd_faults == 1 && sf->stats.pages_zeroed == want,
+			  "%s: %llu faults installed %llu pages, want 1 fault and %u pages", pol,
+			  (unsigned long long)sf->stats.uffd_faults,
+			  (unsigned long long)sf->stats.pages_zeroed, want);
+		free(sf);
+		munmap(m, LEN);
+	}
 	npf_client__close(c);
 	th_npfd_stop(&d);
 	printf("ok\n");
