@@ -94,7 +94,7 @@ int resolve_init(unsigned int pages)
 	bounce = mmap(NULL, MAX_RUN_PAGES * NPF_PAGE_SIZE, PROT_READ | PROT_WRITE,
 		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (zeros == MAP_FAILED || bounce == MAP_FAILED) {
-		pr_err("cannot map the zero source: %s", strerror(errno));
+		pr_err("cannot map the zero source and the bounce buffer: %s", strerror(errno));
 		return -errno;
 	}
 	err = io_uring_queue_init(MAX_RUN_PAGES, &io_ring, 0);
@@ -402,8 +402,8 @@ void resolve_set_fault_around(unsigned int kib)
 /*
  * npfd's read-only mapping of r's file, made at the first need, or NULL.
  * npfd never reads it itself: only UFFDIO_COPY does, in the kernel, where
- * a page past a file truncated meanwhile is an EFAULT (install_direct()),
- * not a SIGBUS that would kill npfd.
+ * a page past a file truncated meanwhile is an EFAULT (install_bounced()
+ * takes over), not a SIGBUS that would kill npfd.
  */
 static const char *region_map(struct npfd_region *r)
 {

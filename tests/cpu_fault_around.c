@@ -7,7 +7,9 @@
  * that is present is never overwritten; a cold file brings in only the
  * faulting page (fault-around costs no I/O); a region's own size
  * (fault_around_kib) and exact (NPF_FAULT_AROUND_EXACT) are honoured, a
- * bad size refused; npfd --fault-around-kib 0 makes exact the default.
+ * bad size refused; npfd --fault-around-kib 0 makes exact the default. A
+ * file truncated under a region (npfd maps it to copy page-cache pages)
+ * reads as zeros past its end, and npfd lives on.
  */
 #include <fcntl.h>
 #include <stdint.h>
@@ -194,6 +196,40 @@ int main(void)
 	check_file_page(mem, 25);
 	printf("present page 20 kept its bytes through the fault-around of page 25\n");
 	munmap(mem, LEN);
+
+	/* The file cut in half under a warm region: the rest reads as zeros, npfd lives. */
+	{
+		int tfd;
+		char tpath[64];
+		uint64_t *buf = malloc(LEN);
+		unsigned int i;
+
+		snprintf(tpath, sizeof(tpath), "/var/tmp/npf-test-fa-t-XXXXXX");
+		tfd = mkstemp(tpath);
+		TH_ASSERT(tfd >= 0 && buf, "create: %s", strerror(errno));
+		unlink(tpath);
+		for (i = 0; i < LEN / 8; i++)
+			buf[i] = pattern(i * 8UL);
+		TH_ASSERT(pwrite(tfd, buf, LEN, 0) == (ssize_t)LEN, "write");
+		mem = map_aligned();
+		{
+			NPF_OPTS(npf_region_opts, o, .backing = NPF_BACKING_FILE, .backing_fd = tfd);
+
+			id = npf_client__register(c, mem, LEN, &o);
+			TH_ASSERT(id > 0, "register: %s", npf_client__errmsg(c));
+		}
+		(void)*(volatile char *)(mem + 10 * 4096UL); /* maps the file in npfd */
+		TH_ASSERT(!ftruncate(tfd, LEN / 2), "ftruncate");
+		for (i = PAGES / 2; i < PAGES; i++)
+			TH_ASSERT(*(volatile uint64_t *)(mem + i * 4096UL) == 0,
+				  "page %u past the end of the truncated file is not zeros", i);
+		check_file_page(mem, PAGES / 2 - 1);
+		TH_ASSERT(th_npfd_alive(&d), "npfd died when the file was truncated");
+		printf("file truncated under its region: pages past its end read as zeros\n");
+		munmap(mem, LEN);
+		close(tfd);
+		free(buf);
+	}
 
 	/* A cold file: fault-around adds no I/O, only the faulting page is read. */
 	TH_ASSERT(!posix_fadvise(file_fd, 0, 0, POSIX_FADV_DONTNEED), "POSIX_FADV_DONTNEED");
