@@ -9,8 +9,11 @@
  * (fault_around_kib) and exact (NPF_FAULT_AROUND_EXACT) are honoured, a
  * bad size refused; npfd --fault-around-kib 0 makes exact the default. A
  * file truncated under a region (npfd maps it to copy page-cache pages)
- * reads as zeros past its end, and npfd lives on.
+ * reads as zeros past its end, and npfd lives on. A tmpfs file's pages
+ * are copied without an io_uring worker thread (iou-wrk: io_uring reads of
+ * tmpfs cannot be done inline).
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -164,6 +167,70 @@ static bool file_cold(void)
 	return cold;
 }
 
+/* npfd's io_uring worker threads (comm "iou-wrk-PID") right now. */
+static int io_workers(pid_t pid)
+{
+	char path[64], comm[32];
+	struct dirent *e;
+	int n = 0;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	dir = opendir(path);
+	TH_ASSERT(dir, "%s: %s", path, strerror(errno));
+	while ((e = readdir(dir))) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/comm", pid, e->d_name);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		if (fgets(comm, sizeof(comm), f) && !strncmp(comm, "iou-wrk", 7))
+			n++;
+		fclose(f);
+	}
+	closedir(dir);
+	return n;
+}
+
+/* Every page of a region backed by a tmpfs file: read, checked, no io_uring worker. */
+static void tmpfs_no_worker(void)
+{
+	uint64_t *buf = malloc(LEN);
+	char path[64];
+	unsigned int i;
+	int fd, id;
+	char *mem;
+
+	snprintf(path, sizeof(path), "/dev/shm/npf-test-fa-XXXXXX");
+	fd = mkstemp(path);
+	if (fd < 0) {
+		printf("tmpfs: skipped (no /dev/shm: %s)\n", strerror(errno));
+		free(buf);
+		return;
+	}
+	unlink(path);
+	for (i = 0; i < LEN / 8; i++)
+		buf[i] = pattern(i * 8UL);
+	TH_ASSERT(buf && pwrite(fd, buf, LEN, 0) == (ssize_t)LEN, "write %s", path);
+	mem = map_aligned();
+	{
+		NPF_OPTS(npf_region_opts, o, .backing = NPF_BACKING_FILE, .backing_fd = fd);
+
+		id = npf_client__register(c, mem, LEN, &o);
+		TH_ASSERT(id > 0, "register: %s", npf_client__errmsg(c));
+	}
+	for (i = 0; i < PAGES; i++)
+		check_file_page(mem, i);
+	printf("tmpfs file: %d pages read in %llu faults, npfd has %d io_uring worker threads\n",
+	       PAGES, (unsigned long long)stats(id).uffd_faults, io_workers(d.pid));
+	TH_ASSERT(io_workers(d.pid) == 0,
+		  "npfd read page-cache pages of a tmpfs file through an io_uring worker");
+	munmap(mem, LEN);
+	close(fd);
+	free(buf);
+}
+
 int main(void)
 {
 	static const char *const exact_args[] = {"--fault-around-kib", "0", NULL};
@@ -176,6 +243,7 @@ int main(void)
 	c = npf_client__connect(NULL);
 	TH_ASSERT(c, "connect: %s", strerror(errno));
 
+	tmpfs_no_worker(); /* first: an npfd that read nothing yet has no worker */
 	one_fault(NPF_BACKING_FILE, 0, 21, 16, "file, warm, default");
 	one_fault(NPF_BACKING_ANON, 0, 40, 16, "anonymous, default");
 	one_fault(NPF_BACKING_FILE, NPF_FAULT_AROUND_EXACT, 21, 1, "file, region exact");
