@@ -502,9 +502,12 @@ int collect_policy_install(__u32 slot, int cpu_fd, int kp_fd)
 bool collect_policy_run_cpu(const struct npf_cpu_policy_args *args, struct npf_fault_record *out)
 {
 	LIBBPF_OPTS(bpf_test_run_opts, run, .ctx_in = args, .ctx_size_in = sizeof(*args));
+	__u32 slot = (__u32)args->region_id_slot;
 	int err;
 
-	if (!policies_on || !policy_slots_used)
+	/* Nothing in the region's slot or the global one: spare the system call. */
+	if (!policies_on || slot >= NPF_MAX_REGIONS ||
+	    (!policy_slot_used[0] && !policy_slot_used[1 + slot]))
 		return false;
 	cpu_decided.decision.policy_id = 0;
 	err = bpf_prog_test_run_opts(bpf_program__fd(skel->progs.npf_cpu_policy), &run);
