@@ -5,8 +5,8 @@
 # build/bench/results.jsonl ($NPF_BENCH_JSON: the same run prints both), CDF
 # data and PNG plots to build/bench/.
 #   sh bench/run.sh [NAME...]    run some benchmarks only
-# The shared npfd runs as by default: its CPU fault collector is attached
-# only while a policy is loaded, so the kernel-fault baselines pay nothing.
+# The shared npfd runs as by default: its CPU fault collector is not
+# attached (policies are run by npfd), so the kernel-fault baselines pay nothing.
 # observe_overhead runs first, before the shared npfd starts: it starts and
 # stops its own npfd (its "without" rounds need no npfd running).
 set -eu
