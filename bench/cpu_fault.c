@@ -143,8 +143,11 @@ int main(int argc, char **argv)
 				die("mmap", errno);
 		}
 		{
-			NPF_OPTS(npf_region_opts, ao, .name = "bench-anon");
-			NPF_OPTS(npf_region_opts, fo, .backing = NPF_BACKING_FILE, .backing_fd = fd, .name = "bench-file");
+			/* Exact: each touch is a fault of its own (fault-around would serve 15 of 16). */
+			NPF_OPTS(npf_region_opts, ao, .name = "bench-anon",
+				 .fault_around_kib = NPF_FAULT_AROUND_EXACT);
+			NPF_OPTS(npf_region_opts, fo, .backing = NPF_BACKING_FILE, .backing_fd = fd,
+				 .name = "bench-file", .fault_around_kib = NPF_FAULT_AROUND_EXACT);
 
 			id = npf_client__register(c, mem[NPF_ANON], len, &ao);
 			if (id < 0)

@@ -8,8 +8,8 @@
 # Then scripts/bench-tables.py writes build/bench/tables.md and splices the
 # tables into bench/README.md between its markers (NPF_BENCH_README=0: not).
 #   sh bench/run.sh [NAME...]    run some benchmarks only
-# The shared npfd runs as by default: its CPU fault collector is attached
-# only while a policy is loaded, so the kernel-fault baselines pay nothing.
+# The shared npfd runs as by default: its CPU fault collector is not
+# attached (policies are run by npfd), so the kernel-fault baselines pay nothing.
 # observe_overhead runs first, before the shared npfd starts: it starts and
 # stops its own npfd (its "without" rounds need no npfd running).
 set -eu
@@ -22,6 +22,7 @@ mkdir -p "$out"
 # name and the arguments of its standard run (sized for a 2-vCPU VM)
 standard="observe_overhead:--rounds=100
 observe_overhead:--rounds=100 --trace-cpu-faults
+observe_overhead:--rounds=100 --policy=seq
 cpu_fault:
 nic_fault:
 policy:

@@ -10,6 +10,15 @@
  * - uprobe on the software NIC's npf_nic_fault_report(): its page request
  *   groups, attached by npfd per process when a device region is attached.
  *
+ * - npf_cpu_policy (syscall program): not attached anywhere. npfd runs it
+ *   itself (BPF_PROG_TEST_RUN) for the CPU faults it reads from a
+ *   userfaultfd, to run the fault's policy: so loading a policy attaches
+ *   nothing machine-wide.
+ *
+ * The tracepoint is attached only with --trace-cpu-faults (observation:
+ * a BPF count and the trap-time stamp), since it runs on every page fault
+ * of every process on the machine.
+ *
  * Records go to npfd over a ring buffer. A CPU fault's record needs no
  * wakeup: npfd reads the ring every time its userfaultfd wakes it, so the
  * hot path pays for no extra context switch (unless the ring is filling
@@ -71,15 +80,25 @@ struct {
  * Policies (policies/, bpf/npf_policy.h) are reached by tail call: slot 0
  * is the global policy, slot 1 + region slot a region's own. A tail call
  * needs the caller's program type, so npfd loads each policy twice: as a
- * tracepoint program for CPU faults, as a kprobe program for the NIC's
- * uprobe. The fault travels in npf_policy_scratch.
+ * syscall program for CPU faults (npf_cpu_policy's tail calls), as a
+ * kprobe program for the NIC's uprobe. The fault travels in the policy's
+ * npf_policy_scratch map: for the syscall copy npfd binds that name to
+ * npf_policy_scratch_cpu, so that a device fault's collector preempting
+ * npfd's run on the same CPU cannot overwrite the fault it decides on.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
 	__uint(max_entries, NPF_MAX_REGIONS + 1);
 	__type(key, __u32);
 	__type(value, __u32);
-} npf_policy_tp SEC(".maps");
+} npf_policy_cpu SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct npf_policy_ctx);
+} npf_policy_scratch_cpu SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
@@ -191,6 +210,10 @@ static __always_inline void fill_region(struct npf_policy_ctx *pc, const struct 
 	pc->region_slot = r->slot;
 }
 
+/*
+ * Observation only (--trace-cpu-faults): count the fault and stamp its
+ * trap time for npfd. Policies are npf_cpu_policy's business.
+ */
 SEC("tp/exceptions/page_fault_user")
 int npf_cpu_fault(struct page_fault_user_args *ctx)
 {
@@ -199,7 +222,7 @@ int npf_cpu_fault(struct page_fault_user_args *ctx)
 	struct npf_proc_ranges *pr;
 	const struct npf_range *r;
 	struct npf_region_stats *st;
-	struct npf_policy_ctx *pc;
+	struct npf_fault_record rec = {};
 
 	pr = bpf_map_lookup_elem(&npf_procs, &tgid);
 	if (!pr)
@@ -212,31 +235,71 @@ int npf_cpu_fault(struct page_fault_user_args *ctx)
 	st = range_stats(r);
 	if (st)
 		__sync_fetch_and_add(&st->cpu_faults, 1);
-	pc = policy_ctx();
+
+	rec.version = NPF_RECORD_VERSION;
+	rec.source = NPF_SRC_CPU;
+	rec.access = (ctx->error_code & X86_PF_WRITE) ? NPF_ACCESS_WRITE : NPF_ACCESS_READ;
+	if (ctx->error_code & X86_PF_INSTR)
+		rec.access |= NPF_ACCESS_EXEC;
+	if (ctx->error_code & X86_PF_PROT)
+		rec.access |= NPF_ACCESS_PROT;
+	rec.tgid = tgid;
+	rec.tid = (__u32)id;
+	rec.region_id = r->region_id;
+	rec.addr = ctx->address;
+	rec.len = NPF_PAGE_SIZE;
+	rec.ts_ns = bpf_ktime_get_ns();
+	rec.cookie = ctx->ip;
+	rec.npages = 1;
+	submit_record(&rec);
+	return 0;
+}
+
+/*
+ * Run the policy of a CPU fault npfd read from a userfaultfd. npfd calls
+ * it with BPF_PROG_TEST_RUN, the fault in the context (struct
+ * npf_cpu_policy_args); the policy submits its decision to npf_events,
+ * where npfd reads it at once. Returns with nothing submitted when no
+ * policy is in the fault's slot or the global one: npfd then applies the
+ * built-in decision.
+ *
+ * A raw tracepoint program that is never attached: of the program types
+ * BPF_PROG_TEST_RUN runs, syscall programs must be sleepable and a
+ * sleepable program may not use a prog array; a raw tracepoint's test run
+ * takes up to 12 u64 arguments and runs with preemption off, on npfd's
+ * CPU. npfd sets the type (libbpf's raw_tp sections want a target).
+ */
+SEC("tracepoint")
+int npf_cpu_policy(struct npf_cpu_policy_args *in)
+{
+	__u32 zero = 0;
+	struct npf_policy_ctx *pc = bpf_map_lookup_elem(&npf_policy_scratch_cpu, &zero);
+	__u64 ids, tids;
+
 	if (!pc)
 		return 0;
-
+	ids = in->region_id_slot;
+	tids = in->tgid_tid;
+	__builtin_memset(pc, 0, sizeof(*pc));
 	pc->rec.version = NPF_RECORD_VERSION;
 	pc->rec.source = NPF_SRC_CPU;
-	pc->rec.access = (ctx->error_code & X86_PF_WRITE) ? NPF_ACCESS_WRITE : NPF_ACCESS_READ;
-	if (ctx->error_code & X86_PF_INSTR)
-		pc->rec.access |= NPF_ACCESS_EXEC;
-	if (ctx->error_code & X86_PF_PROT)
-		pc->rec.access |= NPF_ACCESS_PROT;
-	pc->rec.tgid = tgid;
-	pc->rec.tid = (__u32)id;
-	pc->rec.addr = ctx->address;
+	pc->rec.access = (__u8)in->access;
+	pc->rec.tgid = (__u32)(tids >> 32);
+	pc->rec.tid = (__u32)tids;
+	pc->rec.region_id = (__u32)(ids >> 32);
+	pc->rec.addr = in->addr;
 	pc->rec.len = NPF_PAGE_SIZE;
-	pc->rec.ts_ns = bpf_ktime_get_ns();
-	pc->rec.cookie = ctx->ip;
+	pc->rec.ts_ns = in->ts_ns;
+	pc->rec.cookie = in->cookie;
 	pc->rec.npages = 1;
-	fill_region(pc, r);
-	if (policies_enabled()) {
-		/* Each returns only if its slot is empty (or the policy failed to run). */
-		bpf_tail_call(ctx, &npf_policy_tp, 1 + pc->region_slot);
-		bpf_tail_call(ctx, &npf_policy_tp, 0);
-	}
-	submit_record(&pc->rec); /* the built-in decision: the faulting page only */
+	pc->region_start = in->region_start;
+	pc->region_length = in->region_length;
+	pc->region_slot = (__u32)ids;
+	pc->ctx_version = NPF_POLICY_CTX_VERSION;
+	if (pc->region_slot >= NPF_MAX_REGIONS)
+		return 0;
+	bpf_tail_call(in, &npf_policy_cpu, 1 + pc->region_slot);
+	bpf_tail_call(in, &npf_policy_cpu, 0);
 	return 0;
 }
 
@@ -265,6 +328,7 @@ int BPF_KPROBE(npf_nic_fault, const struct npf_page_request *ureq)
 	pc = policy_ctx();
 	if (!pc)
 		return 0;
+	pc->ctx_version = NPF_POLICY_CTX_VERSION;
 	pc->rec.version = NPF_RECORD_VERSION;
 	pc->rec.source = NPF_SRC_DEVICE;
 	pc->rec.access = (__u8)req.access;

@@ -26,6 +26,8 @@
  *
  * npfd clamps a decision that reaches outside the region or past
  * NPF_POLICY_MAX_PREFETCH pages and counts it (npfctl policy list).
+ * For a CPU fault a policy's decision replaces npfd's built-in one
+ * (fault-around); NPF_DECIDE_BUILTIN in decision.flags asks for both.
  */
 #ifndef NPF_POLICY_H
 #define NPF_POLICY_H
@@ -58,6 +60,28 @@ static __always_inline __u64 npf_fault_page(const struct npf_policy_ctx *ctx)
 {
 	return ctx->rec.addr >> NPF_PAGE_SHIFT;
 }
+
+/*
+ * A key for per-thread state: the fault's region and thread, so that N
+ * threads scanning N parts of a region each keep their own stream. The
+ * thread is known for every fault from ctx_version 2 on; before, 0.
+ */
+struct npf_stream_key {
+	__u32 region_id;
+	__u32 tid;
+};
+
+static __always_inline struct npf_stream_key npf_stream(const struct npf_policy_ctx *ctx)
+{
+	struct npf_stream_key k = {.region_id = ctx->rec.region_id};
+
+	if (ctx->ctx_version >= 2)
+		k.tid = ctx->rec.tid;
+	return k;
+}
+
+/* Streams a policy keeps at most: the least recently used goes (LRU hash). */
+#define NPF_MAX_STREAMS 16384
 
 /* Page index of the fault within its region. */
 static __always_inline __u64 npf_region_page(const struct npf_policy_ctx *ctx)

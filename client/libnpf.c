@@ -402,12 +402,17 @@ int npf_client__register(struct npf_client *c, void *addr, size_t len,
 	int backing_fd = OPTS_GET(opts, struct npf_region_opts, backing_fd, -1);
 	const char *name = OPTS_GET(opts, struct npf_region_opts, name, NULL);
 	struct npf_region_info info;
-	int fds[2], err;
+	int fds[2], err, fa;
 
 	if (!c)
 		return -EINVAL;
 	pthread_mutex_lock(&c->lock);
 	req.file_offset = OPTS_GET(opts, struct npf_region_opts, file_offset, 0);
+	fa = OPTS_GET(opts, struct npf_region_opts, fault_around_kib, 0);
+	if (fa) {
+		req.flags |= NPF_REGION_FAULT_AROUND;
+		req.fault_around_kib = fa < 0 ? 0 : (__u32)fa; /* npfd checks the size */
+	}
 	if (!opts_valid(opts, sizeof(struct npf_region_opts))) {
 		err = set_err(c, EINVAL, "bad npf_region_opts: size %zu, or unknown fields set",
 			      opts->sz);
@@ -437,7 +442,9 @@ int npf_client__register(struct npf_client *c, void *addr, size_t len,
 		goto out;
 	fds[0] = c->uffd;
 	fds[1] = backing_fd;
-	err = request_one(c, NPF_MSG_REGION_REGISTER, &req, sizeof(req), fds,
+	/* Without a fault-around of its own, the first version's request: any npfd takes it. */
+	err = request_one(c, NPF_MSG_REGION_REGISTER, &req,
+			  fa ? sizeof(req) : NPF_REGION_REQ_SIZE_V1, fds,
 			  req.backing == NPF_BACKING_FILE ? 2 : 1, &info, sizeof(info));
 	if (err)
 		goto out;

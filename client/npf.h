@@ -68,7 +68,12 @@ struct npf_region_opts {
 	int backing_fd;	    /* NPF_BACKING_FILE only: the file (npfd keeps its own reference) */
 	__u64 file_offset;  /* NPF_BACKING_FILE only: where the region starts (page aligned) */
 	const char *name;   /* shown by npfctl; truncated to NPF_NAME_LEN - 1 */
+	int fault_around_kib; /* 0: npfd's fault-around-kib; NPF_FAULT_AROUND_EXACT: the
+			       * faulting page only; else a power of two, 4 to 2048 KiB:
+			       * a CPU fault also installs its aligned block's cheap pages */
 };
+
+#define NPF_FAULT_AROUND_EXACT (-1)
 
 /*
  * Register [addr, addr + len) of this process's memory. The memory must be

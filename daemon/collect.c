@@ -45,6 +45,8 @@ static __u8 slot_used[NPF_MAX_REGIONS];
  */
 #define TS_TABLE 8192
 static struct npf_fault_record last_fault[TS_TABLE];
+/* The decision of the last policy npfd ran for a CPU fault (collect_policy_run_cpu()). */
+static struct npf_fault_record cpu_decided;
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
@@ -119,7 +121,9 @@ static int handle_record(void *ctx, void *data, size_t size)
 		resolve_note_device();
 		device_record(rec);
 	}
-	if (rec->source == NPF_SRC_CPU && rec->tid)
+	if (rec->source == NPF_SRC_CPU && rec->decision.policy_id)
+		cpu_decided = *rec; /* collect_policy_run_cpu() waits for it */
+	else if (rec->source == NPF_SRC_CPU && rec->tid)
 		last_fault[rec->tid % TS_TABLE] = *rec;
 	pr_debug("fault record: src=%u tgid=%u tid=%u region=%u addr=0x%llx access=%#x",
 		 rec->source, rec->tgid, rec->tid, rec->region_id, (unsigned long long)rec->addr,
@@ -216,7 +220,7 @@ static int pin_maps(void)
 	pinned_maps[3] = skel->maps.npf_latency;
 	pinned_maps[4] = skel->maps.npf_events;
 	pinned_maps[5] = skel->maps.npf_global;
-	pinned_maps[6] = skel->maps.npf_policy_tp;
+	pinned_maps[6] = skel->maps.npf_policy_cpu;
 	pinned_maps[7] = skel->maps.npf_policy_kp;
 	pinned_maps[8] = skel->maps.npf_policy_conf;
 	pinned_maps[9] = skel->maps.npf_policy_scratch;
@@ -269,6 +273,9 @@ int collect_open(const char *bpffs)
 		pr_err("cannot open the BPF collectors: %s", strerror(errno));
 		return -errno;
 	}
+	/* Not attached: npfd runs it (bpf/npf_collect.bpf.c says why it is in SEC("tracepoint")). */
+	bpf_program__set_type(skel->progs.npf_cpu_policy, BPF_PROG_TYPE_RAW_TRACEPOINT);
+	bpf_program__set_autoattach(skel->progs.npf_cpu_policy, false);
 	err = npf_collect_bpf__load(skel);
 	if (err) {
 		pr_err("cannot load the BPF collectors: %s (npfd needs CAP_BPF and CAP_PERFMON, or root)",
@@ -389,11 +396,15 @@ void collect_nic_uprobe_put(struct npfd_mm *mm)
 	free(p);
 }
 
-/* The collectors' maps a policy object shares (bpf/npf_policy.h), by name. */
-int collect_shared_map_fd(const char *name)
+/*
+ * The collectors' maps a policy object shares (bpf/npf_policy.h), by name;
+ * cpu: for the copy npf_cpu_policy calls, which has a scratch of its own.
+ */
+int collect_shared_map_fd(const char *name, bool cpu)
 {
 	if (!strcmp(name, NPF_MAP_POLICY_SCRATCH))
-		return bpf_map__fd(skel->maps.npf_policy_scratch);
+		return bpf_map__fd(cpu ? skel->maps.npf_policy_scratch_cpu
+				       : skel->maps.npf_policy_scratch);
 	if (!strcmp(name, NPF_MAP_EVENTS))
 		return bpf_map__fd(skel->maps.npf_events);
 	if (!strcmp(name, NPF_MAP_RING_CTL))
@@ -412,21 +423,21 @@ static bool cpu_trace_always;
  * tracepoint's and the program dispatch's, whatever the program does:
  * ~50-80 ns a fault here, 5% of a 1 us fault (bench/README.md,
  * observe_overhead). userfaultfd already brings npfd every CPU fault of a
- * registered region; the tracepoint adds what only it can give -- a
- * policy's decision made in the kernel -- and, for observability, the BPF
- * count and the trap-time stamp. So it is attached while a policy is
- * installed, or always with --trace-cpu-faults.
+ * registered region, and npfd runs their policies itself
+ * (collect_policy_run_cpu()); the tracepoint adds only observation -- the
+ * BPF count and the trap-time stamp -- so it is attached with
+ * --trace-cpu-faults only.
  */
 static void cpu_trace_update(void)
 {
-	bool want = cpu_trace_always || policy_slots_used;
+	bool want = cpu_trace_always;
 
 	if (want == !!skel->links.npf_cpu_fault)
 		return;
 	if (!want) {
 		bpf_link__destroy(skel->links.npf_cpu_fault);
 		skel->links.npf_cpu_fault = NULL;
-		pr_info("CPU fault tracepoint detached (no policy loaded, --trace-cpu-faults off)");
+		pr_info("CPU fault tracepoint detached (--trace-cpu-faults off)");
 		return;
 	}
 	skel->links.npf_cpu_fault = bpf_program__attach(skel->progs.npf_cpu_fault);
@@ -434,8 +445,7 @@ static void cpu_trace_update(void)
 		pr_err("cannot attach to tracepoint exceptions:page_fault_user: %s (policies will not see CPU faults)",
 		       strerror(errno));
 	else
-		pr_info("CPU fault tracepoint attached (%s)",
-			cpu_trace_always ? "--trace-cpu-faults" : "a policy is loaded");
+		pr_info("CPU fault tracepoint attached (--trace-cpu-faults)");
 }
 
 void collect_cpu_trace_always(bool always)
@@ -459,17 +469,17 @@ static void policy_conf_write(void)
 }
 
 /* Point slot at the two copies of a policy (-1, -1: empty the slot). */
-int collect_policy_install(__u32 slot, int tp_fd, int kp_fd)
+int collect_policy_install(__u32 slot, int cpu_fd, int kp_fd)
 {
-	int tp = bpf_map__fd(skel->maps.npf_policy_tp), kp = bpf_map__fd(skel->maps.npf_policy_kp);
-	bool used = tp_fd >= 0;
+	int cpu = bpf_map__fd(skel->maps.npf_policy_cpu), kp = bpf_map__fd(skel->maps.npf_policy_kp);
+	bool used = cpu_fd >= 0;
 
 	if (slot > NPF_MAX_REGIONS)
 		return -EINVAL;
 	if (!used) {
-		bpf_map_delete_elem(tp, &slot);
+		bpf_map_delete_elem(cpu, &slot);
 		bpf_map_delete_elem(kp, &slot);
-	} else if (bpf_map_update_elem(tp, &slot, &tp_fd, BPF_ANY) ||
+	} else if (bpf_map_update_elem(cpu, &slot, &cpu_fd, BPF_ANY) ||
 		   bpf_map_update_elem(kp, &slot, &kp_fd, BPF_ANY)) {
 		return -errno;
 	}
@@ -477,9 +487,45 @@ int collect_policy_install(__u32 slot, int tp_fd, int kp_fd)
 		policy_slot_used[slot] = used;
 		policy_slots_used += used ? 1 : -1;
 		policy_conf_write();
-		cpu_trace_update();
 	}
 	return 0;
+}
+
+/*
+ * Run the policy of a CPU fault (args, filled by policy_decide_cpu()) with
+ * npf_cpu_policy and BPF_PROG_TEST_RUN, on npfd's own CPU time: the
+ * policy's record is in the ring buffer when the run returns. Returns true
+ * with the policy's record in *out, false when no policy decided (none in
+ * the fault's slot or the global one, the kill switch, or a policy that
+ * did not submit): the built-in decision applies.
+ */
+bool collect_policy_run_cpu(const struct npf_cpu_policy_args *args, struct npf_fault_record *out)
+{
+	LIBBPF_OPTS(bpf_test_run_opts, run, .ctx_in = args, .ctx_size_in = sizeof(*args));
+	__u32 slot = (__u32)args->region_id_slot;
+	int err;
+
+	/* Nothing in the region's slot or the global one: spare the system call. */
+	if (!policies_on || slot >= NPF_MAX_REGIONS ||
+	    (!policy_slot_used[0] && !policy_slot_used[1 + slot]))
+		return false;
+	cpu_decided.decision.policy_id = 0;
+	err = bpf_prog_test_run_opts(bpf_program__fd(skel->progs.npf_cpu_policy), &run);
+	if (err) {
+		static bool said;
+
+		if (!said)
+			pr_warn("running CPU fault policies failed: %s (built-in decisions instead)",
+				strerror(-err));
+		said = true;
+		return false;
+	}
+	collect_drain();
+	if (!cpu_decided.decision.policy_id || cpu_decided.addr != args->addr ||
+	    cpu_decided.ts_ns != args->ts_ns)
+		return false;
+	*out = cpu_decided;
+	return true;
 }
 
 void collect_policy_enable(bool on)

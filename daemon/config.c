@@ -67,12 +67,20 @@ static const struct opt_desc opts[] = {
 	 "userfaultfds, and the ring buffer of device page\n"
 	 "requests, which then skip their wakeup (default 100;\n"
 	 "0: never poll)"},
+	{"fault-around-kib", 0, T_UINT, L_LIVE, F(fault_around_kib), 0, NPF_FAULT_AROUND_MAX_KIB,
+	 "N",
+	 "a CPU fault no policy decides for also installs the\n"
+	 "other pages of its aligned N KiB block that cost no\n"
+	 "I/O (in the page cache, or zeros), as the kernel's\n"
+	 "fault-around does; rounded down to a power of two;\n"
+	 "a region may set its own (default 64; 0: the\n"
+	 "faulting page only)"},
 	{"trace-cpu-faults", 0, T_BOOL, L_LIVE, F(trace_cpu_faults), 0, 0, NULL,
-	 "keep the CPU fault tracepoint program attached even\n"
-	 "when no policy needs it: BPF then counts every CPU\n"
-	 "fault of a registered region and stamps its trap time,\n"
-	 "at a cost to every page fault on the machine (~50 ns;\n"
-	 "default: attached only while a fault policy is loaded)"},
+	 "attach the CPU fault tracepoint program: BPF then\n"
+	 "counts every CPU fault of a registered region and\n"
+	 "stamps its trap time, at a cost to every page fault\n"
+	 "on the machine (~50 ns; default: not attached, also\n"
+	 "while a policy is loaded: npfd runs policies itself)"},
 	{"ws-dir", 0, T_PATH, L_LIVE, F(ws_dir), 0, 0, "DIR",
 	 "where the wsreplay policy keeps working-set records\n"
 	 "(default " NPFD_DEFAULT_WS_DIR ")"},
@@ -120,6 +128,7 @@ static void config_defaults(struct npfd_config *c)
 	snprintf(c->bpffs, sizeof(c->bpffs), "%s", NPF_DEFAULT_BPFFS);
 	c->staging_pages = 1024;
 	c->poll_us = 100;
+	c->fault_around_kib = 64;
 	snprintf(c->ws_dir, sizeof(c->ws_dir), "%s", NPFD_DEFAULT_WS_DIR);
 }
 

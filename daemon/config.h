@@ -18,6 +18,7 @@ struct npfd_config {
 	char bpffs[256];
 	unsigned int staging_pages;
 	unsigned int poll_us;
+	unsigned int fault_around_kib;
 	bool trace_cpu_faults;
 	char ws_dir[256];
 	unsigned int verbose;

@@ -478,6 +478,15 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 	else
 		reply_start(&rp, NULL);
 
+	/* A register request of before fault_around_kib: the same, with the new fields zeroed. */
+	_Static_assert(offsetof(struct npf_region_req, fault_around_kib) == NPF_REGION_REQ_SIZE_V1,
+		       "NPF_REGION_REQ_SIZE_V1 is where the first version ended");
+	if (n == sizeof(*hdr) + NPF_REGION_REQ_SIZE_V1 && hdr->magic == NPF_PROTO_MAGIC &&
+	    hdr->type == NPF_MSG_REGION_REGISTER && hdr->len == n) {
+		memset(buf + n, 0, sizeof(struct npf_region_req) - NPF_REGION_REQ_SIZE_V1);
+		n += sizeof(struct npf_region_req) - NPF_REGION_REQ_SIZE_V1;
+		hdr->len = (__u32)n;
+	}
 	if (flags & MSG_TRUNC) {
 		bad_message(c);
 		reply_error(&rp, -EMSGSIZE, "request too large: requests are at most %d bytes",

@@ -43,6 +43,7 @@ static void config_apply_live(const struct npfd_config *c)
 {
 	log_level = config_log_level(c);
 	resolve_set_poll(c->poll_us);
+	resolve_set_fault_around(c->fault_around_kib);
 	policy_set_ws_dir(c->ws_dir);
 	collect_cpu_trace_always(c->trace_cpu_faults);
 }

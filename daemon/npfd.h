@@ -46,6 +46,14 @@ struct npfd_region {
 	__u64 file_offset;
 	__u32 backing;
 	int file_fd; /* NPF_BACKING_FILE: npfd's own descriptor */
+	/*
+	 * NPF_BACKING_FILE: npfd's read-only mapping of the file from
+	 * map_offset (resolve.c: page-cache pages are copied from it).
+	 */
+	const char *map;
+	__u64 map_offset, map_length;
+	bool map_failed;  /* could not map it: every read goes through io_uring */
+	int fault_around; /* pages a CPU fault brings in (aligned block); -1: npfd's setting */
 	char name[NPF_NAME_LEN];
 	struct npf_region_stats *stats; /* mmap of npf_region_stats[slot] */
 	struct npf_latency_hist *latency;
@@ -155,8 +163,9 @@ void collect_slot_free(struct npfd_region *r);
 int collect_filter_update(pid_t tgid, struct npfd_mm *mm);
 void collect_filter_remove(pid_t tgid);
 bool collect_fault_take(__u32 tid, __u64 page, struct npf_fault_record *out);
-int collect_shared_map_fd(const char *name);
-int collect_policy_install(__u32 slot, int tp_fd, int kp_fd);
+int collect_shared_map_fd(const char *name, bool cpu);
+int collect_policy_install(__u32 slot, int cpu_fd, int kp_fd);
+bool collect_policy_run_cpu(const struct npf_cpu_policy_args *args, struct npf_fault_record *out);
 void collect_policy_enable(bool on);
 bool collect_policy_enabled(void);
 const struct npf_global_stats *collect_global(void);
@@ -191,6 +200,8 @@ void resolve_poll_hot(void);
 bool resolve_poll_quiet(void);
 void resolve_note_device(void);
 bool region_page_installed(const struct npfd_region *r, __u64 page);
+void resolve_set_fault_around(unsigned int kib);
+void resolve_region_gone(struct npfd_region *r);
 
 /* device.c: device memory regions (the software NIC's IO page tables) */
 int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req, int fd,
@@ -218,6 +229,8 @@ bool policy_loaded(const char *name);
 void policy_set_ws_dir(const char *dir);
 void policy_region_registered(struct npfd_region *r);
 void ws_record(struct npfd_region *r, __u64 page);
+bool policy_decide_cpu(struct npfd_region *r, __u32 tid, __u64 addr, bool write, __u64 raised,
+			const struct npf_fault_record *traced, struct npf_fault_record *out);
 struct npf_policy_decision policy_clamp(const struct npf_fault_record *rec,
 					const struct npfd_region *r);
 

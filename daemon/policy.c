@@ -3,14 +3,18 @@
  * Fault policies: BPF programs loaded at run time that decide what npfd
  * fetches for a fault (policies/, bpf/npf_policy.h).
  *
- * The collectors tail-call into two prog arrays (npf_policy_tp for CPU
- * faults, npf_policy_kp for device page requests); slot 0 is the global
- * policy, slot 1 + region slot a region's own. A tail call needs the
- * caller's program type, so each policy object is loaded twice -- as a
- * tracepoint and as a kprobe program -- with its own maps shared between
- * the two loads and the collectors' scratch and ring buffer maps shared
- * with both. Replacing a policy is one map update per array: a fault runs
- * the old program or the new one, never neither.
+ * Two dispatchers tail-call into two prog arrays: npf_cpu_policy, a raw
+ * tracepoint program that is never attached -- npfd runs it itself
+ * (BPF_PROG_TEST_RUN) for each CPU fault it reads from a userfaultfd --
+ * into npf_policy_cpu; the NIC's uprobe into npf_policy_kp. Slot 0 is the
+ * global policy, slot 1 + region slot a region's own. A tail call needs
+ * the caller's program type, so each policy object is loaded twice -- as
+ * a raw tracepoint and as a kprobe program --
+ * with its own maps shared between the two loads and the collectors'
+ * scratch and ring buffer maps shared with both. Replacing a policy is
+ * one map update per array: a fault runs the old program or the new one,
+ * never neither. Nothing is attached to a tracepoint for a policy: a
+ * loaded policy costs processes npf does not serve nothing.
  *
  * What a policy decides is only advice: npfd clamps decisions that reach
  * outside the region or past NPF_POLICY_MAX_PREFETCH pages and counts them.
@@ -36,7 +40,7 @@ struct npfd_policy {
 	struct list_head node;
 	struct npf_policy_status st;
 	__u32 slot; /* index in both prog arrays */
-	struct bpf_object *obj_tp, *obj_kp;
+	struct bpf_object *obj_cpu, *obj_kp;
 };
 
 static struct list_head policies = LIST_HEAD_INIT(policies);
@@ -195,7 +199,7 @@ static struct bpf_object *load_copy(const void *buf, size_t size, const char *na
 	bpf_object__for_each_map(map, obj)
 	{
 		const char *mname = bpf_map__name(map);
-		int fd = collect_shared_map_fd(mname);
+		int fd = collect_shared_map_fd(mname, type == BPF_PROG_TYPE_RAW_TRACEPOINT);
 
 		if (fd < 0 && peer) {
 			struct bpf_map *pm = bpf_object__find_map_by_name(peer, mname);
@@ -238,7 +242,7 @@ out:
 static void policy_free(struct npfd_policy *p)
 {
 	list_del_init(&p->node);
-	bpf_object__close(p->obj_tp);
+	bpf_object__close(p->obj_cpu);
 	bpf_object__close(p->obj_kp);
 	free(p);
 }
@@ -301,23 +305,23 @@ int policy_load(struct npfd_client *c, const struct npf_policy_load_req *req, in
 	p->st.region_id = req->region_id;
 	p->slot = slot;
 	memcpy(p->st.name, name, sizeof(p->st.name));
-	p->obj_tp = load_copy(buf, (size_t)st.st_size, name, BPF_PROG_TYPE_TRACEPOINT,
-			      p->st.policy_id, NULL, err, errlen);
-	if (p->obj_tp)
+	p->obj_cpu = load_copy(buf, (size_t)st.st_size, name, BPF_PROG_TYPE_RAW_TRACEPOINT,
+			       p->st.policy_id, NULL, err, errlen);
+	if (p->obj_cpu)
 		p->obj_kp = load_copy(buf, (size_t)st.st_size, name, BPF_PROG_TYPE_KPROBE,
-				      p->st.policy_id, p->obj_tp, err, errlen);
+				      p->st.policy_id, p->obj_cpu, err, errlen);
 	free(buf);
-	if (!p->obj_tp || !p->obj_kp) {
-		bpf_object__close(p->obj_tp);
+	if (!p->obj_cpu || !p->obj_kp) {
+		bpf_object__close(p->obj_cpu);
 		free(p);
 		return -EINVAL;
 	}
 
 	/* Install: one update per array; what was in the slot is replaced, not removed first. */
-	ret = collect_policy_install(slot, bpf_program__fd(bpf_object__next_program(p->obj_tp, NULL)),
+	ret = collect_policy_install(slot, bpf_program__fd(bpf_object__next_program(p->obj_cpu, NULL)),
 				     bpf_program__fd(bpf_object__next_program(p->obj_kp, NULL)));
 	if (ret) {
-		bpf_object__close(p->obj_tp);
+		bpf_object__close(p->obj_cpu);
 		bpf_object__close(p->obj_kp);
 		free(p);
 		return refuse(err, errlen, -ret, "cannot install the policy in slot %u: %s", slot,
@@ -483,6 +487,29 @@ void policy_list(void (*emit)(const struct npf_policy_status *, void *), void *a
 bool policy_loaded(const char *name)
 {
 	return policy_by_name(name) != NULL;
+}
+
+/*
+ * Run the policy of a CPU fault of r that npfd read from the userfaultfd
+ * (thread tid at addr; traced: the tracepoint's record of it, with
+ * --trace-cpu-faults). True with the policy's record in *out; false when
+ * no policy decided, and the built-in decision applies.
+ */
+bool policy_decide_cpu(struct npfd_region *r, __u32 tid, __u64 addr, bool write, __u64 raised,
+			const struct npf_fault_record *traced, struct npf_fault_record *out)
+{
+	struct npf_cpu_policy_args args = {
+		.addr = addr,
+		.ts_ns = raised,
+		.cookie = traced ? traced->cookie : 0,
+		.region_start = r->start,
+		.region_length = r->length,
+		.tgid_tid = (__u64)(__u32)r->mm->tgid << 32 | tid,
+		.region_id_slot = (__u64)r->id << 32 | r->slot,
+		.access = traced ? traced->access : write ? NPF_ACCESS_WRITE : NPF_ACCESS_READ,
+	};
+
+	return collect_policy_run_cpu(&args, out);
 }
 
 /*

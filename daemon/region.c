@@ -92,6 +92,7 @@ static void region_drop(struct npfd_region *r, bool unregister_range, struct npf
 	collect_slot_free(r);
 	if (mm->tgid && collect_filter_update(mm->tgid, mm))
 		pr_warn("region %u: cannot update the fault filter of pid %d", r->id, mm->tgid);
+	resolve_region_gone(r);
 	if (r->file_fd >= 0)
 		close(r->file_fd);
 	pr_debug("region %u removed", r->id);
@@ -348,8 +349,17 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	if (req->backing != NPF_BACKING_ANON && req->backing != NPF_BACKING_FILE)
 		return refuse(err, errlen, EINVAL, "unknown backing type %u (want 1=anon or 2=file)",
 			    req->backing);
-	if (req->flags)
+	if (req->flags & ~NPF_REGION_FAULT_AROUND)
 		return refuse(err, errlen, EINVAL, "unknown flags 0x%x", req->flags);
+	if (req->pad || (!(req->flags & NPF_REGION_FAULT_AROUND) && req->fault_around_kib))
+		return refuse(err, errlen, EINVAL,
+			      "fault_around_kib is set without NPF_REGION_FAULT_AROUND, or pad is not 0");
+	if (req->fault_around_kib > NPF_FAULT_AROUND_MAX_KIB ||
+	    req->fault_around_kib & (req->fault_around_kib - 1) ||
+	    (req->fault_around_kib && req->fault_around_kib < NPF_PAGE_SIZE / 1024))
+		return refuse(err, errlen, EINVAL,
+			      "fault-around of %u KiB: want 0 (the faulting page only) or a power of two from 4 to %d",
+			      req->fault_around_kib, NPF_FAULT_AROUND_MAX_KIB);
 	want_fds = req->backing == NPF_BACKING_FILE ? 2 : 1;
 	if (nfds != want_fds)
 		return refuse(err, errlen, EINVAL,
@@ -460,6 +470,9 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 		fds[1] = -1;
 	}
 	r->ws_fd = -1;
+	r->fault_around = req->flags & NPF_REGION_FAULT_AROUND
+				  ? (int)(req->fault_around_kib / (NPF_PAGE_SIZE / 1024))
+				  : -1;
 	r->installed = calloc((len >> NPF_PAGE_SHIFT) / 8 + 1, 1);
 	list_add_tail(&r->node, &c->mm->regions);
 	c->mm->nr_regions++;
@@ -528,6 +541,7 @@ void mm_forked(struct npfd_mm *parent, int child_uffd)
 		r->id = ++npfd.next_region_id;
 		r->file_fd = pr->file_fd >= 0 ? fcntl(pr->file_fd, F_DUPFD_CLOEXEC, 0) : -1;
 		r->stats = NULL;
+		r->map = NULL; /* the child's region maps the file afresh if it needs to */
 		r->ws_fd = -1;
 		r->ws_failed = true; /* a child does not record its parent's working set */
 		/* What the parent had installed, the child has too (copied at fork). */

@@ -4,11 +4,22 @@
  *
  * Handlers drain every ready userfaultfd into one batch; resolve_flush()
  * then sorts it, drops duplicate pages, and cuts it into runs of contiguous
- * pages of one region. File-backed runs are read with io_uring into a
- * registered staging buffer (never into registered memory: npfd would fault
- * on itself), one read per run, all submitted together. Every run is then
- * installed with one ranged UFFDIO_COPY or UFFDIO_ZEROPAGE in DONTWAKE mode
- * and woken with one UFFDIO_WAKE.
+ * pages of one region. A file-backed run whose pages are all in the page
+ * cache is copied straight from npfd's own read-only mapping of the file
+ * (one copy, no I/O, no io_uring worker: tmpfs reads, and any read that
+ * cannot be done without blocking, go to an iou-wrk thread). The other
+ * file-backed runs are read with io_uring into a registered staging buffer
+ * (never into registered memory: npfd would fault on itself), one read per
+ * run, all submitted together. Every run is then installed with one ranged
+ * UFFDIO_COPY or UFFDIO_ZEROPAGE in DONTWAKE mode and woken with one
+ * UFFDIO_WAKE.
+ *
+ * Fault-around, the built-in decision for a CPU fault no policy decides
+ * for: like the kernel's (mm/memory.c do_fault_around()), the pages of the
+ * fault's aligned block (fault-around-kib, 64 KiB by default) that are
+ * cheap -- in the page cache, or zeros -- and not installed yet are
+ * installed with it, in the same ranged ioctl. A page that is present is
+ * never overwritten (UFFDIO_COPY refuses it: EEXIST, skipped).
  *
  * Every queued fault is woken whatever happens to its page: a fault that is
  * never woken is a thread hung forever. The only exception is EAGAIN (an mm
@@ -36,6 +47,7 @@ struct fault {
 	__u64 raised; /* when the fault was raised (BPF), or when npfd read it */
 	__u32 tid;
 	bool write; /* the page will be written at once: install it writable */
+	bool cached; /* file-backed: seen in the page cache when queued */
 };
 
 struct run {
@@ -44,7 +56,8 @@ struct run {
 	__u64 start;
 	__u32 npages;
 	__u32 first, nfaults; /* faults[first .. first + nfaults) */
-	__u32 staging;	      /* first staging page (file runs) */
+	__u32 staging;	      /* first staging page (file runs read with io_uring) */
+	const char *direct;   /* file runs in the page cache: npfd's mapping of the run */
 	int status;	      /* 0, or the -errno that stopped the install */
 	bool woken;	      /* the install ioctl already woke the whole run */
 	bool write;	      /* a fault of the run writes: no read-only zero page */
@@ -59,6 +72,8 @@ static size_t runs_cap;
 static struct io_uring io_ring;
 static char *staging;
 static const char *zeros; /* MAX_RUN_PAGES pages that read as zeros */
+static char *bounce;	  /* MAX_RUN_PAGES pages: a direct copy that failed is read here */
+static unsigned int fault_around_pages = 16;
 static unsigned int staging_pages;
 static __u64 batch_gen;
 
@@ -76,8 +91,10 @@ int resolve_init(unsigned int pages)
 	}
 	zeros = mmap(NULL, MAX_RUN_PAGES * NPF_PAGE_SIZE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
 		     -1, 0);
-	if (zeros == MAP_FAILED) {
-		pr_err("cannot map the zero source: %s", strerror(errno));
+	bounce = mmap(NULL, MAX_RUN_PAGES * NPF_PAGE_SIZE, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (zeros == MAP_FAILED || bounce == MAP_FAILED) {
+		pr_err("cannot map the zero source and the bounce buffer: %s", strerror(errno));
 		return -errno;
 	}
 	err = io_uring_queue_init(MAX_RUN_PAGES, &io_ring, 0);
@@ -102,7 +119,8 @@ void resolve_exit(void)
 	free(runs);
 }
 
-static int queue_fault(struct npfd_mm *mm, __u64 addr, __u32 tid, __u64 t, bool write)
+static int queue_fault(struct npfd_mm *mm, __u64 addr, __u32 tid, __u64 t, bool write,
+		       bool cached)
 {
 	if (nfaults == faults_cap) {
 		size_t cap = faults_cap ? faults_cap * 2 : 1024;
@@ -115,14 +133,14 @@ static int queue_fault(struct npfd_mm *mm, __u64 addr, __u32 tid, __u64 t, bool 
 	}
 	faults[nfaults++] = (struct fault){
 		.mm = mm, .page = addr & ~(NPF_PAGE_SIZE - 1), .tid = tid, .raised = t,
-		.write = write};
+		.write = write, .cached = cached};
 	return 0;
 }
 
 /* A page a device needs (device.c): resolved like a CPU fault, nobody to wake. */
 int resolve_queue(struct npfd_mm *mm, __u64 addr, __u64 raised_ns, bool write)
 {
-	return queue_fault(mm, addr, 0, raised_ns, write);
+	return queue_fault(mm, addr, 0, raised_ns, write, false);
 }
 
 bool resolve_pending(void)
@@ -370,7 +388,100 @@ static void handle_remap(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len)
 static void prefetch(struct npfd_mm *mm, struct npfd_region *r, __u64 page, __u64 raised)
 {
 	if (!region_page_installed(r, page))
-		queue_fault(mm, page, 0, raised, false);
+		queue_fault(mm, page, 0, raised, false, false);
+}
+
+/* fault-around-kib (live): rounded down to a power of two pages, as the kernel does. */
+void resolve_set_fault_around(unsigned int kib)
+{
+	unsigned int pages = kib / (NPF_PAGE_SIZE / 1024);
+
+	fault_around_pages = pages ? 1U << (31 - __builtin_clz(pages)) : 0;
+}
+
+/*
+ * npfd's read-only mapping of r's file, made at the first need, or NULL.
+ * npfd never reads it itself: only UFFDIO_COPY does, in the kernel, where
+ * a page past a file truncated meanwhile is an EFAULT (install_bounced()
+ * takes over), not a SIGBUS that would kill npfd.
+ */
+static const char *region_map(struct npfd_region *r)
+{
+	void *p;
+
+	if (r->map || r->map_failed || r->backing != NPF_BACKING_FILE)
+		return r->map;
+	p = mmap(NULL, r->length, PROT_READ, MAP_SHARED, r->file_fd, (off_t)r->file_offset);
+	if (p == MAP_FAILED) {
+		pr_warn("region %u: cannot map its backing file (%s): every page is read with io_uring",
+			r->id, strerror(errno));
+		r->map_failed = true;
+		return NULL;
+	}
+	r->map = p;
+	r->map_offset = r->file_offset;
+	r->map_length = r->length;
+	return r->map;
+}
+
+/* The file page behind page of r in npfd's mapping, if npages of it are mapped. */
+static const char *map_page(struct npfd_region *r, __u64 page, __u64 npages)
+{
+	__u64 off = r->file_offset + (page - r->start);
+
+	if (!region_map(r) || off < r->map_offset ||
+	    off - r->map_offset + npages * NPF_PAGE_SIZE > r->map_length)
+		return NULL;
+	return r->map + (off - r->map_offset);
+}
+
+void resolve_region_gone(struct npfd_region *r)
+{
+	if (r->map)
+		munmap((void *)r->map, r->map_length);
+	r->map = NULL;
+}
+
+/*
+ * The built-in decision for a CPU fault of r at page: fault-around. Pages
+ * of the aligned block that are not installed and cost no I/O -- zeros,
+ * or file pages in the page cache (mincore() of npfd's mapping) -- are
+ * queued with the fault; the flush installs them with it, one ioctl.
+ * Returns whether page itself is in the page cache (file-backed).
+ */
+static bool fault_around(struct npfd_mm *mm, struct npfd_region *r, __u64 page, __u64 t)
+{
+	unsigned int n = r->fault_around >= 0 ? (unsigned int)r->fault_around : fault_around_pages;
+	unsigned char vec[NPF_FAULT_AROUND_MAX_KIB / 4];
+	bool file = r->backing == NPF_BACKING_FILE, here = false;
+	__u64 lo, hi, p;
+	const char *src = NULL;
+
+	if (n <= 1 || n > sizeof(vec))
+		return false;
+	lo = page & ~((__u64)n * NPF_PAGE_SIZE - 1);
+	hi = lo + (__u64)n * NPF_PAGE_SIZE;
+	if (lo < r->start)
+		lo = r->start;
+	if (hi > r->start + r->length)
+		hi = r->start + r->length;
+	if (file) {
+		src = map_page(r, lo, (hi - lo) >> NPF_PAGE_SHIFT);
+		if (!src || mincore((void *)src, hi - lo, vec))
+			return false;
+	}
+	for (p = lo; p < hi; p += NPF_PAGE_SIZE) {
+		bool cached = file && (vec[(p - lo) >> NPF_PAGE_SHIFT] & 1);
+
+		if (p == page) {
+			here = cached;
+			continue;
+		}
+		if ((file && !cached) || region_page_installed(r, p))
+			continue;
+		queue_fault(mm, p, 0, t, false, cached);
+	}
+	return here;
 }
 
 /* Execute a policy's decision for a fault of r at [rec->addr, rec->addr + len). */
@@ -396,20 +507,26 @@ static void apply_decision(struct npfd_mm *mm, struct npfd_region *r,
 		ws_record(r, first);
 }
 
-/* A CPU fault read from the userfaultfd: queue it, with what its policy decided. */
+/*
+ * A CPU fault read from the userfaultfd: queue it, with what its policy
+ * decided, and -- no policy decided, or it asked for it too
+ * (NPF_DECIDE_BUILTIN) -- the pages fault-around adds.
+ */
 static void cpu_fault(struct npfd_mm *mm, __u64 addr, __u32 tid, __u64 t, bool write)
 {
 	__u64 page = addr & ~(NPF_PAGE_SIZE - 1);
-	struct npf_fault_record rec;
-	bool known = tid && collect_fault_take(tid, page, &rec);
-	struct npfd_region *r;
+	struct npf_fault_record rec, dec;
+	bool known = tid && collect_fault_take(tid, page, &rec), cached = false;
+	struct npfd_region *r = mm_find_region(mm, page);
+	__u64 raised = known && rec.ts_ns <= t ? rec.ts_ns : t;
+	bool decided = r && policy_decide_cpu(r, tid, addr, write, raised, known ? &rec : NULL, &dec);
 
-	if (queue_fault(mm, page, tid, known && rec.ts_ns <= t ? rec.ts_ns : t, write)) {
+	if (decided)
+		apply_decision(mm, r, &dec);
+	if (r && (!decided || dec.decision.flags & NPF_DECIDE_BUILTIN))
+		cached = fault_around(mm, r, page, t);
+	if (queue_fault(mm, page, tid, raised, write, cached))
 		pr_err("out of memory queueing a fault");
-		return;
-	}
-	if (known && (r = mm_find_region(mm, page)))
-		apply_decision(mm, r, &rec);
 }
 
 void resolve_uffd_ready(void *arg)
@@ -545,7 +662,7 @@ static void read_runs(struct run *rs, size_t n)
 		struct run *rn = &rs[i];
 		struct io_uring_sqe *sqe;
 
-		if (!rn->region || rn->region->backing != NPF_BACKING_FILE)
+		if (!rn->region || rn->region->backing != NPF_BACKING_FILE || rn->direct)
 			continue;
 		sqe = io_uring_get_sqe(&io_ring);
 		if (!sqe) {
@@ -633,6 +750,54 @@ static void account(struct run *rn, __u64 t_done)
 }
 
 /*
+ * A file-backed run all of whose pages are in the page cache: npfd's
+ * mapping of it, to copy from. Pages queued by fault-around were seen
+ * there a moment ago; for the others, one mincore() tells.
+ */
+static const char *run_in_cache(const struct run *rn)
+{
+	unsigned char vec[MAX_RUN_PAGES];
+	const char *src = map_page(rn->region, rn->start, rn->npages);
+	__u32 i;
+
+	if (!src)
+		return NULL;
+	for (i = rn->first; i < rn->first + rn->nfaults; i++)
+		if (!faults[i].cached)
+			break;
+	if (i == rn->first + rn->nfaults)
+		return src;
+	if (mincore((void *)src, (size_t)rn->npages * NPF_PAGE_SIZE, vec))
+		return NULL;
+	for (i = 0; i < rn->npages; i++)
+		if (!(vec[i] & 1))
+			return NULL;
+	return src;
+}
+
+/*
+ * A copy from npfd's mapping failed (EFAULT: the file was truncated
+ * under it): read the rest of the run with pread, zeros past the end of
+ * the file, as a staged run would be.
+ */
+static int install_bounced(struct run *rn)
+{
+	size_t len = (size_t)rn->npages * NPF_PAGE_SIZE, got = 0;
+	__u64 off = rn->region->file_offset + (rn->start - rn->region->start);
+
+	while (got < len) {
+		ssize_t n = pread(rn->region->file_fd, bounce + got, len - got, (off_t)(off + got));
+
+		if (n <= 0) {
+			memset(bounce + got, 0, len - got);
+			break;
+		}
+		got += (size_t)n;
+	}
+	return install(rn, bounce);
+}
+
+/*
  * Cut faults[pos..] (sorted, deduplicated) into runs, as many as fit the
  * staging buffer. Returns the number of runs; *next is the first fault left
  * for the next round.
@@ -671,7 +836,9 @@ static size_t make_runs(size_t pos, size_t *next)
 				   .nfaults = (__u32)(j - i)};
 		for (k = i; k < j; k++)
 			rn->write |= faults[k].write;
-		if (file) {
+		if (file)
+			rn->direct = run_in_cache(rn);
+		if (file && !rn->direct) {
 			rn->staging = staged;
 			staged += rn->npages;
 		}
@@ -692,6 +859,7 @@ static void dedupe(void)
 		if (kept && kept->mm == faults[i].mm && kept->page == faults[i].page) {
 			/* Two faults, one page: one install wakes both; keep what each knew. */
 			kept->write |= faults[i].write;
+			kept->cached |= faults[i].cached;
 			if (!kept->tid && faults[i].tid) {
 				kept->tid = faults[i].tid;
 				kept->raised = faults[i].raised;
@@ -727,6 +895,15 @@ void resolve_flush(void)
 
 			if (rn->status)
 				continue;
+			if (rn->direct) {
+				rn->status = install(rn, rn->direct);
+				if (rn->status == -EFAULT)
+					rn->status = install_bounced(rn);
+				if (!rn->status && rn->region->stats)
+					rn->region->stats->bytes_read +=
+						(__u64)rn->npages * NPF_PAGE_SIZE;
+				continue;
+			}
 			if (rn->region && rn->region->backing == NPF_BACKING_FILE)
 				src = staging + (size_t)rn->staging * NPF_PAGE_SIZE;
 			else if (rn->write)

@@ -77,6 +77,12 @@ struct npf_fault_record {
 
 #define NPF_DECIDE_RECORD 0x1 /* append the fault to the region's working-set record */
 /*
+ * CPU faults: also apply npfd's built-in decision (fault-around: the
+ * cheap pages of the fault's aligned block), e.g. a readahead policy that
+ * sees no stream. Without it a policy's decision is all npfd does.
+ */
+#define NPF_DECIDE_BUILTIN 0x2
+/*
  * Set by the collector, never by a policy: a device request submitted
  * before the policy runs. The policy's record supersedes it; if none comes
  * (a policy that fails), npfd answers it with the built-in decision, so a
@@ -95,17 +101,40 @@ struct npf_policy_info {
 	char name[32];
 };
 
-/* What a policy sees: npf_policy_scratch[0] (per CPU) while it runs. */
+/*
+ * What a policy sees: npf_policy_scratch[0] (per CPU) while it runs.
+ * ctx_version (was padding, 0) says what else is there:
+ *   2: rec.tid is the faulting thread for every fault (CPU faults: the
+ *      userfaultfd message's thread id), so a policy may keep one stream
+ *      per thread (policies/seq.bpf.c).
+ */
+#define NPF_POLICY_CTX_VERSION 2
 struct npf_policy_ctx {
 	struct npf_fault_record rec; /* the fault; rec.decision is the policy's to fill */
 	__u64 region_start;
 	__u64 region_length;
 	__u32 region_slot;
-	__u32 pad;
+	__u32 ctx_version; /* NPF_POLICY_CTX_VERSION of the npfd that filled it */
 };
 
 #define NPF_MAP_POLICY_SCRATCH "npf_policy_scratch"
-#define NPF_MAP_POLICY_TP "npf_policy_tp"   /* slot 0: global; slot 1 + region slot */
+/*
+ * CPU faults: npfd runs npf_cpu_policy, which tail-calls slot 1 + region
+ * slot, then slot 0 (global). No tracepoint is involved.
+ */
+#define NPF_MAP_POLICY_CPU "npf_policy_cpu"
+
+/* npf_cpu_policy's context: a raw tracepoint's u64 arguments, filled by npfd. */
+struct npf_cpu_policy_args {
+	__u64 addr;
+	__u64 ts_ns;
+	__u64 cookie;
+	__u64 region_start;
+	__u64 region_length;
+	__u64 tgid_tid;	      /* tgid << 32 | tid */
+	__u64 region_id_slot; /* region id << 32 | region slot */
+	__u64 access;	      /* NPF_ACCESS_* */
+};
 #define NPF_MAP_POLICY_KP "npf_policy_kp"   /* the same, for device faults (uprobe) */
 #define NPF_MAP_POLICY_CONF "npf_policy_conf"
 
@@ -257,9 +286,23 @@ struct npf_region_req {
 	__u64 length;
 	__u64 file_offset;
 	__u32 backing; /* enum npf_backing */
-	__u32 flags;   /* none defined yet: must be 0 */
+	__u32 flags;   /* NPF_REGION_*; npfd refuses others */
 	char name[NPF_NAME_LEN];
+	/* Added after the first version (NPF_REGION_REQ_SIZE_V1 bytes, still accepted). */
+	__u32 fault_around_kib; /* with NPF_REGION_FAULT_AROUND: see below */
+	__u32 pad;		/* 0 */
 };
+
+#define NPF_REGION_REQ_SIZE_V1 64 /* a request without fault_around_kib: npfd's setting */
+/*
+ * The region's own fault-around: a CPU fault that no policy decides for
+ * also installs the other pages of its aligned fault_around_kib block (a
+ * power of two, at most NPF_FAULT_AROUND_MAX_KIB) that are cheap: already
+ * in the page cache (file-backed) or zeros (anonymous). 0: the faulting
+ * page only. Without the flag, npfd's fault-around-kib applies.
+ */
+#define NPF_REGION_FAULT_AROUND 0x1
+#define NPF_FAULT_AROUND_MAX_KIB 2048
 
 struct npf_region_id_req {
 	__u32 region_id;

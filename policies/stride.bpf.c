@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * stride: detects a constant stride between a region's faults (a column of
- * a row-major matrix, every Nth record of a table) and, once the same
- * stride is seen twice in a row, fetches the next 8 pages along it. Use it
- * for strided scans; a unit stride is seq's job.
+ * stride: detects a constant stride between a thread's faults in a region
+ * (a column of a row-major matrix, every Nth record of a table) and, once
+ * the same stride is seen twice in a row, fetches the next 8 pages along
+ * it. Each thread is a stream of its own. Use it for strided scans; a unit
+ * stride is seq's job.
  */
 #include "npf_policy.h"
 
@@ -19,9 +20,9 @@ struct stride_state {
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, NPF_MAX_REGIONS);
-	__type(key, __u32); /* region id */
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, NPF_MAX_STREAMS);
+	__type(key, struct npf_stream_key);
 	__type(value, struct stride_state);
 } stride_state SEC(".maps");
 
@@ -31,12 +32,12 @@ int stride(void *unused)
 	struct npf_policy_ctx *ctx = npf_policy_ctx();
 	struct stride_state *st, fresh = {};
 	__u64 page;
+	struct npf_stream_key id;
 	__s64 d;
-	__u32 id;
 
 	if (!ctx)
 		return 0;
-	id = ctx->rec.region_id;
+	id = npf_stream(ctx);
 	page = npf_fault_page(ctx);
 	st = bpf_map_lookup_elem(&stride_state, &id);
 	if (!st) {

@@ -134,11 +134,17 @@ static inline int dv_uffd(void)
 	return fd;
 }
 
-/* Register [mem, mem + len) anonymous on c with uffd; returns the region id. */
+/*
+ * Register [mem, mem + len) anonymous on c with uffd; returns the region id.
+ * Exact (no fault-around): the tests count the entries CPU faults set present.
+ */
 static inline __u32 dv_register(struct dv_conn *c, int uffd, void *mem, size_t len)
 {
-	struct npf_region_req rq = {
-		.start = (__u64)(uintptr_t)mem, .length = len, .backing = NPF_BACKING_ANON};
+	struct npf_region_req rq = {.start = (__u64)(uintptr_t)mem,
+				    .length = len,
+				    .backing = NPF_BACKING_ANON,
+				    .flags = NPF_REGION_FAULT_AROUND,
+				    .fault_around_kib = 0};
 	struct npf_region_info info = {0};
 	char err[NPF_ERRMSG_LEN];
 	int st = dv_call(c, NPF_MSG_REGION_REGISTER, &rq, sizeof(rq), &uffd, 1, &info, sizeof(info),

@@ -129,8 +129,10 @@ int main(void)
 	c = npf_client__connect(NULL);
 	TH_ASSERT(c, "connect: %s", strerror(errno));
 	{
-		NPF_OPTS(npf_region_opts, fo, .backing = NPF_BACKING_FILE, .backing_fd = fd, .name = "file-1g");
-		NPF_OPTS(npf_region_opts, ao, .name = "anon-1g");
+		/* Exact: npfd fills the touched pages only, so the counts can be compared. */
+		NPF_OPTS(npf_region_opts, fo, .backing = NPF_BACKING_FILE, .backing_fd = fd, .name = "file-1g",
+			 .fault_around_kib = NPF_FAULT_AROUND_EXACT);
+		NPF_OPTS(npf_region_opts, ao, .name = "anon-1g", .fault_around_kib = NPF_FAULT_AROUND_EXACT);
 
 		id_file = npf_client__register(c, file_mem, REGION, &fo);
 		TH_ASSERT(id_file > 0, "register file region: %s (%s)", strerror(-id_file),

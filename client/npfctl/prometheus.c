@@ -52,7 +52,7 @@ static const struct {
 	size_t off;
 } prom_region_counters[] = {
 #define C(f, h) {"npf_region_" #f "_total", h, offsetof(struct npf_region_stats, f)}
-	C(cpu_faults, "CPU page faults in the region seen by the BPF collector (attached while a policy is loaded, or with npfd --trace-cpu-faults)."),
+	C(cpu_faults, "CPU page faults in the region seen by the BPF collector (attached with npfd --trace-cpu-faults only)."),
 	C(device_faults, "Device page requests for the region."),
 	C(uffd_faults, "userfaultfd fault messages npfd resolved for the region."),
 	C(pages_zeroed, "Pages npfd installed zero-filled."),
