@@ -68,7 +68,7 @@ MANPAGES    := $(patsubst man/%,$(O)/gen/man/%,$(wildcard man/*.[0-9]))
 DEPS_STAMP := $(O)/.deps-installed
 
 all: $(O)/bin/npfd $(O)/bin/npfctl $(LIBNPF_A) $(LIBNPF_SO) $(LIBNIC_A) $(POLICIES) $(TESTS) \
-     $(UNIT_TESTS) $(BENCHES) $(EXAMPLES) $(MANPAGES)
+     $(UNIT_TESTS) $(BENCHES) $(EXAMPLES) $(MANPAGES) verbs
 
 # Debian packages: checked once per build tree, re-checked when the list changes.
 $(DEPS_STAMP): scripts/deps.sh
@@ -174,6 +174,44 @@ $(O)/bin/npf-%: $(O)/obj/examples/%.o $(LIBNIC_A) $(LIBNPF_A)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lpthread
 
 # ------------------------------------------------------------------ #
+# verbs/: the libibverbs provider for the software NIC and npf-run.
+# The provider uses libibverbs' private provider ABI, which changes with
+# every rdma-core release: only rdma-core 44 (IBVERBS_PRIVATE_34) is known.
+VERBS_PABI   := 34
+VERBS_PROV   := $(O)/lib/libnpfverbs-rdmav$(VERBS_PABI).so
+VERBS_PRELOAD := $(O)/lib/libnpfverbs-preload.so
+VERBS_OK     := $(O)/gen/verbs-abi-$(VERBS_PABI).ok
+VERBS_PIC    := $(patsubst %.c,$(O)/obj/pic/%.o,$(NIC_SRCS) verbs/npf_verbs.c)
+
+verbs: $(VERBS_PROV) $(VERBS_PRELOAD) $(O)/bin/npf-run
+
+$(VERBS_OK): scripts/verbs-abi.sh | $(DEPS_STAMP)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)sh scripts/verbs-abi.sh $(VERBS_PABI)
+	$(Q)touch $@
+
+$(O)/obj/pic/%.o: %.c $(VERBS_OK) | $(DEPS_STAMP)
+	$(call msg,CC-PIC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(NPF_CFLAGS) $(CFLAGS) -fPIC -c $< -o $@
+
+$(VERBS_PROV): $(VERBS_PIC) $(LIB_OBJS) verbs/npf_verbs.map
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) -shared -Wl,--version-script=verbs/npf_verbs.map -Wl,-z,defs -o $@ \
+		$(VERBS_PIC) $(LIB_OBJS) -libverbs -lpthread
+
+$(VERBS_PRELOAD): verbs/npf_verbs_preload.c | $(DEPS_STAMP)
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(NPF_CFLAGS) $(CFLAGS) -fPIC -shared -o $@ $< -ldl
+
+$(O)/bin/npf-run: verbs/npf-run.sh
+	$(call msg,GEN,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)cp $< $@ && chmod 0755 $@
+
+# ------------------------------------------------------------------ #
 # make install: PREFIX and DESTDIR as usual; the default configuration
 # goes to SYSCONFDIR (/etc: npfd reads /etc/npf/npfd.conf) and is not
 # overwritten when present. The BPF objects are embedded in npfd (skeletons);
@@ -271,7 +309,7 @@ bench: all
 clean:
 	$(Q)rm -rf $(O)
 
-.PHONY: all check check-abi abi-baseline check-sanitize fuzz demo bench clean install uninstall
+.PHONY: all check check-abi abi-baseline check-sanitize fuzz demo bench clean install uninstall verbs
 .DELETE_ON_ERROR:
 .SECONDARY:
 

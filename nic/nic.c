@@ -93,6 +93,8 @@ static int nic_pass(struct nic *nic, __u64 *deadline)
 
 	nic_for_each_mr(nic, i, mr)
 		work += nic_poll_mr(nic, mr, now, deadline);
+	if (nic->roce_fd >= 0)
+		work += nic_roce_rx(nic);
 	nic_for_each_qp(nic, i, qp)
 		work += nic_qp_poll(qp, now, deadline);
 	return work;
@@ -269,7 +271,8 @@ struct nic *nic_open(const struct nic_opts *opts)
 	nic->opts.sz = sizeof(nic->opts);
 	if (!nic->opts.wire)
 		nic->opts.wire = NIC_WIRE_SHM;
-	if (nic->opts.wire != NIC_WIRE_SHM && nic->opts.wire != NIC_WIRE_UDP) {
+	if (nic->opts.wire != NIC_WIRE_SHM && nic->opts.wire != NIC_WIRE_UDP &&
+	    nic->opts.wire != NIC_WIRE_ROCE) {
 		err = EINVAL;
 		goto err_free;
 	}
@@ -279,21 +282,28 @@ struct nic *nic_open(const struct nic_opts *opts)
 		goto err_free;
 	}
 	nic->opts.udp_addr = NULL; /* not kept: the caller owns the string */
-	nic->epfd = nic->stop_efd = -1;
+	nic->epfd = nic->stop_efd = nic->roce_fd = -1;
 	nic->key_salt = (__u32)nic_now_ns();
 	pthread_mutex_init(&nic->lock, NULL);
-	if (nic->opts.wire == NIC_WIRE_UDP) {
-		err = -nic_udp_thread_start(nic);
+	if (nic->opts.wire == NIC_WIRE_ROCE) {
+		err = -nic_roce_open(nic);
 		if (err)
 			goto err_free;
+	}
+	if (nic->opts.wire != NIC_WIRE_SHM) {
+		err = -nic_udp_thread_start(nic);
+		if (err)
+			goto err_roce;
 	}
 	err = pthread_create(&nic->engine, NULL, nic_engine, nic);
 	if (err) {
 		nic_udp_thread_stop(nic);
-		goto err_free;
+		goto err_roce;
 	}
 	return nic;
 
+err_roce:
+	nic_roce_close(nic);
 err_free:
 	free(nic);
 	errno = err;
@@ -317,6 +327,7 @@ void nic_close(struct nic *nic)
 		nic_destroy_qp(qp);
 	nic_for_each_mr(nic, i, mr)
 		nic_dereg_mr(mr);
+	nic_roce_close(nic);
 	free(nic);
 }
 
@@ -492,6 +503,24 @@ int nic_mr_iopt_fd(const struct nic_mr *mr)
 	return mr ? mr->iopt_fd : -EINVAL;
 }
 
+int nic_mr_map_pinned(struct nic_mr *mr)
+{
+	__u64 i;
+
+	if (!mr)
+		return -EINVAL;
+	for (i = 0; i < mr->npages; i++) {
+		__u64 old = __atomic_load_n(&mr->pte[i], __ATOMIC_RELAXED), new;
+
+		do
+			new = (old | NPF_PTE_PRESENT | NPF_PTE_READ | NPF_PTE_WRITE) +
+			      (1ULL << NPF_PTE_VERSION_SHIFT);
+		while (!__atomic_compare_exchange_n(&mr->pte[i], &old, new, false,
+						    __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+	}
+	return 0;
+}
+
 int nic_mr_set_npf_id(struct nic_mr *mr, __u32 id)
 {
 	if (!mr)
@@ -565,6 +594,26 @@ void nic_cq_push(struct nic_cq *cq, const struct nic_wc *wc)
 	atomic_store(&cq->prod, prod + 1);
 	if (atomic_load(&cq->waiters))
 		nic_futex_wake(&cq->prod, false);
+	if (atomic_load_explicit(&cq->armed, memory_order_relaxed) &&
+	    atomic_exchange(&cq->armed, 0)) {
+		ssize_t n = write(cq->notify_fd, &cq->notify_cookie, sizeof(cq->notify_cookie));
+
+		(void)n; /* a full pipe: events are pending anyway */
+	}
+}
+
+int nic_cq_arm(struct nic_cq *cq, int fd, __u64 cookie)
+{
+	if (!cq)
+		return -EINVAL;
+	if (fd < 0) {
+		atomic_store(&cq->armed, 0);
+		return 0;
+	}
+	cq->notify_fd = fd;
+	cq->notify_cookie = cookie;
+	atomic_store(&cq->armed, 1);
+	return 0;
 }
 
 int nic_poll_cq(struct nic_cq *cq, int n, struct nic_wc *wc)
@@ -762,13 +811,39 @@ int nic_qp_local_info(const struct nic_qp *qp, struct nic_qp_info *info)
 	info->qpn = qp->qpn;
 	info->psn = qp->next_psn;
 	info->mtu = qp->mtu;
-	if (qp->wire.type == NIC_WIRE_UDP) {
+	if (qp->wire.type == NIC_WIRE_ROCE) {
+		info->udp_addr = qp->nic->udp_addr.s_addr;
+		info->udp_port = qp->nic->roce_port;
+	} else if (qp->wire.type == NIC_WIRE_UDP) {
 		info->udp_addr = qp->wire.local.sin_addr.s_addr;
 		info->udp_port = qp->wire.local.sin_port;
 	} else {
 		memcpy(info->shm_name, qp->wire.rx_name, sizeof(info->shm_name));
 	}
 	return 0;
+}
+
+int nic_qp_set_psn(struct nic_qp *qp, __u32 psn)
+{
+	int err = 0;
+
+	if (!qp)
+		return -EINVAL;
+	nic_ctl_lock(qp->nic);
+	if (qp->state != QPS_INIT) {
+		err = -EISCONN;
+	} else {
+		qp->next_psn = psn & 0xffffff;
+		qp->una = qp->next_psn;
+		qp->tx_high = qp->next_psn;
+	}
+	pthread_mutex_unlock(&qp->nic->lock);
+	return err;
+}
+
+int nic_qp_in_error(const struct nic_qp *qp)
+{
+	return qp && __atomic_load_n(&qp->state, __ATOMIC_RELAXED) == QPS_ERR;
 }
 
 int nic_qp_connect(struct nic_qp *qp, const struct nic_qp_info *remote)

@@ -113,10 +113,110 @@ err_close:
 	return err;
 }
 
+/* roce: the QP's queue of packets the device's socket received for it */
+static int roce_wire_init(struct nic_qp *qp)
+{
+	struct nic_wire *w = &qp->wire;
+
+	w->rxq_slot = nic_slot_size(qp->mtu);
+	w->rxq = malloc((size_t)NIC_ROCE_RXQ * w->rxq_slot);
+	return w->rxq ? 0 : -ENOMEM;
+}
+
 int nic_wire_init(struct nic *nic, struct nic_qp *qp)
 {
 	qp->wire.type = nic->opts.wire;
+	if (qp->wire.type == NIC_WIRE_ROCE)
+		return roce_wire_init(qp);
 	return qp->wire.type == NIC_WIRE_UDP ? udp_wire_init(nic, qp) : shm_wire_init(qp);
+}
+
+/*
+ * The device's socket: bound to its address and the RoCEv2 port, so that
+ * one address is one device whatever QPs it has. A second process that
+ * opens a device with the same address gets EADDRINUSE.
+ */
+int nic_roce_open(struct nic *nic)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr = nic->udp_addr};
+	int buf = NIC_SOCKBUF, err;
+
+	a.sin_port = htons(nic->opts.udp_port ? nic->opts.udp_port : NIC_ROCE_PORT);
+	nic->roce_port = a.sin_port;
+	nic->roce_fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (nic->roce_fd < 0)
+		return -errno;
+	if (setsockopt(nic->roce_fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)))
+		setsockopt(nic->roce_fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+	if (setsockopt(nic->roce_fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof(buf)))
+		setsockopt(nic->roce_fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+	if (bind(nic->roce_fd, (struct sockaddr *)&a, sizeof(a))) {
+		err = -errno;
+		goto err_close;
+	}
+	nic->roce_rxbuf = malloc(NIC_ROCE_DGRAM_MAX);
+	nic->roce_txbuf = malloc(NIC_ROCE_DGRAM_MAX);
+	nic->roce_pkt = malloc(nic_slot_size(NIC_DEFAULT_MTU));
+	if (!nic->roce_rxbuf || !nic->roce_txbuf || !nic->roce_pkt) {
+		err = -ENOMEM;
+		goto err_close;
+	}
+	return 0;
+
+err_close:
+	nic_roce_close(nic);
+	return err;
+}
+
+void nic_roce_close(struct nic *nic)
+{
+	if (nic->roce_fd >= 0)
+		close(nic->roce_fd);
+	nic->roce_fd = -1;
+	free(nic->roce_rxbuf);
+	free(nic->roce_txbuf);
+	free(nic->roce_pkt);
+	nic->roce_rxbuf = nic->roce_txbuf = NULL;
+	nic->roce_pkt = NULL;
+}
+
+/*
+ * Hand what the device's socket holds to the QPs the packets name (by
+ * destination QPN, from the peer the QP is connected to); a QP whose
+ * queue is full loses the packet, as a link would (RC recovers).
+ */
+int nic_roce_rx(struct nic *nic)
+{
+	struct sockaddr_in from;
+	int n;
+
+	for (n = 0; n < NIC_ROCE_RXQ; n++) {
+		socklen_t alen = sizeof(from);
+		struct nic_qp *qp;
+		struct nic_wire *w;
+		ssize_t len;
+		__u32 dst_qpn;
+
+		len = recvfrom(nic->roce_fd, nic->roce_rxbuf, NIC_ROCE_DGRAM_MAX, 0,
+			       (struct sockaddr *)&from, &alen);
+		if (len < 0)
+			break;
+		nic->stats.pkts_rx++;
+		dst_qpn = nic_roce_dst_qpn(nic->roce_rxbuf, len);
+		qp = dst_qpn ? nic_qp_lookup(nic, dst_qpn) : NULL;
+		w = qp ? &qp->wire : NULL;
+		if (!qp || qp->state == QPS_INIT || from.sin_addr.s_addr != w->peer.sin_addr.s_addr ||
+		    w->rxq_tail - w->rxq_head >= NIC_ROCE_RXQ ||
+		    nic_roce_decode(qp, nic->roce_rxbuf, len,
+				    (struct nic_pkt *)((char *)w->rxq +
+						       (size_t)(w->rxq_tail % NIC_ROCE_RXQ) *
+							       w->rxq_slot))) {
+			nic->stats.pkts_dropped++;
+			continue;
+		}
+		w->rxq_tail++;
+	}
+	return n;
 }
 
 static int shm_wire_connect(struct nic_qp *qp, const struct nic_qp_info *remote)
@@ -166,6 +266,7 @@ int nic_wire_connect(struct nic_qp *qp, const struct nic_qp_info *remote)
 	w->peer.sin_family = AF_INET;
 	w->peer.sin_addr.s_addr = remote->udp_addr;
 	w->peer.sin_port = remote->udp_port;
+	w->rxq_head = w->rxq_tail = 0;
 	return 0;
 }
 
@@ -182,6 +283,8 @@ void nic_wire_fini(struct nic *nic, struct nic_qp *qp)
 			munmap(w->tx, w->tx_size);
 		return;
 	}
+	free(w->rxq);
+	w->rxq = NULL;
 	if (w->fd >= 0) {
 		epoll_ctl(nic->epfd, EPOLL_CTL_DEL, w->fd, NULL);
 		close(w->fd);
@@ -199,6 +302,8 @@ struct nic_pkt *nic_wire_tx_begin(struct nic_qp *qp)
 
 	if (w->type == NIC_WIRE_UDP)
 		return w->txbuf;
+	if (w->type == NIC_WIRE_ROCE)
+		return qp->nic->roce_pkt;
 	if (!r)
 		return NULL;
 	tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
@@ -237,6 +342,14 @@ void nic_wire_tx_commit(struct nic_qp *qp, struct nic_pkt *pkt)
 		nic->stats.pkts_dropped++;
 		return;
 	}
+	if (w->type == NIC_WIRE_ROCE) {
+		ssize_t len = nic_roce_encode(qp, pkt, nic->roce_txbuf);
+
+		if (len < 0 || sendto(nic->roce_fd, nic->roce_txbuf, len, 0,
+				      (struct sockaddr *)&w->peer, sizeof(w->peer)) < 0)
+			nic->stats.pkts_dropped++;
+		return;
+	}
 	if (w->type == NIC_WIRE_UDP) {
 		if (sendto(w->fd, pkt, sizeof(*pkt) + pkt->len, 0, (struct sockaddr *)&w->peer,
 			   sizeof(w->peer)) < 0)
@@ -265,6 +378,13 @@ struct nic_pkt *nic_wire_rx_peek(struct nic_qp *qp)
 		struct nic_pkt *pkt;
 		ssize_t n;
 
+		if (w->type == NIC_WIRE_ROCE) {
+			/* checked and counted by nic_roce_rx() */
+			if (w->rxq_head == w->rxq_tail)
+				return NULL;
+			return (struct nic_pkt *)((char *)w->rxq +
+						  (size_t)(w->rxq_head % NIC_ROCE_RXQ) * w->rxq_slot);
+		}
 		if (w->type == NIC_WIRE_UDP) {
 			if (w->rx_held)
 				return w->rxbuf;
@@ -296,6 +416,10 @@ void nic_wire_rx_release(struct nic_qp *qp)
 
 	if (w->type == NIC_WIRE_UDP) {
 		w->rx_held = false;
+		return;
+	}
+	if (w->type == NIC_WIRE_ROCE) {
+		w->rxq_head++;
 		return;
 	}
 	atomic_store_explicit(&w->rx->head, atomic_load(&w->rx->head) + 1, memory_order_release);
@@ -335,6 +459,14 @@ int nic_udp_thread_start(struct nic *nic)
 	if (epoll_ctl(nic->epfd, EPOLL_CTL_ADD, nic->stop_efd, &ev)) {
 		err = -errno;
 		goto err_close;
+	}
+	if (nic->roce_fd >= 0) {
+		struct epoll_event rev = {.events = EPOLLIN | EPOLLET, .data.fd = nic->roce_fd};
+
+		if (epoll_ctl(nic->epfd, EPOLL_CTL_ADD, nic->roce_fd, &rev)) {
+			err = -errno;
+			goto err_close;
+		}
 	}
 	err = -pthread_create(&nic->udp_thread, NULL, nic_udp_waker, nic);
 	if (err)
