@@ -830,7 +830,11 @@ int nic_qp_set_psn(struct nic_qp *qp, __u32 psn)
 	if (!qp)
 		return -EINVAL;
 	nic_ctl_lock(qp->nic);
-	if (qp->state != QPS_INIT) {
+	/* connected but nothing posted yet (RTR -> RTS) is still in time */
+	if (qp->state == QPS_ERR ||
+	    (qp->state == QPS_RTS &&
+	     (atomic_load(&qp->sq_prod) != atomic_load(&qp->sq_head) || qp->sq_next != qp->sq_head ||
+	      qp->tx_high != qp->next_psn))) {
 		err = -EISCONN;
 	} else {
 		qp->next_psn = psn & 0xffffff;

@@ -293,8 +293,9 @@ struct nic_qp_info {
 int nic_qp_local_info(const struct nic_qp *qp, struct nic_qp_info *info);
 
 /*
- * Set the first PSN this QP sends (before it is connected): verbs
- * applications choose it themselves (ibv_modify_qp's sq_psn).
+ * Set the first PSN this QP sends, before it has sent anything (connected
+ * or not): verbs applications choose it themselves (ibv_modify_qp's
+ * sq_psn, at RTR -> RTS, after the QP could already receive).
  */
 int nic_qp_set_psn(struct nic_qp *qp, __u32 psn);
 

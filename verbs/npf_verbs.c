@@ -549,6 +549,15 @@ static struct ibv_qp *npf_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr
 	if (!qp->inl_mr)
 		goto err_qp;
 	nic_mr_map_pinned(qp->inl_mr);
+	/* what ibv_cmd_create_qp() fills in for kernel providers */
+	qp->vqp.qp.context = ibpd->context;
+	qp->vqp.qp.qp_context = ia->qp_context;
+	qp->vqp.qp.pd = ibpd;
+	qp->vqp.qp.send_cq = ia->send_cq;
+	qp->vqp.qp.recv_cq = ia->recv_cq;
+	qp->vqp.qp.qp_type = IBV_QPT_RC;
+	pthread_mutex_init(&qp->vqp.qp.mutex, NULL);
+	pthread_cond_init(&qp->vqp.qp.cond, NULL);
 	qp->vqp.qp.qp_num = nic_qp_num(qp->qp);
 	qp->vqp.qp.handle = qp->vqp.qp.qp_num;
 	qp->vqp.qp.state = IBV_QPS_RESET;
@@ -819,6 +828,19 @@ static void npf_free_context(struct ibv_context *context)
 	struct npf_ctx *ctx = npf_ctx_of(context);
 	static void (*claim)(int, int);
 
+	if (getenv("NPF_VERBS_STATS")) {
+		struct nic_stats st;
+
+		if (!nic_query_stats(ctx->nic, &st, sizeof(st)))
+			fprintf(stderr,
+				"npf verbs: %s: pkts tx %llu rx %llu dropped %llu retransmits %llu timeouts %llu rnr_nak tx %llu rx %llu page_requests %llu responses %llu stalls %llu\n",
+				context->device->name, (unsigned long long)st.pkts_tx,
+				(unsigned long long)st.pkts_rx, (unsigned long long)st.pkts_dropped,
+				(unsigned long long)st.retransmits, (unsigned long long)st.timeouts,
+				(unsigned long long)st.rnr_nak_tx, (unsigned long long)st.rnr_nak_rx,
+				(unsigned long long)st.page_requests, (unsigned long long)st.page_responses,
+				(unsigned long long)st.requester_stalls);
+	}
 	nic_close(ctx->nic);
 	if (!claim)
 		claim = (void (*)(int, int))dlsym(RTLD_DEFAULT, "npf_verbs_preload_claim");
