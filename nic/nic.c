@@ -521,6 +521,82 @@ int nic_mr_map_pinned(struct nic_mr *mr)
 	return 0;
 }
 
+static bool pte_ok(__u64 pte, int write)
+{
+	__u64 want = NPF_PTE_PRESENT | NPF_PTE_READ | (write ? NPF_PTE_WRITE : 0);
+
+	return (pte & want) == want;
+}
+
+int nic_mr_prefetch(struct nic_mr *mr, __u64 addr, __u64 len, int write, int resident_only,
+		    int flush_ms)
+{
+	static _Atomic __u32 seq;
+	__u64 first, last, i, run = UINT64_MAX, end_ns;
+	unsigned char *vec = NULL;
+
+	if (!mr || !len || !mr_contains(mr, addr, len))
+		return -EINVAL;
+	if (!mr->npf_id)
+		return 0;
+	first = ((addr & ~(__u64)(PAGE_SZ - 1)) - mr->start) >> PAGE_SH;
+	last = ((addr + len - 1) & ~(__u64)(PAGE_SZ - 1)) - mr->start;
+	last >>= PAGE_SH;
+	if (resident_only) {
+		vec = malloc(last - first + 1);
+		if (!vec)
+			return -ENOMEM;
+		if (mincore((void *)(uintptr_t)(mr->start + (first << PAGE_SH)),
+			    (last - first + 1) << PAGE_SH, vec)) {
+			free(vec);
+			return -errno;
+		}
+	}
+	/* one request per run of wanted pages; cookie QPN 0: no QP waits for it */
+	for (i = first; i <= last + 1; i++) {
+		bool want = i <= last &&
+			    !pte_ok(__atomic_load_n(&mr->pte[i], __ATOMIC_ACQUIRE), write) &&
+			    (!vec || (vec[i - first] & 1));
+
+		if (want && run == UINT64_MAX)
+			run = i;
+		if (!want && run != UINT64_MAX) {
+			struct npf_page_request req = {
+				.magic = NPF_IOPT_MAGIC,
+				.mr_id = mr->npf_id,
+				.addr = mr->start + (run << PAGE_SH),
+				.len = (i - run) << PAGE_SH,
+				.cookie = atomic_fetch_add(&seq, 1) + 1,
+				.npages = (__u32)(i - run),
+				.access = write ? NPF_ACCESS_WRITE : NPF_ACCESS_READ,
+			};
+
+			npf_nic_fault_report(&req);
+			run = UINT64_MAX;
+		}
+	}
+	if (flush_ms < 0) {
+		free(vec);
+		return 0;
+	}
+	end_ns = nic_now_ns() + (__u64)flush_ms * 1000000;
+	for (i = first; i <= last; i++) {
+		if (vec && !(vec[i - first] & 1))
+			continue;
+		while (!pte_ok(__atomic_load_n(&mr->pte[i], __ATOMIC_ACQUIRE), write)) {
+			struct timespec ts = {0, 50000};
+
+			if (nic_now_ns() > end_ns) {
+				free(vec);
+				return -ETIMEDOUT;
+			}
+			nanosleep(&ts, NULL);
+		}
+	}
+	free(vec);
+	return 0;
+}
+
 int nic_mr_set_npf_id(struct nic_mr *mr, __u32 id)
 {
 	if (!mr)

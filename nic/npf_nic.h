@@ -177,6 +177,19 @@ int nic_mr_iopt_fd(const struct nic_mr *mr);
  */
 int nic_mr_map_pinned(struct nic_mr *mr);
 
+/*
+ * Prefetch (ibv_advise_mr): ask npfd for the pages of [addr, addr + len)
+ * that are not present (for writing too with `write`), as the device would
+ * on a fault, but with no QP waiting (the answer only counts). With
+ * `resident_only`, only pages the process already has (mincore) are asked
+ * for: they are mapped, nothing is read or zeroed. flush_ms >= 0: wait up
+ * to that long until every page asked for is present (-ETIMEDOUT if they
+ * are not: npfd slow, absent or refusing). An MR npfd does not serve (pinned) has every
+ * page present already: 0 at once.
+ */
+int nic_mr_prefetch(struct nic_mr *mr, __u64 addr, __u64 len, int write, int resident_only,
+		    int flush_ms);
+
 /* The id npfd gave this MR's attachment: copied into every page request. */
 int nic_mr_set_npf_id(struct nic_mr *mr, __u32 id);
 

@@ -81,6 +81,7 @@ struct npf_region {
 
 struct npf_mr {
 	struct verbs_mr vmr;
+	struct npf_mr *next;	   /* npf_mrs, by lkey for ibv_advise_mr */
 	struct nic_mr *mr;
 	struct npf_region *region; /* ODP */
 	int dev_id;		   /* ODP: npfd's device id */
@@ -113,6 +114,7 @@ struct npf_qp {
 static pthread_mutex_t npf_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct npf_client *npf_client;
 static struct npf_region *npf_regions;
+static struct npf_mr *npf_mrs;
 
 static struct npf_client *npf_get_client(void)
 {
@@ -357,6 +359,10 @@ static struct ibv_mr *npf_reg_mr(struct ibv_pd *ibpd, void *addr, size_t len, ui
 	m->vmr.ibv_mr.lkey = nic_mr_lkey(m->mr);
 	m->vmr.ibv_mr.rkey = nic_mr_rkey(m->mr);
 	m->vmr.ibv_mr.handle = m->vmr.ibv_mr.lkey;
+	pthread_mutex_lock(&npf_lock);
+	m->next = npf_mrs;
+	npf_mrs = m;
+	pthread_mutex_unlock(&npf_lock);
 	return &m->vmr.ibv_mr;
 
 err_dereg:
@@ -372,22 +378,68 @@ err_free:
 
 static int npf_dereg_mr(struct verbs_mr *vmr)
 {
-	struct npf_mr *m = (struct npf_mr *)vmr;
+	struct npf_mr *m = (struct npf_mr *)vmr, **pp;
 	int err;
 
 	/* the device never touches the range again once this returns */
 	err = nic_dereg_mr(m->mr);
 	if (err)
 		return -err;
+	pthread_mutex_lock(&npf_lock);
+	for (pp = &npf_mrs; *pp; pp = &(*pp)->next)
+		if (*pp == m) {
+			*pp = m->next;
+			break;
+		}
 	if (m->region) {
-		pthread_mutex_lock(&npf_lock);
 		npf_client__detach_device(npf_client, m->dev_id);
 		npf_region_put(m->region);
-		pthread_mutex_unlock(&npf_lock);
 	}
+	pthread_mutex_unlock(&npf_lock);
 	if (m->lock_addr)
 		munlock(m->lock_addr, m->lock_len);
 	free(m);
+	return 0;
+}
+
+/*
+ * ibv_advise_mr: prefetch through npfd, as the device's own page requests
+ * would (PREFETCH: readable; PREFETCH_WRITE: writable; PREFETCH_NO_FAULT:
+ * only pages already resident). With IBV_ADVISE_MR_FLAG_FLUSH, return once
+ * the pages are present (or ETIMEDOUT after NPF_ADVISE_FLUSH_MS).
+ */
+#define NPF_ADVISE_FLUSH_MS 10000
+
+static int npf_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags,
+			 struct ibv_sge *sg, uint32_t n)
+{
+	uint32_t i;
+
+	if (advice != IBV_ADVISE_MR_ADVICE_PREFETCH &&
+	    advice != IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+	    advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
+		return EOPNOTSUPP;
+	if (flags & ~IBV_ADVISE_MR_FLAG_FLUSH)
+		return EINVAL;
+	for (i = 0; i < n; i++) {
+		struct npf_mr *m;
+		int err;
+
+		pthread_mutex_lock(&npf_lock);
+		for (m = npf_mrs; m; m = m->next)
+			if (m->vmr.ibv_mr.lkey == sg[i].lkey && m->vmr.ibv_mr.pd == pd)
+				break;
+		pthread_mutex_unlock(&npf_lock);
+		if (!m)
+			return EINVAL;
+		/* the MR cannot go away under us: deregistering it while advising is the caller's race */
+		err = nic_mr_prefetch(m->mr, sg[i].addr, sg[i].length,
+				      advice != IBV_ADVISE_MR_ADVICE_PREFETCH,
+				      advice == IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT,
+				      (flags & IBV_ADVISE_MR_FLAG_FLUSH) ? NPF_ADVISE_FLUSH_MS : -1);
+		if (err)
+			return -err;
+	}
 	return 0;
 }
 
@@ -853,6 +905,7 @@ static void npf_free_context(struct ibv_context *context)
 }
 
 static const struct verbs_context_ops npf_ctx_ops = {
+	.advise_mr = npf_advise_mr,
 	.alloc_pd = npf_alloc_pd,
 	.create_cq = npf_create_cq,
 	.create_qp = npf_create_qp,
