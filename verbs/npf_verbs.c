@@ -381,21 +381,27 @@ static int npf_dereg_mr(struct verbs_mr *vmr)
 	struct npf_mr *m = (struct npf_mr *)vmr, **pp;
 	int err;
 
-	/* the device never touches the range again once this returns */
-	err = nic_dereg_mr(m->mr);
-	if (err)
-		return -err;
 	pthread_mutex_lock(&npf_lock);
 	for (pp = &npf_mrs; *pp; pp = &(*pp)->next)
 		if (*pp == m) {
 			*pp = m->next;
 			break;
 		}
+	/*
+	 * npfd first: detaching invalidates the MR's entries and waits for
+	 * the NIC's acknowledgement, which the engine gives only while the
+	 * MR is still registered with it.
+	 */
 	if (m->region) {
 		npf_client__detach_device(npf_client, m->dev_id);
 		npf_region_put(m->region);
+		m->region = NULL;
 	}
 	pthread_mutex_unlock(&npf_lock);
+	/* the device never touches the range again once this returns */
+	err = nic_dereg_mr(m->mr);
+	if (err)
+		return -err;
 	if (m->lock_addr)
 		munlock(m->lock_addr, m->lock_len);
 	free(m);
