@@ -104,9 +104,19 @@ struct nic_wire {
 	size_t rxlen;
 	bool rx_held;
 	__u32 tx_count; /* loss injection: xorshift state */
-	/* roce: packets the device's socket received for this QP, not yet taken */
+	/* roce: datagrams the device's socket received for this QP, not yet taken */
 	void *rxq;
-	__u32 rxq_head, rxq_tail, rxq_slot;
+	__u32 *rxq_len;
+	__u32 rxq_head, rxq_tail;
+	struct nic_pkt *rx_pkt;	/* the head datagram decoded (it needs the QP's state then) */
+	bool rx_decoded;
+	/* roce decoder state: what later packets of a message leave out */
+	__u32 rx_send_psn;	/* first PSN of the SEND being received */
+	__u32 rx_write_psn;	/* first PSN, target, rkey and length of the WRITE */
+	__u64 rx_write_va, rx_write_len;
+	__u32 rx_write_rkey;
+	struct { __u32 psn, npkts; __u64 va, len; } rx_reads[NIC_MAX_RD]; /* READ requests seen */
+	__u32 rx_reads_next;
 };
 #define NIC_ROCE_RXQ 256
 
@@ -274,6 +284,8 @@ struct nic {
 	__u16 roce_port;	/* network order */
 	void *roce_rxbuf, *roce_txbuf;
 	struct nic_pkt *roce_pkt;	/* the packet being built, before encoding */
+	size_t roce_held;		/* bytes of a datagram in roce_rxbuf whose QP was full */
+	struct sockaddr_in roce_from;	/* its sender */
 	pthread_mutex_t lock;
 	pthread_t engine;
 	pthread_t udp_thread;
@@ -342,6 +354,9 @@ int nic_roce_rx(struct nic *nic);
 __u32 nic_roce_dst_qpn(const void *dgram, size_t len);
 ssize_t nic_roce_encode(struct nic_qp *qp, const struct nic_pkt *pkt, void *dgram);
 int nic_roce_decode(struct nic_qp *qp, const void *dgram, size_t len, struct nic_pkt *pkt);
+__u32 nic_roce_icrc_of(const void *dgram, size_t len);
+__u32 nic_roce_icrc(const void *dgram, size_t len, __u32 saddr, __u32 daddr, __u16 sport,
+		    __u16 dport);
 void nic_udp_thread_stop(struct nic *nic);
 
 /* nic_rc.c */

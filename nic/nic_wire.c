@@ -118,9 +118,17 @@ static int roce_wire_init(struct nic_qp *qp)
 {
 	struct nic_wire *w = &qp->wire;
 
-	w->rxq_slot = nic_slot_size(qp->mtu);
-	w->rxq = malloc((size_t)NIC_ROCE_RXQ * w->rxq_slot);
-	return w->rxq ? 0 : -ENOMEM;
+	w->rxq = malloc((size_t)NIC_ROCE_RXQ * NIC_ROCE_DGRAM_MAX);
+	w->rxq_len = calloc(NIC_ROCE_RXQ, sizeof(*w->rxq_len));
+	w->rx_pkt = malloc(nic_slot_size(qp->mtu));
+	if (!w->rxq || !w->rxq_len || !w->rx_pkt) {
+		free(w->rxq);
+		free(w->rxq_len);
+		free(w->rx_pkt);
+		w->rxq = NULL;
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 int nic_wire_init(struct nic *nic, struct nic_qp *qp)
@@ -182,38 +190,49 @@ void nic_roce_close(struct nic *nic)
 
 /*
  * Hand what the device's socket holds to the QPs the packets name (by
- * destination QPN, from the peer the QP is connected to); a QP whose
- * queue is full loses the packet, as a link would (RC recovers).
+ * destination QPN, from the peer the QP is connected to). A packet for a
+ * QP whose queue is full stays here, and draining stops until the QP has
+ * taken some: the socket's buffer queues the rest, as a NIC's input buffer
+ * would, instead of losing packets that RC would have to resend.
  */
 int nic_roce_rx(struct nic *nic)
 {
-	struct sockaddr_in from;
 	int n;
 
 	for (n = 0; n < NIC_ROCE_RXQ; n++) {
-		socklen_t alen = sizeof(from);
+		struct sockaddr_in *from = &nic->roce_from;
+		socklen_t alen = sizeof(*from);
 		struct nic_qp *qp;
 		struct nic_wire *w;
-		ssize_t len;
+		ssize_t len = nic->roce_held;
 		__u32 dst_qpn;
 
-		len = recvfrom(nic->roce_fd, nic->roce_rxbuf, NIC_ROCE_DGRAM_MAX, 0,
-			       (struct sockaddr *)&from, &alen);
-		if (len < 0)
-			break;
-		nic->stats.pkts_rx++;
+		if (!len) {
+			len = recvfrom(nic->roce_fd, nic->roce_rxbuf, NIC_ROCE_DGRAM_MAX, 0,
+				       (struct sockaddr *)from, &alen);
+			if (len <= 0)
+				break;
+			nic->stats.pkts_rx++;
+		}
+		nic->roce_held = 0;
 		dst_qpn = nic_roce_dst_qpn(nic->roce_rxbuf, len);
 		qp = dst_qpn ? nic_qp_lookup(nic, dst_qpn) : NULL;
 		w = qp ? &qp->wire : NULL;
-		if (!qp || qp->state == QPS_INIT || from.sin_addr.s_addr != w->peer.sin_addr.s_addr ||
-		    w->rxq_tail - w->rxq_head >= NIC_ROCE_RXQ ||
-		    nic_roce_decode(qp, nic->roce_rxbuf, len,
-				    (struct nic_pkt *)((char *)w->rxq +
-						       (size_t)(w->rxq_tail % NIC_ROCE_RXQ) *
-							       w->rxq_slot))) {
+		/* packets carry no source QPN: the peer's address stands for it */
+		if (!qp || qp->state == QPS_INIT || from->sin_addr.s_addr != w->peer.sin_addr.s_addr ||
+		    nic_roce_icrc(nic->roce_rxbuf, len, from->sin_addr.s_addr, nic->udp_addr.s_addr,
+				  from->sin_port, nic->roce_port) !=
+			    nic_roce_icrc_of(nic->roce_rxbuf, len)) {
 			nic->stats.pkts_dropped++;
 			continue;
 		}
+		if (w->rxq_tail - w->rxq_head >= NIC_ROCE_RXQ) {
+			nic->roce_held = len;
+			break;
+		}
+		memcpy((char *)w->rxq + (size_t)(w->rxq_tail % NIC_ROCE_RXQ) * NIC_ROCE_DGRAM_MAX,
+		       nic->roce_rxbuf, len);
+		w->rxq_len[w->rxq_tail % NIC_ROCE_RXQ] = len;
 		w->rxq_tail++;
 	}
 	return n;
@@ -284,6 +303,8 @@ void nic_wire_fini(struct nic *nic, struct nic_qp *qp)
 		return;
 	}
 	free(w->rxq);
+	free(w->rxq_len);
+	free(w->rx_pkt);
 	w->rxq = NULL;
 	if (w->fd >= 0) {
 		epoll_ctl(nic->epfd, EPOLL_CTL_DEL, w->fd, NULL);
@@ -379,11 +400,26 @@ struct nic_pkt *nic_wire_rx_peek(struct nic_qp *qp)
 		ssize_t n;
 
 		if (w->type == NIC_WIRE_ROCE) {
-			/* checked and counted by nic_roce_rx() */
+			/*
+			 * Decoded only now, in order: what a packet leaves out
+			 * (a WRITE's target after its first packet, a SEND's
+			 * offset) comes from the QP's state as the packets before
+			 * it left it. Counted by nic_roce_rx().
+			 */
+			if (w->rx_decoded)
+				return w->rx_pkt;
 			if (w->rxq_head == w->rxq_tail)
 				return NULL;
-			return (struct nic_pkt *)((char *)w->rxq +
-						  (size_t)(w->rxq_head % NIC_ROCE_RXQ) * w->rxq_slot);
+			if (!nic_roce_decode(qp,
+					     (char *)w->rxq + (size_t)(w->rxq_head % NIC_ROCE_RXQ) *
+								      NIC_ROCE_DGRAM_MAX,
+					     w->rxq_len[w->rxq_head % NIC_ROCE_RXQ], w->rx_pkt)) {
+				w->rx_decoded = true;
+				return w->rx_pkt;
+			}
+			qp->nic->stats.pkts_dropped++;
+			w->rxq_head++;
+			continue;
 		}
 		if (w->type == NIC_WIRE_UDP) {
 			if (w->rx_held)
@@ -419,6 +455,7 @@ void nic_wire_rx_release(struct nic_qp *qp)
 		return;
 	}
 	if (w->type == NIC_WIRE_ROCE) {
+		w->rx_decoded = false;
 		w->rxq_head++;
 		return;
 	}
