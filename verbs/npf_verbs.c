@@ -216,7 +216,7 @@ static int npf_query_device_ex(struct ibv_context *context,
 	o->vendor_part_id = NPF_VENDOR_PART;
 	o->hw_ver = 1;
 	o->max_qp = 1024;
-	o->max_qp_wr = 65536;
+	o->max_qp_wr = 32768;
 	o->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN;
 	o->max_sge = NIC_MAX_SGE;
 	o->max_sge_rd = NIC_MAX_SGE;
@@ -571,7 +571,7 @@ static struct ibv_qp *npf_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr
 		return NULL;
 	}
 	if (ia->srq || ia->cap.max_send_sge > NIC_MAX_SGE || ia->cap.max_recv_sge > NIC_MAX_SGE ||
-	    ia->cap.max_send_wr > 65536 || ia->cap.max_recv_wr > 65536 ||
+	    ia->cap.max_send_wr > 32768 || ia->cap.max_recv_wr > 32768 ||
 	    ia->cap.max_inline_data > NPF_MAX_INLINE || !ia->send_cq || !ia->recv_cq) {
 		errno = EINVAL;
 		return NULL;
@@ -583,8 +583,13 @@ static struct ibv_qp *npf_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr
 	{
 		NIC_OPTS(nic_qp_init_attr, a, .send_cq = ((struct npf_cq *)ia->send_cq)->cq,
 			 .recv_cq = ((struct npf_cq *)ia->recv_cq)->cq,
-			 .max_send_wr = ia->cap.max_send_wr ? ia->cap.max_send_wr : 1,
-			 .max_recv_wr = ia->cap.max_recv_wr ? ia->cap.max_recv_wr : 1,
+			 /*
+			  * twice what is asked: the device reports a WR's
+			  * completion a moment before it frees its slot, and
+			  * an application may post again as soon as it polls it
+			  */
+			 .max_send_wr = 2 * (ia->cap.max_send_wr ? ia->cap.max_send_wr : 1),
+			 .max_recv_wr = 2 * (ia->cap.max_recv_wr ? ia->cap.max_recv_wr : 1),
 			 .sq_sig_all = ia->sq_sig_all);
 
 		qp->qp = nic_create_qp(pd->pd, &a);
