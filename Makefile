@@ -183,7 +183,13 @@ VERBS_PRELOAD := $(O)/lib/libnpfverbs-preload.so
 VERBS_OK     := $(O)/gen/verbs-abi-$(VERBS_PABI).ok
 VERBS_PIC    := $(patsubst %.c,$(O)/obj/pic/%.o,$(NIC_SRCS) verbs/npf_verbs.c)
 
-verbs: $(VERBS_PROV) $(VERBS_PRELOAD) $(O)/bin/npf-run
+verbs: $(VERBS_PROV) $(VERBS_PRELOAD) $(O)/bin/npf-run $(O)/tests/helpers/verbs_bad_input
+
+# helpers the verbs tests run under npf-run (not tests themselves)
+$(O)/tests/helpers/%: tests/helpers/%.c $(VERBS_OK) | $(DEPS_STAMP)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< -libverbs -lpthread
 
 $(VERBS_OK): scripts/verbs-abi.sh | $(DEPS_STAMP)
 	$(Q)mkdir -p $(dir $@)
