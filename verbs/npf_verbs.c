@@ -87,7 +87,17 @@ struct npf_mr {
 	int dev_id;		   /* ODP: npfd's device id */
 	void *lock_addr;	   /* pinned: what was mlocked */
 	size_t lock_len;
+	/* implicit on-demand MR: no NIC MR of its own; children made at post time */
+	bool implicit;
+	int access;
+	struct npf_mr *children;
 };
+
+/*
+ * An implicit MR's key: NIC keys are (slot << 8) | salt with slot < 1024,
+ * so keys with the top bit set are never theirs.
+ */
+#define NPF_IMPLICIT_KEY 0x80000000u
 
 struct npf_cq {
 	struct verbs_cq vcq;
@@ -231,7 +241,7 @@ static int npf_query_device_ex(struct ibv_context *context,
 	o->max_pkeys = 1;
 	o->local_ca_ack_delay = 15;
 	o->phys_port_cnt = 1;
-	a.odp_caps.general_caps = IBV_ODP_SUPPORT;
+	a.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
 	a.odp_caps.per_transport_caps.rc_odp_caps =
 		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
 		IBV_ODP_SUPPORT_READ;
@@ -288,6 +298,137 @@ static int npf_dealloc_pd(struct ibv_pd *ibpd)
 }
 
 static struct ibv_mr *npf_reg_mr(struct ibv_pd *ibpd, void *addr, size_t len, uint64_t hca_va,
+				 int access);
+
+/*
+ * Implicit ODP (ibv_reg_mr(pd, NULL, SIZE_MAX, IBV_ACCESS_ON_DEMAND)): the
+ * whole address space, with nothing registered yet. A work request that
+ * names its lkey gets, for each SGE, a child MR covering the mapping the
+ * SGE lies in (an ordinary on-demand MR: an npf region attached to the
+ * NIC), made the first time that mapping is used; the SGE then carries the
+ * child's key. Only local SGEs can be served that way: a peer using the
+ * implicit MR's rkey names no memory the NIC can look up (REM_ACCESS_ERR).
+ */
+static struct ibv_mr *npf_reg_implicit(struct ibv_pd *ibpd, int access)
+{
+	static _Atomic __u32 next;
+	struct npf_mr *m = calloc(1, sizeof(*m));
+
+	if (!m)
+		return NULL;
+	m->implicit = true;
+	m->access = access;
+	m->dev_id = -1;
+	m->vmr.ibv_mr.context = ibpd->context;
+	m->vmr.ibv_mr.pd = ibpd;
+	m->vmr.ibv_mr.addr = NULL;
+	m->vmr.ibv_mr.length = SIZE_MAX;
+	m->vmr.ibv_mr.lkey = NPF_IMPLICIT_KEY | (atomic_fetch_add(&next, 1) & 0x7fffffff);
+	m->vmr.ibv_mr.rkey = m->vmr.ibv_mr.lkey;
+	m->vmr.ibv_mr.handle = m->vmr.ibv_mr.lkey;
+	pthread_mutex_lock(&npf_lock);
+	m->next = npf_mrs;
+	npf_mrs = m;
+	pthread_mutex_unlock(&npf_lock);
+	return &m->vmr.ibv_mr;
+}
+
+/* The private anonymous mapping holding [addr, addr + len), from /proc/self/maps. */
+static int npf_find_mapping(__u64 addr, __u64 len, __u64 *start, __u64 *end)
+{
+	char line[512];
+	FILE *f = fopen("/proc/self/maps", "re");
+	int err = -EFAULT;
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi, off;
+		char perm[8];
+
+		if (sscanf(line, "%lx-%lx %7s %lx", &lo, &hi, perm, &off) != 4)
+			continue;
+		if (addr < lo || addr >= hi)
+			continue;
+		if (addr + len > hi || perm[3] != 'p')
+			break;
+		*start = lo;
+		*end = hi;
+		err = 0;
+		break;
+	}
+	fclose(f);
+	return err;
+}
+
+static pthread_mutex_t npf_implicit_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The child of implicit MR m holding [addr, addr + len): its lkey, or 0. */
+static __u32 npf_implicit_lkey(struct npf_mr *m, __u64 addr, __u64 len)
+{
+	struct npf_mr *c, **pp;
+	struct ibv_mr *mr;
+	__u64 start, end;
+	__u32 key = 0;
+
+	pthread_mutex_lock(&npf_implicit_lock);
+	for (c = m->children; c; c = c->next)
+		if (addr >= (uintptr_t)c->vmr.ibv_mr.addr &&
+		    addr + len <= (uintptr_t)c->vmr.ibv_mr.addr + c->vmr.ibv_mr.length) {
+			key = c->vmr.ibv_mr.lkey;
+			goto out;
+		}
+	if (npf_find_mapping(addr, len ? len : 1, &start, &end)) {
+		npf_err("implicit MR: [0x%llx, +%llu) is not inside one private mapping",
+			(unsigned long long)addr, (unsigned long long)len);
+		goto out;
+	}
+	mr = npf_reg_mr(m->vmr.ibv_mr.pd, (void *)(uintptr_t)start, end - start, start, m->access);
+	if (!mr)
+		goto out;
+	c = (struct npf_mr *)mr;
+	/* children live on the implicit MR's list, not on npf_mrs */
+	pthread_mutex_lock(&npf_lock);
+	for (pp = &npf_mrs; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	pthread_mutex_unlock(&npf_lock);
+	c->next = m->children;
+	m->children = c;
+	key = c->vmr.ibv_mr.lkey;
+out:
+	pthread_mutex_unlock(&npf_implicit_lock);
+	return key;
+}
+
+static struct npf_mr *npf_mr_by_lkey(__u32 lkey)
+{
+	struct npf_mr *m;
+
+	pthread_mutex_lock(&npf_lock);
+	for (m = npf_mrs; m; m = m->next)
+		if (m->vmr.ibv_mr.lkey == lkey)
+			break;
+	pthread_mutex_unlock(&npf_lock);
+	return m;
+}
+
+/* An SGE's key as the NIC knows it (an implicit MR's child), or 0. */
+static __u32 npf_sge_lkey(struct ibv_sge *sge)
+{
+	struct npf_mr *m;
+
+	if (!(sge->lkey & NPF_IMPLICIT_KEY))
+		return sge->lkey;
+	m = npf_mr_by_lkey(sge->lkey);
+	if (!m || !m->implicit)
+		return sge->lkey; /* the NIC finds no such key: LOC_PROT_ERR, as hardware */
+	return npf_implicit_lkey(m, sge->addr, sge->length);
+}
+
+static struct ibv_mr *npf_reg_mr(struct ibv_pd *ibpd, void *addr, size_t len, uint64_t hca_va,
 				 int access)
 {
 	struct npf_pd *pd = (struct npf_pd *)ibpd;
@@ -295,11 +436,8 @@ static struct ibv_mr *npf_reg_mr(struct ibv_pd *ibpd, void *addr, size_t len, ui
 	struct npf_mr *m;
 	__u64 start, end;
 
-	if (!addr && len == SIZE_MAX && (access & IBV_ACCESS_ON_DEMAND)) {
-		npf_err("implicit on-demand MRs (ibv_reg_mr(NULL, SIZE_MAX)) are not supported by npf devices yet");
-		errno = EOPNOTSUPP;
-		return NULL;
-	}
+	if (!addr && len == SIZE_MAX && (access & IBV_ACCESS_ON_DEMAND))
+		return npf_reg_implicit(ibpd, access);
 	if (!len || hca_va != (uintptr_t)addr || (uintptr_t)addr + len < (uintptr_t)addr) {
 		errno = EINVAL;
 		return NULL;
@@ -398,6 +536,22 @@ static int npf_dereg_mr(struct verbs_mr *vmr)
 		m->region = NULL;
 	}
 	pthread_mutex_unlock(&npf_lock);
+	if (m->implicit) {
+		while (m->children) {
+			struct npf_mr *c = m->children;
+
+			m->children = c->next;
+			pthread_mutex_lock(&npf_lock);
+			c->next = npf_mrs;
+			npf_mrs = c;
+			pthread_mutex_unlock(&npf_lock);
+			err = npf_dereg_mr(&c->vmr);
+			if (err)
+				return err;
+		}
+		free(m);
+		return 0;
+	}
 	/* the device never touches the range again once this returns */
 	err = nic_dereg_mr(m->mr);
 	if (err)
@@ -406,6 +560,17 @@ static int npf_dereg_mr(struct verbs_mr *vmr)
 		munlock(m->lock_addr, m->lock_len);
 	free(m);
 	return 0;
+}
+
+static struct npf_mr *npf_mr_by_child(struct npf_mr *m, __u32 lkey)
+{
+	struct npf_mr *c;
+
+	pthread_mutex_lock(&npf_implicit_lock);
+	for (c = m->children; c && c->vmr.ibv_mr.lkey != lkey; c = c->next)
+		;
+	pthread_mutex_unlock(&npf_implicit_lock);
+	return c;
 }
 
 /*
@@ -431,12 +596,13 @@ static int npf_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, ui
 		struct npf_mr *m;
 		int err;
 
-		pthread_mutex_lock(&npf_lock);
-		for (m = npf_mrs; m; m = m->next)
-			if (m->vmr.ibv_mr.lkey == sg[i].lkey && m->vmr.ibv_mr.pd == pd)
-				break;
-		pthread_mutex_unlock(&npf_lock);
-		if (!m)
+		m = npf_mr_by_lkey(sg[i].lkey);
+		if (m && m->implicit) {
+			__u32 k = npf_implicit_lkey(m, sg[i].addr, sg[i].length);
+
+			m = k ? npf_mr_by_child(m, k) : NULL;
+		}
+		if (!m || m->vmr.ibv_mr.pd != pd)
 			return EINVAL;
 		/* the MR cannot go away under us: deregistering it while advising is the caller's race */
 		err = nic_mr_prefetch(m->mr, sg[i].addr, sg[i].length,
@@ -841,7 +1007,7 @@ static int npf_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv
 		} else {
 			for (i = 0; i < wr->num_sge; i++)
 				sge[i] = (struct nic_sge){wr->sg_list[i].addr, wr->sg_list[i].length,
-							  wr->sg_list[i].lkey};
+							  npf_sge_lkey(&wr->sg_list[i])};
 		}
 		err = nic_post_send(qp->qp, &w, &nbad);
 		if (err) {
@@ -874,7 +1040,7 @@ static int npf_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv
 		}
 		for (i = 0; i < wr->num_sge; i++)
 			sge[i] = (struct nic_sge){wr->sg_list[i].addr, wr->sg_list[i].length,
-						  wr->sg_list[i].lkey};
+						  npf_sge_lkey(&wr->sg_list[i])};
 		err = nic_post_recv(qp->qp, &w, &nbad);
 		if (err) {
 			*bad = wr;
