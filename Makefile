@@ -253,12 +253,12 @@ $(O)/gen/npf.pc: Makefile VERSION
 		'Cflags: -I$${includedir}' > $@
 
 install: $(O)/bin/npfd $(O)/bin/npfctl $(LIBNPF_A) $(LIBNPF_SO) $(BPF_OBJS) $(POLICIES) \
-		$(O)/gen/npfd.service $(O)/gen/npf.pc $(MANPAGES)
+		$(O)/gen/npfd.service $(O)/gen/npf.pc $(MANPAGES) verbs
 	$(call msg,INSTALL,$(DESTDIR)$(PREFIX))
 	$(Q)$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
 		$(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(NPF_LIBDIR)/bpf $(DESTDIR)$(NPF_LIBDIR)/policies \
 		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/npf \
-		$(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
 	$(Q)$(INSTALL) -m 0755 $(O)/bin/npfd $(DESTDIR)$(SBINDIR)/npfd
 	$(Q)$(INSTALL) -m 0755 $(O)/bin/npfctl $(DESTDIR)$(BINDIR)/npfctl
 	$(Q)$(INSTALL) -m 0644 $(LIBNPF_A) $(DESTDIR)$(LIBDIR)/libnpf.a
@@ -274,6 +274,8 @@ install: $(O)/bin/npfd $(O)/bin/npfctl $(LIBNPF_A) $(LIBNPF_SO) $(BPF_OBJS) $(PO
 		$(INSTALL) -m 0644 etc/npfd.conf $(DESTDIR)$(SYSCONFDIR)/npf/npfd.conf
 	$(Q)for m in $(MANPAGES); do \
 		$(INSTALL) -m 0644 $$m $(DESTDIR)$(MANDIR)/man$${m##*.}/ || exit 1; done
+	$(Q)$(INSTALL) -m 0755 $(O)/bin/npf-run $(DESTDIR)$(BINDIR)/npf-run
+	$(Q)$(INSTALL) -m 0755 $(VERBS_PROV) $(VERBS_PRELOAD) $(DESTDIR)$(NPF_LIBDIR)/
 
 uninstall:
 	$(call msg,UNINSTALL,$(DESTDIR)$(PREFIX))
@@ -282,7 +284,8 @@ uninstall:
 		$(DESTDIR)$(LIBDIR)/pkgconfig/npf.pc $(DESTDIR)$(INCLUDEDIR)/npf.h \
 		$(DESTDIR)$(INCLUDEDIR)/npf_abi.h $(DESTDIR)$(UNITDIR)/npfd.service \
 		$(DESTDIR)$(MANDIR)/man3/libnpf.3 $(DESTDIR)$(MANDIR)/man5/npfd.conf.5 \
-		$(DESTDIR)$(MANDIR)/man8/npfd.8 $(DESTDIR)$(MANDIR)/man8/npfctl.8
+		$(DESTDIR)$(MANDIR)/man8/npfd.8 $(DESTDIR)$(MANDIR)/man8/npfctl.8 \
+		$(DESTDIR)$(BINDIR)/npf-run $(DESTDIR)$(MANDIR)/man1/npf-run.1
 	$(Q)rm -rf $(DESTDIR)$(NPF_LIBDIR)
 	$(Q)echo "  kept $(DESTDIR)$(SYSCONFDIR)/npf/npfd.conf (remove it by hand if unwanted)"
 
