@@ -189,7 +189,7 @@ verbs: $(VERBS_PROV) $(VERBS_PRELOAD) $(O)/bin/npf-run $(O)/tests/helpers/verbs_
 $(O)/tests/helpers/%: tests/helpers/%.c $(VERBS_OK) | $(DEPS_STAMP)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< -libverbs -lpthread
+	$(Q)$(CC) $(NPF_CFLAGS) $(CFLAGS) -o $@ $< -libverbs -lpthread
 
 $(VERBS_OK): scripts/verbs-abi.sh | $(DEPS_STAMP)
 	$(Q)mkdir -p $(dir $@)
