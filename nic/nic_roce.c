@@ -63,8 +63,8 @@ enum {
 
 /* IB RNR NAK timer codes, in microseconds (code 0 is the longest, 655.36 ms) */
 static const __u32 rnr_code_us[32] = {
-	655360, 10,    20,    30,    40,    60,     80,     120,    160,    240,	320,
-	480,	640,   960,   1280,  1920,  2560,   3840,   5120,   7680,   10240,	15360,
+	655360, 10,    20,    30,    40,    60,	    80,	    120,    160,    240,    320,
+	480,	640,   960,   1280,  1920,  2560,   3840,   5120,   7680,   10240,  15360,
 	20480,	30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520,
 };
 
@@ -187,7 +187,7 @@ __u32 nic_roce_icrc(const void *dgram, size_t len, __u32 saddr, __u32 daddr, __u
 	memcpy(ps + 24, &ulen, 2);
 	ps[26] = ps[27] = 0xff; /* UDP checksum, masked */
 	memcpy(ps + 28, dgram, BTH_LEN);
-	ps[28 + 4] = 0xff; /* BTH resv8a, masked */
+	ps[28 + 4] = 0xff;			    /* BTH resv8a, masked */
 	crc = crc32_le(0xdebb20e3, ps, sizeof(ps)); /* seed: 8 bytes of ones done */
 	crc = crc32_le(crc, (const __u8 *)dgram + BTH_LEN, len - BTH_LEN - ICRC_LEN);
 	return ~crc;
@@ -214,10 +214,8 @@ __u32 nic_roce_dst_qpn(const void *dgram, size_t len)
 
 static const __u8 syn_to_aeth[] = {
 	[SYN_ACK] = 0x1f, /* ACK, credits invalid (no end-to-end flow control) */
-	[SYN_RNR_NAK] = 0x20,
-	[SYN_NAK_SEQ] = 0x60,
-	[SYN_NAK_INV_REQ] = 0x61,
-	[SYN_NAK_REM_ACCESS] = 0x62,
+	[SYN_RNR_NAK] = 0x20,	  [SYN_NAK_SEQ] = 0x60,
+	[SYN_NAK_INV_REQ] = 0x61, [SYN_NAK_REM_ACCESS] = 0x62,
 	[SYN_NAK_REM_OP] = 0x63,
 };
 
@@ -230,22 +228,25 @@ ssize_t nic_roce_encode(struct nic_qp *qp, const struct nic_pkt *pkt, void *dgra
 
 	switch (pkt->op) {
 	case PKT_SEND:
-		op = first && last ? IB_SEND_ONLY : first ? IB_SEND_FIRST
-					      : last  ? IB_SEND_LAST
-						      : IB_SEND_MIDDLE;
+		op = first && last ? IB_SEND_ONLY :
+		     first	   ? IB_SEND_FIRST :
+		     last	   ? IB_SEND_LAST :
+				     IB_SEND_MIDDLE;
 		break;
 	case PKT_WRITE:
-		op = first && last ? IB_WRITE_ONLY : first ? IB_WRITE_FIRST
-					       : last  ? IB_WRITE_LAST
-						       : IB_WRITE_MIDDLE;
+		op = first && last ? IB_WRITE_ONLY :
+		     first	   ? IB_WRITE_FIRST :
+		     last	   ? IB_WRITE_LAST :
+				     IB_WRITE_MIDDLE;
 		break;
 	case PKT_READ_REQ:
 		op = IB_READ_REQ;
 		break;
 	case PKT_READ_RESP:
-		op = first && last ? IB_READ_RESP_ONLY : first ? IB_READ_RESP_FIRST
-						   : last  ? IB_READ_RESP_LAST
-							   : IB_READ_RESP_MIDDLE;
+		op = first && last ? IB_READ_RESP_ONLY :
+		     first	   ? IB_READ_RESP_FIRST :
+		     last	   ? IB_READ_RESP_LAST :
+				     IB_READ_RESP_MIDDLE;
 		break;
 	case PKT_ACK:
 		op = IB_ACK;
@@ -258,7 +259,7 @@ ssize_t nic_roce_encode(struct nic_qp *qp, const struct nic_pkt *pkt, void *dgra
 	pad = (4 - n % 4) % 4;
 	memset(p, 0, h);
 	p[0] = op;
-	p[1] = pad << 4; /* SE 0, M 0, PadCnt, TVer 0 */
+	p[1] = pad << 4;    /* SE 0, M 0, PadCnt, TVer 0 */
 	p[2] = p[3] = 0xff; /* default P_Key */
 	put32(p + 4, pkt->dst_qpn & 0xffffff);
 	put32(p + 8, pkt->psn & 0xffffff);
@@ -282,7 +283,8 @@ ssize_t nic_roce_encode(struct nic_qp *qp, const struct nic_pkt *pkt, void *dgra
 	memcpy(p + h, pkt->data, n);
 	memset(p + h + n, 0, pad);
 	icrc = nic_roce_icrc(p, h + n + pad + ICRC_LEN, qp->nic->udp_addr.s_addr,
-			     qp->wire.peer.sin_addr.s_addr, qp->nic->roce_port, qp->wire.peer.sin_port);
+			     qp->wire.peer.sin_addr.s_addr, qp->nic->roce_port,
+			     qp->wire.peer.sin_port);
 	p[h + n + pad] = icrc;
 	p[h + n + pad + 1] = icrc >> 8;
 	p[h + n + pad + 2] = icrc >> 16;
@@ -388,9 +390,9 @@ int nic_roce_decode(struct nic_qp *qp, const void *dgram, size_t len, struct nic
 		pkt->op = PKT_SEND;
 		if ((op == IB_SEND_FIRST || op == IB_SEND_ONLY) && pkt->psn == qp->epsn)
 			w->rx_send_psn = pkt->psn;
-		pkt->offset = op == IB_SEND_FIRST || op == IB_SEND_ONLY
-				      ? 0
-				      : (__u64)(__u32)(pkt->psn - w->rx_send_psn) * qp->mtu;
+		pkt->offset = op == IB_SEND_FIRST || op == IB_SEND_ONLY ?
+				      0 :
+				      (__u64)(__u32)(pkt->psn - w->rx_send_psn) * qp->mtu;
 		if (op == IB_SEND_LAST || op == IB_SEND_ONLY) {
 			pkt->msg_len = pkt->offset + n;
 			return 0;

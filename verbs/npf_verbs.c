@@ -81,7 +81,7 @@ struct npf_region {
 
 struct npf_mr {
 	struct verbs_mr vmr;
-	struct npf_mr *next;	   /* npf_mrs, by lkey for ibv_advise_mr */
+	struct npf_mr *next; /* npf_mrs, by lkey for ibv_advise_mr */
 	struct nic_mr *mr;
 	struct npf_region *region; /* ODP */
 	int dev_id;		   /* ODP: npfd's device id */
@@ -242,9 +242,8 @@ static int npf_query_device_ex(struct ibv_context *context,
 	o->local_ca_ack_delay = 15;
 	o->phys_port_cnt = 1;
 	a.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
-	a.odp_caps.per_transport_caps.rc_odp_caps =
-		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
-		IBV_ODP_SUPPORT_READ;
+	a.odp_caps.per_transport_caps.rc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
+						    IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ;
 	a.phys_port_cnt_ex = 1;
 	memcpy(attr, &a, attr_size < sizeof(a) ? attr_size : sizeof(a));
 	return 0;
@@ -605,10 +604,10 @@ static int npf_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, ui
 		if (!m || m->vmr.ibv_mr.pd != pd)
 			return EINVAL;
 		/* the MR cannot go away under us: deregistering it while advising is the caller's race */
-		err = nic_mr_prefetch(m->mr, sg[i].addr, sg[i].length,
-				      advice != IBV_ADVISE_MR_ADVICE_PREFETCH,
-				      advice == IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT,
-				      (flags & IBV_ADVISE_MR_FLAG_FLUSH) ? NPF_ADVISE_FLUSH_MS : -1);
+		err = nic_mr_prefetch(
+			m->mr, sg[i].addr, sg[i].length, advice != IBV_ADVISE_MR_ADVICE_PREFETCH,
+			advice == IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT,
+			(flags & IBV_ADVISE_MR_FLAG_FLUSH) ? NPF_ADVISE_FLUSH_MS : -1);
 		if (err)
 			return -err;
 	}
@@ -709,9 +708,10 @@ static int npf_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 
 			memset(o, 0, sizeof(*o));
 			o->wr_id = w[i].wr_id;
-			o->status = (unsigned)w[i].status < sizeof(npf_wc_status) / sizeof(npf_wc_status[0])
-					    ? npf_wc_status[w[i].status]
-					    : IBV_WC_GENERAL_ERR;
+			o->status = (unsigned)w[i].status < sizeof(npf_wc_status) /
+								    sizeof(npf_wc_status[0]) ?
+					    npf_wc_status[w[i].status] :
+					    IBV_WC_GENERAL_ERR;
 			o->opcode = npf_wc_opcode[w[i].opcode & 3];
 			o->byte_len = w[i].byte_len;
 			o->qp_num = w[i].qp_num;
@@ -768,8 +768,8 @@ static struct ibv_qp *npf_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr
 	/* two slots per send WR: a slot is reused only after the SQ turned over */
 	qp->inl_slots = 2 * (size_t)(ia->cap.max_send_wr ? ia->cap.max_send_wr : 1);
 	inl_len = (qp->inl_slots * NPF_MAX_INLINE + NPF_PAGE - 1) & ~(NPF_PAGE - 1);
-	qp->inl = mmap(NULL, inl_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS |
-			       MAP_POPULATE | MAP_LOCKED, -1, 0);
+	qp->inl = mmap(NULL, inl_len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE | MAP_LOCKED, -1, 0);
 	if (qp->inl == MAP_FAILED) {
 		qp->inl = NULL;
 		goto err_qp;
@@ -849,7 +849,8 @@ static int npf_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask
 	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
 	if (mask & IBV_QP_PORT && attr->port_num != 1)
 		return EINVAL;
-	if (mask & IBV_QP_PATH_MTU && (attr->path_mtu < IBV_MTU_256 || attr->path_mtu > IBV_MTU_4096))
+	if (mask & IBV_QP_PATH_MTU &&
+	    (attr->path_mtu < IBV_MTU_256 || attr->path_mtu > IBV_MTU_4096))
 		return EINVAL;
 	switch (next) {
 	case IBV_QPS_RESET:
@@ -858,14 +859,13 @@ static int npf_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask
 			return EOPNOTSUPP; /* the device cannot reset a connected QP: destroy it */
 		break;
 	case IBV_QPS_RTR: {
-		struct nic_qp_info remote = {.magic = NIC_QP_INFO_MAGIC, .version = 1,
-					     .wire = NIC_WIRE_ROCE};
+		struct nic_qp_info remote = {
+			.magic = NIC_QP_INFO_MAGIC, .version = 1, .wire = NIC_WIRE_ROCE};
 
 		if (cur == IBV_QPS_RTR)
 			break;
-		if (cur != IBV_QPS_INIT ||
-		    (mask & (IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN)) !=
-			    (IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN))
+		if (cur != IBV_QPS_INIT || (mask & (IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN)) !=
+						   (IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN))
 			return EINVAL;
 		if (!attr->ah_attr.is_global || !npf_gid_ipv4(&attr->ah_attr.grh.dgid)) {
 			npf_err("QP %u: INIT->RTR needs the peer's RoCEv2 GID (ah_attr.is_global and grh.dgid ::ffff:a.b.c.d; ibv_rc_pingpong -g 0): npf devices are IP addresses, a LID names none",
@@ -1002,11 +1002,13 @@ static int npf_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv
 				       wr->sg_list[i].length);
 				len += wr->sg_list[i].length;
 			}
-			sge[0] = (struct nic_sge){(uintptr_t)slot, (__u32)len, nic_mr_lkey(qp->inl_mr)};
+			sge[0] = (struct nic_sge){(uintptr_t)slot, (__u32)len,
+						  nic_mr_lkey(qp->inl_mr)};
 			w.num_sge = 1;
 		} else {
 			for (i = 0; i < wr->num_sge; i++)
-				sge[i] = (struct nic_sge){wr->sg_list[i].addr, wr->sg_list[i].length,
+				sge[i] = (struct nic_sge){wr->sg_list[i].addr,
+							  wr->sg_list[i].length,
 							  npf_sge_lkey(&wr->sg_list[i])};
 		}
 		err = nic_post_send(qp->qp, &w, &nbad);
@@ -1066,8 +1068,10 @@ static void npf_free_context(struct ibv_context *context)
 				context->device->name, (unsigned long long)st.pkts_tx,
 				(unsigned long long)st.pkts_rx, (unsigned long long)st.pkts_dropped,
 				(unsigned long long)st.retransmits, (unsigned long long)st.timeouts,
-				(unsigned long long)st.rnr_nak_tx, (unsigned long long)st.rnr_nak_rx,
-				(unsigned long long)st.page_requests, (unsigned long long)st.page_responses,
+				(unsigned long long)st.rnr_nak_tx,
+				(unsigned long long)st.rnr_nak_rx,
+				(unsigned long long)st.page_requests,
+				(unsigned long long)st.page_responses,
 				(unsigned long long)st.requester_stalls);
 	}
 	nic_close(ctx->nic);
@@ -1112,7 +1116,8 @@ static struct verbs_context *npf_alloc_context(struct ibv_device *ibdev, int cmd
 	int p[2], e;
 
 	ctx = _verbs_init_and_alloc_context(ibdev, cmd_fd, sizeof(*ctx),
-					    &((struct npf_ctx *)NULL)->vctx, 0 /* RDMA_DRIVER_UNKNOWN */);
+					    &((struct npf_ctx *)NULL)->vctx,
+					    0 /* RDMA_DRIVER_UNKNOWN */);
 	if (!ctx)
 		return NULL;
 	ctx->dev = dev;
@@ -1125,11 +1130,12 @@ static struct verbs_context *npf_alloc_context(struct ibv_device *ibdev, int cmd
 	}
 	if (!ctx->nic) {
 		e = errno;
-		npf_err("%s: cannot start the device on %s:%d: %s%s", ibdev->name, addr, NIC_ROCE_PORT,
-			strerror(e),
-			e == EADDRINUSE ? " (another process has this device open: use another npf device)"
-			: e == EADDRNOTAVAIL ? " (no interface has this address)"
-					     : "");
+		npf_err("%s: cannot start the device on %s:%d: %s%s", ibdev->name, addr,
+			NIC_ROCE_PORT, strerror(e),
+			e == EADDRINUSE ?
+				" (another process has this device open: use another npf device)" :
+			e == EADDRNOTAVAIL ? " (no interface has this address)" :
+					     "");
 		goto err_uninit;
 	}
 	/* async events: what ibv_get_async_event() reads */

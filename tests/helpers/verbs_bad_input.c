@@ -64,16 +64,21 @@ static struct ibv_context *open_dev(const char *name)
 
 static struct ibv_qp *new_qp(struct ep *e)
 {
-	struct ibv_qp_init_attr ia = {.send_cq = e->cq, .recv_cq = e->cq, .qp_type = IBV_QPT_RC,
-				      .cap = {.max_send_wr = 16, .max_recv_wr = 16,
-					      .max_send_sge = 1, .max_recv_sge = 1}};
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
-				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ};
+	struct ibv_qp_init_attr ia = {
+		.send_cq = e->cq,
+		.recv_cq = e->cq,
+		.qp_type = IBV_QPT_RC,
+		.cap = {.max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1}};
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
+				.port_num = 1,
+				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
+						   IBV_ACCESS_REMOTE_READ};
 	struct ibv_qp *qp = ibv_create_qp(e->pd, &ia);
 
 	TH_ASSERT(qp, "ibv_create_qp: %s", strerror(errno));
 	TH_ASSERT(!ibv_modify_qp(qp, &a,
-				 IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+				 IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					 IBV_QP_ACCESS_FLAGS),
 		  "modify_qp to INIT failed");
 	return qp;
 }
@@ -92,14 +97,18 @@ static void ep_open(struct ep *e, const char *name)
 
 static int rtr_rts(struct ibv_qp *qp, const union ibv_gid *dgid, uint32_t dqpn)
 {
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_4096,
-				.dest_qp_num = dqpn, .rq_psn = 1000, .max_dest_rd_atomic = 1,
-				.min_rnr_timer = 1,
-				.ah_attr = {.is_global = 1, .port_num = 1,
-					    .grh = {.dgid = *dgid, .hop_limit = 1}}};
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_RTR,
+		.path_mtu = IBV_MTU_4096,
+		.dest_qp_num = dqpn,
+		.rq_psn = 1000,
+		.max_dest_rd_atomic = 1,
+		.min_rnr_timer = 1,
+		.ah_attr = {.is_global = 1, .port_num = 1, .grh = {.dgid = *dgid, .hop_limit = 1}}};
 	int r = ibv_modify_qp(qp, &a,
 			      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-				      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+				      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+				      IBV_QP_MIN_RNR_TIMER);
 
 	if (r)
 		return r;
@@ -131,11 +140,14 @@ static struct ibv_wc wait_wc(struct ibv_cq *cq, double secs, const char *what)
 	th_fail("%s: no completion within %.0f s (something hangs)", what, secs);
 }
 
-static void post(struct ibv_qp *qp, enum ibv_wr_opcode op, void *addr, uint32_t len,
-		 uint32_t lkey, uint64_t raddr, uint32_t rkey, uint64_t id)
+static void post(struct ibv_qp *qp, enum ibv_wr_opcode op, void *addr, uint32_t len, uint32_t lkey,
+		 uint64_t raddr, uint32_t rkey, uint64_t id)
 {
 	struct ibv_sge sge = {.addr = (uintptr_t)addr, .length = len, .lkey = lkey};
-	struct ibv_send_wr wr = {.wr_id = id, .sg_list = &sge, .num_sge = 1, .opcode = op,
+	struct ibv_send_wr wr = {.wr_id = id,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = op,
 				 .send_flags = IBV_SEND_SIGNALED,
 				 .wr.rdma = {.remote_addr = raddr, .rkey = rkey}},
 			   *bad;
@@ -197,7 +209,8 @@ int main(void)
 	qa.ah_attr.dlid = 1;
 	qa.ah_attr.port_num = 1;
 	r = ibv_modify_qp(a.qp, &qa,
-			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN);
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				  IBV_QP_RQ_PSN);
 	TH_ASSERT(r == EINVAL, "RTR without a GID returned %d, want EINVAL", r);
 	printf("RTR without a GID: EINVAL\n");
 
@@ -254,7 +267,8 @@ int main(void)
 	pthread_join(th, NULL);
 	TH_ASSERT(dereg_ret == 0, "dereg_mr while faulting returned %d", dereg_ret);
 	wc = wait_wc(a.cq, 30, "WRITE into a deregistered MR");
-	TH_ASSERT(wc.wr_id == 4 && (wc.status == IBV_WC_SUCCESS || wc.status == IBV_WC_REM_ACCESS_ERR),
+	TH_ASSERT(wc.wr_id == 4 &&
+			  (wc.status == IBV_WC_SUCCESS || wc.status == IBV_WC_REM_ACCESS_ERR),
 		  "WRITE racing dereg: %s, want SUCCESS or REM_ACCESS_ERR",
 		  ibv_wc_status_str(wc.status));
 	printf("dereg while faulting: dereg returned 0, the WRITE completed: %s\n",
@@ -262,8 +276,8 @@ int main(void)
 
 	/* and a WRITE with the dead rkey fails as hardware fails it */
 	if (wc.status == IBV_WC_SUCCESS) {
-		post(a.qp, IBV_WR_RDMA_WRITE, a.buf, 4096, a.mr->lkey, (uintptr_t)b.buf,
-		     dead_rkey, 5);
+		post(a.qp, IBV_WR_RDMA_WRITE, a.buf, 4096, a.mr->lkey, (uintptr_t)b.buf, dead_rkey,
+		     5);
 		wc = wait_wc(a.cq, 30, "WRITE with a deregistered rkey");
 		TH_ASSERT(wc.status == IBV_WC_REM_ACCESS_ERR,
 			  "WRITE with a deregistered rkey: %s, want REM_ACCESS_ERR",
