@@ -50,6 +50,13 @@ vx_sample() {
 	return 0
 }
 
+# How many page requests a side's NIC raised and npfd answered (its
+# NPF_VERBS_STATS line): "REQUESTS RESPONSES". Deterministic, unlike sampling
+# npfd's per-region counters, which go away with the region.
+vx_nic_faults() { # LOG
+	sed -n 's/.*page_requests \([0-9]*\) responses \([0-9]*\).*/\1 \2/p' "$1" | head -n 1
+}
+
 # vx_pair PROGRAM SRV_ARGS... -- CLI_ARGS...: server on npf0, client on npf1 to the server's address
 vx_pair() {
 	prog=$1; shift
