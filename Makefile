@@ -68,7 +68,7 @@ MANPAGES    := $(patsubst man/%,$(O)/gen/man/%,$(wildcard man/*.[0-9]))
 DEPS_STAMP := $(O)/.deps-installed
 
 all: $(O)/bin/npfd $(O)/bin/npfctl $(LIBNPF_A) $(LIBNPF_SO) $(LIBNIC_A) $(POLICIES) $(TESTS) \
-     $(UNIT_TESTS) $(BENCHES) $(EXAMPLES) $(MANPAGES) verbs
+     $(UNIT_TESTS) $(BENCHES) $(EXAMPLES) $(MANPAGES) verbs-if-abi
 
 # Debian packages: checked once per build tree, re-checked when the list changes.
 $(DEPS_STAMP): scripts/deps.sh
@@ -182,6 +182,13 @@ VERBS_PROV   := $(O)/lib/libnpfverbs-rdmav$(VERBS_PABI).so
 VERBS_PRELOAD := $(O)/lib/libnpfverbs-preload.so
 VERBS_OK     := $(O)/gen/verbs-abi-$(VERBS_PABI).ok
 VERBS_PIC    := $(patsubst %.c,$(O)/obj/pic/%.o,$(NIC_SRCS) verbs/npf_verbs.c)
+
+# `make` builds verbs/ when the installed libibverbs has the provider ABI it
+# is written for, and otherwise says why and goes on without it (its tests
+# then skip); `make verbs` fails instead.
+verbs-if-abi: | $(DEPS_STAMP)
+	$(Q)if sh scripts/verbs-abi.sh $(VERBS_PABI); then $(MAKE) --no-print-directory -q verbs || $(MAKE) --no-print-directory verbs; \
+	else echo "npf: verbs/ (npf-run, the libibverbs provider) not built: see above"; fi
 
 verbs: $(VERBS_PROV) $(VERBS_PRELOAD) $(O)/bin/npf-run $(O)/tests/helpers/verbs_bad_input
 
@@ -318,7 +325,7 @@ bench: all
 clean:
 	$(Q)rm -rf $(O)
 
-.PHONY: all check check-abi abi-baseline check-sanitize fuzz demo bench clean install uninstall verbs
+.PHONY: all check check-abi abi-baseline check-sanitize fuzz demo bench clean install uninstall verbs verbs-if-abi
 .DELETE_ON_ERROR:
 .SECONDARY:
 
