@@ -12,6 +12,7 @@
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
+NPF_TESTLIB=tests/lib
 . tests/lib/verbs.sh
 vx_need ib_write_lat ib_write_bw
 npfd_start

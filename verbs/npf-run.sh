@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 # npf-run CMD [ARGS...]: run an unmodified libibverbs program with npf devices.
 #
-# In a private mount namespace (nothing on the host changes; what it makes
-# lives in a tmpfs that disappears with the namespace) it gives CMD:
+# In a private mount namespace (nothing on the host changes, nothing is
+# created there: what it makes lives in a tmpfs mounted over /dev in that
+# namespace, which disappears with it) it gives CMD:
 #  - a sysfs tree (SYSFS_PATH) describing one RoCEv2 device per IPv4 address:
 #    npf0, npf1, ... with GID ::ffff:a.b.c.d (libibverbs reads devices, ports,
 #    GIDs and pkeys from there when the kernel has no RDMA stack);
@@ -49,27 +50,24 @@ for a in $addrs; do
 	esac
 done
 
-tmp=$(mktemp -d /tmp/npf-run.XXXXXX)
-trap 'rmdir "$tmp" 2>/dev/null || true' EXIT INT TERM
-
-# Runs inside the new mount namespace: $1 the tmpfs mount point, then CMD.
+# Runs inside the new mount namespace, then execs CMD.
 inner='
 set -eu
-t=$1; shift
-mount -t tmpfs -o mode=0755,size=8m npf-run "$t"
-# /dev: a tmpfs copy of the host /dev (nodes and links), its submounts bound
-# back, plus /dev/infiniband; the host /dev is not touched
-mkdir "$t/hostdev" "$t/dev"
-mount --rbind /dev "$t/hostdev"
-cp -a -x "$t/hostdev/." "$t/dev/"
-mount --move "$t/dev" /dev 2>/dev/null || mount --rbind "$t/dev" /dev
-for m in $(findmnt -rn -o TARGET -R "$t/hostdev" | sed "1d; s|^$t/hostdev/||"); do
-	case "$m" in */*) continue ;; esac
-	mkdir -p "/dev/$m"
-	mount --rbind "$t/hostdev/$m" "/dev/$m"
+# /dev becomes a tmpfs holding a copy of the host /dev (nodes and links) with
+# its submounts (pts, shm, mqueue, ...) bound back, plus /dev/infiniband and
+# the sysfs tree; the working directory keeps the host /dev reachable while
+# it is copied (the host /dev itself is not touched)
+cwd=$(pwd)
+cd /dev
+mount -t tmpfs -o mode=0755,size=16m npf-run /dev
+cp -a -x ./. /dev/
+for m in $(cd / && findmnt -rn -o TARGET | sed -n "s|^/dev/\([^/]*\)\$|\1|p" | sort -u); do
+	# --no-canonicalize: "./$m" must stay relative to the host /dev, not become /dev/$m
+	[ -d "./$m" ] && mount --no-canonicalize --rbind "./$m" "/dev/$m" 2>/dev/null || true
 done
-umount -l "$t/hostdev"
+cd "$cwd"
 mkdir -p /dev/infiniband
+t=/dev/.npf-run
 s="$t/sys/class"
 mkdir -p "$s/infiniband_verbs" "$s/infiniband"
 echo 6 > "$s/infiniband_verbs/abi_version"
@@ -110,8 +108,5 @@ export LD_PRELOAD="$NPF_RUN_LIB/libnpfverbs-preload.so${LD_PRELOAD:+:$LD_PRELOAD
 unset NPF_RUN_ADDRS NPF_RUN_LIB
 exec "$@"
 '
-set +e
-NPF_RUN_ADDRS="$addrs" NPF_RUN_LIB="$lib" unshare --mount --propagation private \
-	sh -c "$inner" npf-run "$tmp" "$@"
-rc=$?
-exit $rc
+NPF_RUN_ADDRS="$addrs" NPF_RUN_LIB="$lib" exec unshare --mount --propagation private \
+	sh -c "$inner" npf-run "$@"

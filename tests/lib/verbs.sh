@@ -9,7 +9,7 @@
 #                                 $cli_rc, $max_dev_faults, $max_vmlck_kb (locked
 #                                 in the mappings of npfd's regions),
 #                                 logs in $dir/srv.log, $dir/cli.log
-. "$(dirname "$0")/lib/npfd.sh"
+. "${NPF_TESTLIB:-$(dirname "$0")/lib}/npfd.sh"
 [ -x "$BIN/npf-run" ] || { echo "build/bin/npf-run is missing (make verbs)"; exit 77; }
 [ -e "$BIN/../lib/libnpfverbs-rdmav34.so" ] || { echo "the npf verbs provider is not built"; exit 77; }
 o=$(( $$ % 200 + 20 ))
