@@ -7,7 +7,7 @@
 # completions, nothing hangs.
 set -u
 . "$(dirname "$0")/lib/verbs.sh"
-h="$NPF_TESTS/helpers/verbs_bad_input"
+h="${NPF_TESTS:-build/tests}/helpers/verbs_bad_input"
 [ -x "$h" ] || { echo "$h is not built (make verbs)"; exit 77; }
 npfd_start
 NPFD_PID=$npfd NOBODY_GID_ADDR="127.91.$o.99" timeout 120 "$BIN/npf-run" "$h" >"$dir/out" 2>&1
