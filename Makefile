@@ -68,7 +68,7 @@ MANPAGES    := $(patsubst man/%,$(O)/gen/man/%,$(wildcard man/*.[0-9]))
 DEPS_STAMP := $(O)/.deps-installed
 
 all: $(O)/bin/npfd $(O)/bin/npfctl $(LIBNPF_A) $(LIBNPF_SO) $(LIBNIC_A) $(POLICIES) $(TESTS) \
-     $(UNIT_TESTS) $(BENCHES) $(EXAMPLES) $(MANPAGES)
+     $(UNIT_TESTS) $(BENCHES) $(EXAMPLES) $(MANPAGES) verbs-if-abi
 
 # Debian packages: checked once per build tree, re-checked when the list changes.
 $(DEPS_STAMP): scripts/deps.sh
@@ -174,6 +174,57 @@ $(O)/bin/npf-%: $(O)/obj/examples/%.o $(LIBNIC_A) $(LIBNPF_A)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lpthread
 
 # ------------------------------------------------------------------ #
+# verbs/: the libibverbs provider for the software NIC and npf-run.
+# The provider uses libibverbs' private provider ABI, which changes with
+# every rdma-core release: only rdma-core 44 (IBVERBS_PRIVATE_34) is known.
+VERBS_PABI   := 34
+VERBS_PROV   := $(O)/lib/libnpfverbs-rdmav$(VERBS_PABI).so
+VERBS_PRELOAD := $(O)/lib/libnpfverbs-preload.so
+VERBS_OK     := $(O)/gen/verbs-abi-$(VERBS_PABI).ok
+VERBS_PIC    := $(patsubst %.c,$(O)/obj/pic/%.o,$(NIC_SRCS) verbs/npf_verbs.c)
+
+# `make` builds verbs/ when the installed libibverbs has the provider ABI it
+# is written for, and otherwise says why and goes on without it (its tests
+# then skip); `make verbs` fails instead.
+verbs-if-abi: | $(DEPS_STAMP)
+	$(Q)if sh scripts/verbs-abi.sh $(VERBS_PABI); then $(MAKE) --no-print-directory -q verbs || $(MAKE) --no-print-directory verbs; \
+	else echo "npf: verbs/ (npf-run, the libibverbs provider) not built: see above"; fi
+
+verbs: $(VERBS_PROV) $(VERBS_PRELOAD) $(O)/bin/npf-run $(O)/tests/helpers/verbs_bad_input
+
+# helpers the verbs tests run under npf-run (not tests themselves)
+$(O)/tests/helpers/%: tests/helpers/%.c $(VERBS_OK) | $(DEPS_STAMP)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(NPF_CFLAGS) $(CFLAGS) -o $@ $< -libverbs -lpthread
+
+$(VERBS_OK): scripts/verbs-abi.sh | $(DEPS_STAMP)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)sh scripts/verbs-abi.sh $(VERBS_PABI)
+	$(Q)touch $@
+
+$(O)/obj/pic/%.o: %.c $(VERBS_OK) | $(DEPS_STAMP)
+	$(call msg,CC-PIC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(NPF_CFLAGS) $(CFLAGS) -fPIC -c $< -o $@
+
+$(VERBS_PROV): $(VERBS_PIC) $(LIB_OBJS) verbs/npf_verbs.map
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) -shared -Wl,--version-script=verbs/npf_verbs.map -Wl,-z,defs -o $@ \
+		$(VERBS_PIC) $(LIB_OBJS) -libverbs -lpthread
+
+$(VERBS_PRELOAD): verbs/npf_verbs_preload.c | $(DEPS_STAMP)
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(NPF_CFLAGS) $(CFLAGS) -fPIC -shared -o $@ $< -ldl
+
+$(O)/bin/npf-run: verbs/npf-run.sh
+	$(call msg,GEN,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)cp $< $@ && chmod 0755 $@
+
+# ------------------------------------------------------------------ #
 # make install: PREFIX and DESTDIR as usual; the default configuration
 # goes to SYSCONFDIR (/etc: npfd reads /etc/npf/npfd.conf) and is not
 # overwritten when present. The BPF objects are embedded in npfd (skeletons);
@@ -209,12 +260,12 @@ $(O)/gen/npf.pc: Makefile VERSION
 		'Cflags: -I$${includedir}' > $@
 
 install: $(O)/bin/npfd $(O)/bin/npfctl $(LIBNPF_A) $(LIBNPF_SO) $(BPF_OBJS) $(POLICIES) \
-		$(O)/gen/npfd.service $(O)/gen/npf.pc $(MANPAGES)
+		$(O)/gen/npfd.service $(O)/gen/npf.pc $(MANPAGES) verbs
 	$(call msg,INSTALL,$(DESTDIR)$(PREFIX))
 	$(Q)$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
 		$(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(NPF_LIBDIR)/bpf $(DESTDIR)$(NPF_LIBDIR)/policies \
 		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/npf \
-		$(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
 	$(Q)$(INSTALL) -m 0755 $(O)/bin/npfd $(DESTDIR)$(SBINDIR)/npfd
 	$(Q)$(INSTALL) -m 0755 $(O)/bin/npfctl $(DESTDIR)$(BINDIR)/npfctl
 	$(Q)$(INSTALL) -m 0644 $(LIBNPF_A) $(DESTDIR)$(LIBDIR)/libnpf.a
@@ -230,6 +281,8 @@ install: $(O)/bin/npfd $(O)/bin/npfctl $(LIBNPF_A) $(LIBNPF_SO) $(BPF_OBJS) $(PO
 		$(INSTALL) -m 0644 etc/npfd.conf $(DESTDIR)$(SYSCONFDIR)/npf/npfd.conf
 	$(Q)for m in $(MANPAGES); do \
 		$(INSTALL) -m 0644 $$m $(DESTDIR)$(MANDIR)/man$${m##*.}/ || exit 1; done
+	$(Q)$(INSTALL) -m 0755 $(O)/bin/npf-run $(DESTDIR)$(BINDIR)/npf-run
+	$(Q)$(INSTALL) -m 0755 $(VERBS_PROV) $(VERBS_PRELOAD) $(DESTDIR)$(NPF_LIBDIR)/
 
 uninstall:
 	$(call msg,UNINSTALL,$(DESTDIR)$(PREFIX))
@@ -238,7 +291,8 @@ uninstall:
 		$(DESTDIR)$(LIBDIR)/pkgconfig/npf.pc $(DESTDIR)$(INCLUDEDIR)/npf.h \
 		$(DESTDIR)$(INCLUDEDIR)/npf_abi.h $(DESTDIR)$(UNITDIR)/npfd.service \
 		$(DESTDIR)$(MANDIR)/man3/libnpf.3 $(DESTDIR)$(MANDIR)/man5/npfd.conf.5 \
-		$(DESTDIR)$(MANDIR)/man8/npfd.8 $(DESTDIR)$(MANDIR)/man8/npfctl.8
+		$(DESTDIR)$(MANDIR)/man8/npfd.8 $(DESTDIR)$(MANDIR)/man8/npfctl.8 \
+		$(DESTDIR)$(BINDIR)/npf-run $(DESTDIR)$(MANDIR)/man1/npf-run.1
 	$(Q)rm -rf $(DESTDIR)$(NPF_LIBDIR)
 	$(Q)echo "  kept $(DESTDIR)$(SYSCONFDIR)/npf/npfd.conf (remove it by hand if unwanted)"
 
@@ -271,7 +325,7 @@ bench: all
 clean:
 	$(Q)rm -rf $(O)
 
-.PHONY: all check check-abi abi-baseline check-sanitize fuzz demo bench clean install uninstall
+.PHONY: all check check-abi abi-baseline check-sanitize fuzz demo bench clean install uninstall verbs verbs-if-abi
 .DELETE_ON_ERROR:
 .SECONDARY:
 

@@ -328,7 +328,8 @@ void collect_close(void)
 
 /*
  * Device page requests come from the software NIC's npf_nic_fault_report(),
- * linked into the application's executable. One uprobe per executable,
+ * linked into the application's executable or its verbs provider (a
+ * libnpf* shared library). One uprobe per file,
  * shared by every served process that runs it: on this kernel each uprobe
  * link on a file runs for every process that hits the site, whatever pid
  * it was opened for, so one link per process made each report arrive once
@@ -345,34 +346,75 @@ struct nic_probe {
 
 static struct list_head nic_probes = LIST_HEAD_INIT(nic_probes);
 
+/*
+ * The files that may hold npf_nic_fault_report: the executable (a program
+ * linked with libnpfnic.a), then any executable mapping of a shared library
+ * named libnpf* (the libibverbs provider, verbs/, loaded with dlopen), by
+ * its /proc/PID/map_files link, which names the very file mapped whatever
+ * mount namespace the process runs in.
+ */
+static int nic_probe_candidates(pid_t tgid, char (*path)[96], int max)
+{
+	char line[512];
+	int n = 0;
+	FILE *f;
+
+	snprintf(path[n++], sizeof(path[0]), "/proc/%d/exe", tgid);
+	snprintf(line, sizeof(line), "/proc/%d/maps", tgid);
+	f = fopen(line, "re");
+	if (!f)
+		return n;
+	while (n < max && fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		char perm[8], *file = strchr(line, '/'), *base;
+
+		if (!file || sscanf(line, "%lx-%lx %7s", &lo, &hi, perm) != 3 || perm[2] != 'x')
+			continue;
+		file[strcspn(file, "\n")] = 0;
+		base = strrchr(file, '/') + 1;
+		if (strncmp(base, "libnpf", 6))
+			continue;
+		snprintf(path[n++], sizeof(path[0]), "/proc/%d/map_files/%lx-%lx", tgid, lo, hi);
+	}
+	fclose(f);
+	return n;
+}
+
 int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "npf_nic_fault_report");
+	char cand[8][96];
 	struct nic_probe *p;
-	char exe[64];
 	struct stat st;
+	int i, n, e = ENOENT;
 
 	if (mm->nic_probe)
 		return 0;
-	snprintf(exe, sizeof(exe), "/proc/%d/exe", mm->tgid);
-	if (stat(exe, &st))
+	n = nic_probe_candidates(mm->tgid, cand, 8);
+	if (stat(cand[0], &st))
 		return refuse(err, errlen, errno, "cannot find the executable of pid %d: %s",
 			      mm->tgid, strerror(errno));
-	list_for_each_entry(p, &nic_probes, node)
-		if (p->dev == st.st_dev && p->ino == st.st_ino)
-			goto found;
-	p = calloc(1, sizeof(*p));
-	if (!p)
-		return refuse(err, errlen, ENOMEM, "out of memory");
-	p->link = bpf_program__attach_uprobe_opts(skel->progs.npf_nic_fault, -1, exe, 0, &opts);
-	if (!p->link) {
-		int e = errno;
-
+	for (i = 0; i < n; i++) {
+		if (i && stat(cand[i], &st))
+			continue;
+		list_for_each_entry(p, &nic_probes, node)
+			if (p->dev == st.st_dev && p->ino == st.st_ino)
+				goto found;
+		p = calloc(1, sizeof(*p));
+		if (!p)
+			return refuse(err, errlen, ENOMEM, "out of memory");
+		p->link = bpf_program__attach_uprobe_opts(skel->progs.npf_nic_fault, -1, cand[i], 0,
+							  &opts);
+		if (p->link)
+			break;
+		e = errno;
 		free(p);
-		return refuse(err, errlen, e,
-			      "cannot attach the page request uprobe to npf_nic_fault_report in %s: %s (is the software NIC linked into the program?)",
-			      exe, strerror(e));
+		p = NULL;
 	}
+	if (!p)
+		return refuse(err, errlen, e,
+			      "cannot attach the page request uprobe to npf_nic_fault_report in %s or a libnpf* library it maps: %s (is the software NIC linked into the program?)",
+			      cand[0], strerror(e));
 	p->dev = st.st_dev;
 	p->ino = st.st_ino;
 	list_add_tail(&p->node, &nic_probes);

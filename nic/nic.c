@@ -93,6 +93,8 @@ static int nic_pass(struct nic *nic, __u64 *deadline)
 
 	nic_for_each_mr(nic, i, mr)
 		work += nic_poll_mr(nic, mr, now, deadline);
+	if (nic->roce_fd >= 0)
+		work += nic_roce_rx(nic);
 	nic_for_each_qp(nic, i, qp)
 		work += nic_qp_poll(qp, now, deadline);
 	return work;
@@ -269,7 +271,8 @@ struct nic *nic_open(const struct nic_opts *opts)
 	nic->opts.sz = sizeof(nic->opts);
 	if (!nic->opts.wire)
 		nic->opts.wire = NIC_WIRE_SHM;
-	if (nic->opts.wire != NIC_WIRE_SHM && nic->opts.wire != NIC_WIRE_UDP) {
+	if (nic->opts.wire != NIC_WIRE_SHM && nic->opts.wire != NIC_WIRE_UDP &&
+	    nic->opts.wire != NIC_WIRE_ROCE) {
 		err = EINVAL;
 		goto err_free;
 	}
@@ -279,21 +282,28 @@ struct nic *nic_open(const struct nic_opts *opts)
 		goto err_free;
 	}
 	nic->opts.udp_addr = NULL; /* not kept: the caller owns the string */
-	nic->epfd = nic->stop_efd = -1;
+	nic->epfd = nic->stop_efd = nic->roce_fd = -1;
 	nic->key_salt = (__u32)nic_now_ns();
 	pthread_mutex_init(&nic->lock, NULL);
-	if (nic->opts.wire == NIC_WIRE_UDP) {
-		err = -nic_udp_thread_start(nic);
+	if (nic->opts.wire == NIC_WIRE_ROCE) {
+		err = -nic_roce_open(nic);
 		if (err)
 			goto err_free;
+	}
+	if (nic->opts.wire != NIC_WIRE_SHM) {
+		err = -nic_udp_thread_start(nic);
+		if (err)
+			goto err_roce;
 	}
 	err = pthread_create(&nic->engine, NULL, nic_engine, nic);
 	if (err) {
 		nic_udp_thread_stop(nic);
-		goto err_free;
+		goto err_roce;
 	}
 	return nic;
 
+err_roce:
+	nic_roce_close(nic);
 err_free:
 	free(nic);
 	errno = err;
@@ -317,6 +327,7 @@ void nic_close(struct nic *nic)
 		nic_destroy_qp(qp);
 	nic_for_each_mr(nic, i, mr)
 		nic_dereg_mr(mr);
+	nic_roce_close(nic);
 	free(nic);
 }
 
@@ -492,6 +503,100 @@ int nic_mr_iopt_fd(const struct nic_mr *mr)
 	return mr ? mr->iopt_fd : -EINVAL;
 }
 
+int nic_mr_map_pinned(struct nic_mr *mr)
+{
+	__u64 i;
+
+	if (!mr)
+		return -EINVAL;
+	for (i = 0; i < mr->npages; i++) {
+		__u64 old = __atomic_load_n(&mr->pte[i], __ATOMIC_RELAXED), new;
+
+		do
+			new = (old | NPF_PTE_PRESENT | NPF_PTE_READ | NPF_PTE_WRITE) +
+			      (1ULL << NPF_PTE_VERSION_SHIFT);
+		while (!__atomic_compare_exchange_n(&mr->pte[i], &old, new, false,
+						    __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+	}
+	return 0;
+}
+
+static bool pte_ok(__u64 pte, int write)
+{
+	__u64 want = NPF_PTE_PRESENT | NPF_PTE_READ | (write ? NPF_PTE_WRITE : 0);
+
+	return (pte & want) == want;
+}
+
+int nic_mr_prefetch(struct nic_mr *mr, __u64 addr, __u64 len, int write, int resident_only,
+		    int flush_ms)
+{
+	static _Atomic __u32 seq;
+	__u64 first, last, i, run = UINT64_MAX, end_ns;
+	unsigned char *vec = NULL;
+
+	if (!mr || !len || !mr_contains(mr, addr, len))
+		return -EINVAL;
+	if (!mr->npf_id)
+		return 0;
+	first = ((addr & ~(__u64)(PAGE_SZ - 1)) - mr->start) >> PAGE_SH;
+	last = ((addr + len - 1) & ~(__u64)(PAGE_SZ - 1)) - mr->start;
+	last >>= PAGE_SH;
+	if (resident_only) {
+		vec = malloc(last - first + 1);
+		if (!vec)
+			return -ENOMEM;
+		if (mincore((void *)(uintptr_t)(mr->start + (first << PAGE_SH)),
+			    (last - first + 1) << PAGE_SH, vec)) {
+			free(vec);
+			return -errno;
+		}
+	}
+	/* one request per run of wanted pages; cookie QPN 0: no QP waits for it */
+	for (i = first; i <= last + 1; i++) {
+		bool want = i <= last &&
+			    !pte_ok(__atomic_load_n(&mr->pte[i], __ATOMIC_ACQUIRE), write) &&
+			    (!vec || (vec[i - first] & 1));
+
+		if (want && run == UINT64_MAX)
+			run = i;
+		if (!want && run != UINT64_MAX) {
+			struct npf_page_request req = {
+				.magic = NPF_IOPT_MAGIC,
+				.mr_id = mr->npf_id,
+				.addr = mr->start + (run << PAGE_SH),
+				.len = (i - run) << PAGE_SH,
+				.cookie = atomic_fetch_add(&seq, 1) + 1,
+				.npages = (__u32)(i - run),
+				.access = write ? NPF_ACCESS_WRITE : NPF_ACCESS_READ,
+			};
+
+			npf_nic_fault_report(&req);
+			run = UINT64_MAX;
+		}
+	}
+	if (flush_ms < 0) {
+		free(vec);
+		return 0;
+	}
+	end_ns = nic_now_ns() + (__u64)flush_ms * 1000000;
+	for (i = first; i <= last; i++) {
+		if (vec && !(vec[i - first] & 1))
+			continue;
+		while (!pte_ok(__atomic_load_n(&mr->pte[i], __ATOMIC_ACQUIRE), write)) {
+			struct timespec ts = {0, 50000};
+
+			if (nic_now_ns() > end_ns) {
+				free(vec);
+				return -ETIMEDOUT;
+			}
+			nanosleep(&ts, NULL);
+		}
+	}
+	free(vec);
+	return 0;
+}
+
 int nic_mr_set_npf_id(struct nic_mr *mr, __u32 id)
 {
 	if (!mr)
@@ -565,6 +670,26 @@ void nic_cq_push(struct nic_cq *cq, const struct nic_wc *wc)
 	atomic_store(&cq->prod, prod + 1);
 	if (atomic_load(&cq->waiters))
 		nic_futex_wake(&cq->prod, false);
+	if (atomic_load_explicit(&cq->armed, memory_order_relaxed) &&
+	    atomic_exchange(&cq->armed, 0)) {
+		ssize_t n = write(cq->notify_fd, &cq->notify_cookie, sizeof(cq->notify_cookie));
+
+		(void)n; /* a full pipe: events are pending anyway */
+	}
+}
+
+int nic_cq_arm(struct nic_cq *cq, int fd, __u64 cookie)
+{
+	if (!cq)
+		return -EINVAL;
+	if (fd < 0) {
+		atomic_store(&cq->armed, 0);
+		return 0;
+	}
+	cq->notify_fd = fd;
+	cq->notify_cookie = cookie;
+	atomic_store(&cq->armed, 1);
+	return 0;
 }
 
 int nic_poll_cq(struct nic_cq *cq, int n, struct nic_wc *wc)
@@ -762,13 +887,43 @@ int nic_qp_local_info(const struct nic_qp *qp, struct nic_qp_info *info)
 	info->qpn = qp->qpn;
 	info->psn = qp->next_psn;
 	info->mtu = qp->mtu;
-	if (qp->wire.type == NIC_WIRE_UDP) {
+	if (qp->wire.type == NIC_WIRE_ROCE) {
+		info->udp_addr = qp->nic->udp_addr.s_addr;
+		info->udp_port = qp->nic->roce_port;
+	} else if (qp->wire.type == NIC_WIRE_UDP) {
 		info->udp_addr = qp->wire.local.sin_addr.s_addr;
 		info->udp_port = qp->wire.local.sin_port;
 	} else {
 		memcpy(info->shm_name, qp->wire.rx_name, sizeof(info->shm_name));
 	}
 	return 0;
+}
+
+int nic_qp_set_psn(struct nic_qp *qp, __u32 psn)
+{
+	int err = 0;
+
+	if (!qp)
+		return -EINVAL;
+	nic_ctl_lock(qp->nic);
+	/* connected but nothing posted yet (RTR -> RTS) is still in time */
+	if (qp->state == QPS_ERR ||
+	    (qp->state == QPS_RTS &&
+	     (atomic_load(&qp->sq_prod) != atomic_load(&qp->sq_head) || qp->sq_next != qp->sq_head ||
+	      qp->tx_high != qp->next_psn))) {
+		err = -EISCONN;
+	} else {
+		qp->next_psn = psn & 0xffffff;
+		qp->una = qp->next_psn;
+		qp->tx_high = qp->next_psn;
+	}
+	pthread_mutex_unlock(&qp->nic->lock);
+	return err;
+}
+
+int nic_qp_in_error(const struct nic_qp *qp)
+{
+	return qp && __atomic_load_n(&qp->state, __ATOMIC_RELAXED) == QPS_ERR;
 }
 
 int nic_qp_connect(struct nic_qp *qp, const struct nic_qp_info *remote)

@@ -104,7 +104,21 @@ struct nic_wire {
 	size_t rxlen;
 	bool rx_held;
 	__u32 tx_count; /* loss injection: xorshift state */
+	/* roce: datagrams the device's socket received for this QP, not yet taken */
+	void *rxq;
+	__u32 *rxq_len;
+	__u32 rxq_head, rxq_tail;
+	struct nic_pkt *rx_pkt;	/* the head datagram decoded (it needs the QP's state then) */
+	bool rx_decoded;
+	/* roce decoder state: what later packets of a message leave out */
+	__u32 rx_send_psn;	/* first PSN of the SEND being received */
+	__u32 rx_write_psn;	/* first PSN, target, rkey and length of the WRITE */
+	__u64 rx_write_va, rx_write_len;
+	__u32 rx_write_rkey;
+	struct { __u32 psn, npkts; __u64 va, len; } rx_reads[NIC_MAX_RD]; /* READ requests seen */
+	__u32 rx_reads_next;
 };
+#define NIC_ROCE_RXQ 256
 
 /* ---- objects --------------------------------------------------------------- */
 
@@ -137,6 +151,9 @@ struct nic_cq {
 	_Atomic __u32 cons; /* application */
 	_Atomic __u32 waiters;
 	struct nic_wc *ring;
+	_Atomic int armed; /* nic_cq_arm(): write notify_cookie to notify_fd on the next push */
+	int notify_fd;
+	__u64 notify_cookie;
 };
 
 struct nic_swqe {
@@ -263,6 +280,12 @@ struct nic_qp {
 struct nic {
 	struct nic_opts opts;
 	struct in_addr udp_addr;
+	int roce_fd;		/* NIC_WIRE_ROCE: the device's socket */
+	__u16 roce_port;	/* network order */
+	void *roce_rxbuf, *roce_txbuf;
+	struct nic_pkt *roce_pkt;	/* the packet being built, before encoding */
+	size_t roce_held;		/* bytes of a datagram in roce_rxbuf whose QP was full */
+	struct sockaddr_in roce_from;	/* its sender */
 	pthread_mutex_t lock;
 	pthread_t engine;
 	pthread_t udp_thread;
@@ -323,6 +346,17 @@ void nic_wire_tx_commit(struct nic_qp *qp, struct nic_pkt *pkt);
 struct nic_pkt *nic_wire_rx_peek(struct nic_qp *qp);
 void nic_wire_rx_release(struct nic_qp *qp);
 int nic_udp_thread_start(struct nic *nic);
+int nic_roce_open(struct nic *nic);
+void nic_roce_close(struct nic *nic);
+int nic_roce_rx(struct nic *nic);
+/* nic_roce.c: the packets' form on a NIC_WIRE_ROCE link */
+#define NIC_ROCE_DGRAM_MAX (sizeof(struct nic_pkt) + NIC_DEFAULT_MTU + 64)
+__u32 nic_roce_dst_qpn(const void *dgram, size_t len);
+ssize_t nic_roce_encode(struct nic_qp *qp, const struct nic_pkt *pkt, void *dgram);
+int nic_roce_decode(struct nic_qp *qp, const void *dgram, size_t len, struct nic_pkt *pkt);
+__u32 nic_roce_icrc_of(const void *dgram, size_t len);
+__u32 nic_roce_icrc(const void *dgram, size_t len, __u32 saddr, __u32 daddr, __u16 sport,
+		    __u16 dport);
 void nic_udp_thread_stop(struct nic *nic);
 
 /* nic_rc.c */

@@ -113,10 +113,129 @@ err_close:
 	return err;
 }
 
+/* roce: the QP's queue of packets the device's socket received for it */
+static int roce_wire_init(struct nic_qp *qp)
+{
+	struct nic_wire *w = &qp->wire;
+
+	w->rxq = malloc((size_t)NIC_ROCE_RXQ * NIC_ROCE_DGRAM_MAX);
+	w->rxq_len = calloc(NIC_ROCE_RXQ, sizeof(*w->rxq_len));
+	w->rx_pkt = malloc(nic_slot_size(qp->mtu));
+	if (!w->rxq || !w->rxq_len || !w->rx_pkt) {
+		free(w->rxq);
+		free(w->rxq_len);
+		free(w->rx_pkt);
+		w->rxq = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 int nic_wire_init(struct nic *nic, struct nic_qp *qp)
 {
 	qp->wire.type = nic->opts.wire;
+	if (qp->wire.type == NIC_WIRE_ROCE)
+		return roce_wire_init(qp);
 	return qp->wire.type == NIC_WIRE_UDP ? udp_wire_init(nic, qp) : shm_wire_init(qp);
+}
+
+/*
+ * The device's socket: bound to its address and the RoCEv2 port, so that
+ * one address is one device whatever QPs it has. A second process that
+ * opens a device with the same address gets EADDRINUSE.
+ */
+int nic_roce_open(struct nic *nic)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr = nic->udp_addr};
+	int buf = NIC_SOCKBUF, err;
+
+	a.sin_port = htons(nic->opts.udp_port ? nic->opts.udp_port : NIC_ROCE_PORT);
+	nic->roce_port = a.sin_port;
+	nic->roce_fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (nic->roce_fd < 0)
+		return -errno;
+	if (setsockopt(nic->roce_fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)))
+		setsockopt(nic->roce_fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+	if (setsockopt(nic->roce_fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof(buf)))
+		setsockopt(nic->roce_fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+	if (bind(nic->roce_fd, (struct sockaddr *)&a, sizeof(a))) {
+		err = -errno;
+		goto err_close;
+	}
+	nic->roce_rxbuf = malloc(NIC_ROCE_DGRAM_MAX);
+	nic->roce_txbuf = malloc(NIC_ROCE_DGRAM_MAX);
+	nic->roce_pkt = malloc(nic_slot_size(NIC_DEFAULT_MTU));
+	if (!nic->roce_rxbuf || !nic->roce_txbuf || !nic->roce_pkt) {
+		err = -ENOMEM;
+		goto err_close;
+	}
+	return 0;
+
+err_close:
+	nic_roce_close(nic);
+	return err;
+}
+
+void nic_roce_close(struct nic *nic)
+{
+	if (nic->roce_fd >= 0)
+		close(nic->roce_fd);
+	nic->roce_fd = -1;
+	free(nic->roce_rxbuf);
+	free(nic->roce_txbuf);
+	free(nic->roce_pkt);
+	nic->roce_rxbuf = nic->roce_txbuf = NULL;
+	nic->roce_pkt = NULL;
+}
+
+/*
+ * Hand what the device's socket holds to the QPs the packets name (by
+ * destination QPN, from the peer the QP is connected to). A packet for a
+ * QP whose queue is full stays here, and draining stops until the QP has
+ * taken some: the socket's buffer queues the rest, as a NIC's input buffer
+ * would, instead of losing packets that RC would have to resend.
+ */
+int nic_roce_rx(struct nic *nic)
+{
+	int n;
+
+	for (n = 0; n < NIC_ROCE_RXQ; n++) {
+		struct sockaddr_in *from = &nic->roce_from;
+		socklen_t alen = sizeof(*from);
+		struct nic_qp *qp;
+		struct nic_wire *w;
+		ssize_t len = nic->roce_held;
+		__u32 dst_qpn;
+
+		if (!len) {
+			len = recvfrom(nic->roce_fd, nic->roce_rxbuf, NIC_ROCE_DGRAM_MAX, 0,
+				       (struct sockaddr *)from, &alen);
+			if (len <= 0)
+				break;
+			nic->stats.pkts_rx++;
+		}
+		nic->roce_held = 0;
+		dst_qpn = nic_roce_dst_qpn(nic->roce_rxbuf, len);
+		qp = dst_qpn ? nic_qp_lookup(nic, dst_qpn) : NULL;
+		w = qp ? &qp->wire : NULL;
+		/* packets carry no source QPN: the peer's address stands for it */
+		if (!qp || qp->state == QPS_INIT || from->sin_addr.s_addr != w->peer.sin_addr.s_addr ||
+		    nic_roce_icrc(nic->roce_rxbuf, len, from->sin_addr.s_addr, nic->udp_addr.s_addr,
+				  from->sin_port, nic->roce_port) !=
+			    nic_roce_icrc_of(nic->roce_rxbuf, len)) {
+			nic->stats.pkts_dropped++;
+			continue;
+		}
+		if (w->rxq_tail - w->rxq_head >= NIC_ROCE_RXQ) {
+			nic->roce_held = len;
+			break;
+		}
+		memcpy((char *)w->rxq + (size_t)(w->rxq_tail % NIC_ROCE_RXQ) * NIC_ROCE_DGRAM_MAX,
+		       nic->roce_rxbuf, len);
+		w->rxq_len[w->rxq_tail % NIC_ROCE_RXQ] = len;
+		w->rxq_tail++;
+	}
+	return n;
 }
 
 static int shm_wire_connect(struct nic_qp *qp, const struct nic_qp_info *remote)
@@ -166,6 +285,7 @@ int nic_wire_connect(struct nic_qp *qp, const struct nic_qp_info *remote)
 	w->peer.sin_family = AF_INET;
 	w->peer.sin_addr.s_addr = remote->udp_addr;
 	w->peer.sin_port = remote->udp_port;
+	w->rxq_head = w->rxq_tail = 0;
 	return 0;
 }
 
@@ -182,6 +302,10 @@ void nic_wire_fini(struct nic *nic, struct nic_qp *qp)
 			munmap(w->tx, w->tx_size);
 		return;
 	}
+	free(w->rxq);
+	free(w->rxq_len);
+	free(w->rx_pkt);
+	w->rxq = NULL;
 	if (w->fd >= 0) {
 		epoll_ctl(nic->epfd, EPOLL_CTL_DEL, w->fd, NULL);
 		close(w->fd);
@@ -199,6 +323,8 @@ struct nic_pkt *nic_wire_tx_begin(struct nic_qp *qp)
 
 	if (w->type == NIC_WIRE_UDP)
 		return w->txbuf;
+	if (w->type == NIC_WIRE_ROCE)
+		return qp->nic->roce_pkt;
 	if (!r)
 		return NULL;
 	tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
@@ -237,6 +363,14 @@ void nic_wire_tx_commit(struct nic_qp *qp, struct nic_pkt *pkt)
 		nic->stats.pkts_dropped++;
 		return;
 	}
+	if (w->type == NIC_WIRE_ROCE) {
+		ssize_t len = nic_roce_encode(qp, pkt, nic->roce_txbuf);
+
+		if (len < 0 || sendto(nic->roce_fd, nic->roce_txbuf, len, 0,
+				      (struct sockaddr *)&w->peer, sizeof(w->peer)) < 0)
+			nic->stats.pkts_dropped++;
+		return;
+	}
 	if (w->type == NIC_WIRE_UDP) {
 		if (sendto(w->fd, pkt, sizeof(*pkt) + pkt->len, 0, (struct sockaddr *)&w->peer,
 			   sizeof(w->peer)) < 0)
@@ -265,6 +399,28 @@ struct nic_pkt *nic_wire_rx_peek(struct nic_qp *qp)
 		struct nic_pkt *pkt;
 		ssize_t n;
 
+		if (w->type == NIC_WIRE_ROCE) {
+			/*
+			 * Decoded only now, in order: what a packet leaves out
+			 * (a WRITE's target after its first packet, a SEND's
+			 * offset) comes from the QP's state as the packets before
+			 * it left it. Counted by nic_roce_rx().
+			 */
+			if (w->rx_decoded)
+				return w->rx_pkt;
+			if (w->rxq_head == w->rxq_tail)
+				return NULL;
+			if (!nic_roce_decode(qp,
+					     (char *)w->rxq + (size_t)(w->rxq_head % NIC_ROCE_RXQ) *
+								      NIC_ROCE_DGRAM_MAX,
+					     w->rxq_len[w->rxq_head % NIC_ROCE_RXQ], w->rx_pkt)) {
+				w->rx_decoded = true;
+				return w->rx_pkt;
+			}
+			qp->nic->stats.pkts_dropped++;
+			w->rxq_head++;
+			continue;
+		}
 		if (w->type == NIC_WIRE_UDP) {
 			if (w->rx_held)
 				return w->rxbuf;
@@ -296,6 +452,11 @@ void nic_wire_rx_release(struct nic_qp *qp)
 
 	if (w->type == NIC_WIRE_UDP) {
 		w->rx_held = false;
+		return;
+	}
+	if (w->type == NIC_WIRE_ROCE) {
+		w->rx_decoded = false;
+		w->rxq_head++;
 		return;
 	}
 	atomic_store_explicit(&w->rx->head, atomic_load(&w->rx->head) + 1, memory_order_release);
@@ -335,6 +496,14 @@ int nic_udp_thread_start(struct nic *nic)
 	if (epoll_ctl(nic->epfd, EPOLL_CTL_ADD, nic->stop_efd, &ev)) {
 		err = -errno;
 		goto err_close;
+	}
+	if (nic->roce_fd >= 0) {
+		struct epoll_event rev = {.events = EPOLLIN | EPOLLET, .data.fd = nic->roce_fd};
+
+		if (epoll_ctl(nic->epfd, EPOLL_CTL_ADD, nic->roce_fd, &rev)) {
+			err = -errno;
+			goto err_close;
+		}
 	}
 	err = -pthread_create(&nic->udp_thread, NULL, nic_udp_waker, nic);
 	if (err)

@@ -53,7 +53,16 @@ struct nic_qp;
 enum nic_wire_type {
 	NIC_WIRE_SHM = 1, /* peer on this host: one shared-memory ring per direction */
 	NIC_WIRE_UDP = 2, /* peer anywhere IPv4 reaches (e.g. another netns) */
+	/*
+	 * One UDP socket per device, bound to udp_addr and port 4791 (or
+	 * udp_port): every QP of the device sends from it and receives on it,
+	 * and arriving packets are handed to the QP their destination QPN
+	 * names -- a RoCEv2 device's addressing (one IP address per device).
+	 */
+	NIC_WIRE_ROCE = 3,
 };
+
+#define NIC_ROCE_PORT 4791
 
 struct nic_opts {
 	size_t sz;
@@ -67,6 +76,7 @@ struct nic_opts {
 	 * that waited for the acknowledgement from one that did not.
 	 */
 	__u32 inval_ack_delay_us;
+	__u16 udp_port;		  /* NIC_WIRE_ROCE: local port (host order; 0: NIC_ROCE_PORT) */
 };
 
 /*
@@ -159,6 +169,27 @@ __u32 nic_mr_rkey(const struct nic_mr *mr);
  */
 int nic_mr_iopt_fd(const struct nic_mr *mr);
 
+/*
+ * A pinning driver's registration: mark every page of the MR present (read
+ * and write) in its IO page table, as a driver does once it has pinned the
+ * memory and mapped it for DMA. The caller has made the memory resident and
+ * keeps it so (mlock); npfd must not be attached to this MR.
+ */
+int nic_mr_map_pinned(struct nic_mr *mr);
+
+/*
+ * Prefetch (ibv_advise_mr): ask npfd for the pages of [addr, addr + len)
+ * that are not present (for writing too with `write`), as the device would
+ * on a fault, but with no QP waiting (the answer only counts). With
+ * `resident_only`, only pages the process already has (mincore) are asked
+ * for: they are mapped, nothing is read or zeroed. flush_ms >= 0: wait up
+ * to that long until every page asked for is present (-ETIMEDOUT if they
+ * are not: npfd slow, absent or refusing). An MR npfd does not serve (pinned) has every
+ * page present already: 0 at once.
+ */
+int nic_mr_prefetch(struct nic_mr *mr, __u64 addr, __u64 len, int write, int resident_only,
+		    int flush_ms);
+
 /* The id npfd gave this MR's attachment: copied into every page request. */
 int nic_mr_set_npf_id(struct nic_mr *mr, __u32 id);
 
@@ -203,6 +234,14 @@ int nic_poll_cq(struct nic_cq *cq, int n, struct nic_wc *wc);
 
 /* Sleep until the CQ holds a completion: 0, or -ETIMEDOUT (timeout_ms < 0: forever). */
 int nic_cq_wait(struct nic_cq *cq, int timeout_ms);
+
+/*
+ * Arm the CQ (ibv_req_notify_cq): the next completion written to it makes
+ * the device write the 8 bytes of `cookie` to fd once (a pipe: what a
+ * completion channel reads), then the CQ is disarmed. fd stays the
+ * caller's; -1 disarms.
+ */
+int nic_cq_arm(struct nic_cq *cq, int fd, __u64 cookie);
 
 /* ---- queue pairs (reliable connection) --------------------------------- */
 
@@ -265,6 +304,16 @@ struct nic_qp_info {
 };
 
 int nic_qp_local_info(const struct nic_qp *qp, struct nic_qp_info *info);
+
+/*
+ * Set the first PSN this QP sends, before it has sent anything (connected
+ * or not): verbs applications choose it themselves (ibv_modify_qp's
+ * sq_psn, at RTR -> RTS, after the QP could already receive).
+ */
+int nic_qp_set_psn(struct nic_qp *qp, __u32 psn);
+
+/* Whether the QP has gone to the error state (an error completion). */
+int nic_qp_in_error(const struct nic_qp *qp);
 
 /* Connect to the remote QP described by info: the QP becomes ready to send. */
 int nic_qp_connect(struct nic_qp *qp, const struct nic_qp_info *remote);

@@ -6,7 +6,7 @@ set -eu
 
 PKGS="clang llvm gcc make pkg-config libbpf-dev bpftool liburing-dev libelf-dev zlib1g-dev \
 libsystemd-dev iproute2 util-linux python3 python3-prometheus-client jq gnuplot-nox \
-abigail-tools clang-format"
+abigail-tools clang-format libibverbs-dev ibverbs-utils rdma-core perftest tshark"
 
 missing=""
 for p in $PKGS; do
@@ -22,6 +22,9 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "npf: installing Debian packages:$missing"
 export DEBIAN_FRONTEND=noninteractive
+# tshark pulls in wireshark-common, which asks whether non-root users may capture:
+# answer "no" up front so the install never stops at a prompt.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
 if ! apt-get install -y -qq $missing >/tmp/npf-apt.log 2>&1; then
 	apt-get update -qq >>/tmp/npf-apt.log 2>&1 || true
 	if ! apt-get install -y -qq $missing >>/tmp/npf-apt.log 2>&1; then
