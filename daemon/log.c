@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
 #include <unistd.h>
 #include "log.h"
 
@@ -28,4 +29,25 @@ void log_msg(enum log_level level, const char *fmt, ...)
 			level <= LOG_WARN ? ": " : "", line);
 	else
 		fprintf(stderr, "<%d>npfd: %s\n", syslog_prio[level], line);
+}
+
+int log_ratelimit_ok(struct log_ratelimit *rl, enum log_level level)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	if (ts.tv_sec - rl->window >= LOG_RL_WINDOW_S) {
+		if (rl->suppressed)
+			log_msg(level, "(%llu similar lines suppressed in %d s)", rl->suppressed,
+				LOG_RL_WINDOW_S);
+		rl->window = ts.tv_sec;
+		rl->printed = 0;
+		rl->suppressed = 0;
+	}
+	if (rl->printed < LOG_RL_BURST) {
+		rl->printed++;
+		return 1;
+	}
+	rl->suppressed++;
+	return 0;
 }

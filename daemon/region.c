@@ -334,6 +334,52 @@ static int adopt_uffd(struct npfd_client *c, int uffd, ino_t ino, char *err, siz
 	return 0;
 }
 
+/*
+ * Is fd a file npfd can read [off, off + len) of, now? A descriptor npfd
+ * cannot read would make every fault of the region fail; refuse it here with
+ * the reason rather than at the first touch. Block devices have no st_size:
+ * their end is checked by a read of the region's last page.
+ */
+static int check_backing(int fd, __u64 off, __u64 len, char *err, size_t errlen)
+{
+	int mode = fcntl(fd, F_GETFL);
+	__u64 end;
+	struct stat st;
+	char byte;
+
+	if (__builtin_add_overflow(off, len, &end) || end > (__u64)INT64_MAX)
+		return refuse(err, errlen, EOVERFLOW,
+			    "file offset %llu + length %llu is past the largest file offset",
+			    (unsigned long long)off, (unsigned long long)len);
+	if (mode < 0)
+		return refuse(err, errlen, EBADF, "cannot inspect the backing file: %s",
+			    strerror(errno));
+	if (mode & O_PATH)
+		return refuse(err, errlen, EBADF,
+			    "the backing file was opened with O_PATH: open it O_RDONLY");
+	if ((mode & O_ACCMODE) == O_WRONLY)
+		return refuse(err, errlen, EBADF,
+			    "the backing file is open write-only: open it O_RDONLY or O_RDWR");
+	if (fstat(fd, &st))
+		return refuse(err, errlen, errno, "cannot stat the backing file: %s",
+			    strerror(errno));
+	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
+		return refuse(err, errlen, EINVAL,
+			    "the backing descriptor is not a regular file or block device");
+	if (S_ISREG(st.st_mode) && (__u64)st.st_size < end)
+		return refuse(err, errlen, EINVAL,
+			    "the backing file is shorter than the region: %lld bytes, the region needs %llu (offset %llu + length %llu)",
+			    (long long)st.st_size, (unsigned long long)end,
+			    (unsigned long long)off, (unsigned long long)len);
+	errno = 0;
+	if (pread(fd, &byte, 1, (off_t)(end - 1)) != 1)
+		return refuse(err, errlen, EIO,
+			    "cannot read the backing file's last byte of the region (offset %llu): %s",
+			    (unsigned long long)(end - 1),
+			    errno ? strerror(errno) : "end of file");
+	return 0;
+}
+
 int region_register(struct npfd_client *c, const struct npf_region_req *req, int *fds, int nfds,
 		    struct npf_region_info *out, char *err, size_t errlen)
 {
@@ -342,7 +388,6 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	struct uffdio_range range;
 	struct npfd_region *r, *it;
 	char what[384];
-	struct stat st;
 	int ret, want_fds, uffd;
 	ino_t ino = 0;
 
@@ -403,22 +448,9 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 			    (unsigned long long)end, c->pid, what);
 
 	if (want_fds == 2) {
-		int mode = fcntl(fds[1], F_GETFL);
-
-		if (fstat(fds[1], &st))
-			return refuse(err, errlen, errno, "cannot stat the backing file: %s",
-				    strerror(errno));
-		if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
-			return refuse(err, errlen, EINVAL,
-				    "the backing descriptor is not a regular file or block device");
-		if (mode < 0 || (mode & O_ACCMODE) == O_WRONLY)
-			return refuse(err, errlen, EBADF, "the backing file is not open for reading");
-		if (S_ISREG(st.st_mode) && (__u64)st.st_size < req->file_offset + len)
-			return refuse(err, errlen, EINVAL,
-				    "the backing file is shorter than the region: %lld bytes, the region needs %llu (offset %llu + length %llu)",
-				    (long long)st.st_size,
-				    (unsigned long long)(req->file_offset + len),
-				    (unsigned long long)req->file_offset, (unsigned long long)len);
+		ret = check_backing(fds[1], req->file_offset, len, err, errlen);
+		if (ret)
+			return ret;
 	}
 
 	reg.range.start = start;

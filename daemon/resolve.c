@@ -38,6 +38,15 @@
 #include <linux/userfaultfd.h>
 #include "npfd.h"
 
+#ifndef UFFDIO_POISON /* Debian's linux-libc-dev (6.1) predates it; the kernel has it (6.6+) */
+struct uffdio_poison {
+	struct uffdio_range range;
+	__u64 mode;
+	__s64 updated;
+};
+#define UFFDIO_POISON _IOWR(UFFDIO, 0x08, struct uffdio_poison)
+#endif
+
 #define MSGS_PER_READ 64
 #define MAX_RUN_PAGES 512
 
@@ -61,6 +70,8 @@ struct run {
 	int status;	      /* 0, or the -errno that stopped the install */
 	bool woken;	      /* the install ioctl already woke the whole run */
 	bool write;	      /* a fault of the run writes: no read-only zero page */
+	bool unservable;      /* its data cannot be had (the backing read failed) */
+	__u32 valid_pages;    /* unservable: leading pages the read did fill */
 	__u64 done;	      /* bytes installed */
 };
 
@@ -641,6 +652,64 @@ static int install(struct run *rn, const char *src)
 	return 0;
 }
 
+/*
+ * [start, start + npages) of the run has no data (its backing read failed):
+ * poison it, so that the access fails with SIGBUS rather than faulting again
+ * forever (npfd at 100% CPU) or reading zeros. Pages that are present
+ * already (EEXIST) keep their data.
+ */
+static int poison(struct run *rn, __u64 start, __u64 npages)
+{
+	__u64 len = npages * NPF_PAGE_SIZE, done = 0;
+
+	while (done < len) {
+		struct uffdio_poison p = {.range = {start + done, len - done},
+					  .mode = 0};
+
+		if (!ioctl(rn->mm->uffd, UFFDIO_POISON, &p))
+			return 0;
+		if (p.updated > 0) {
+			done += (__u64)p.updated;
+			continue;
+		}
+		if (p.updated == -EEXIST) {
+			done += NPF_PAGE_SIZE;
+			continue;
+		}
+		return p.updated < 0 ? (int)p.updated : -errno;
+	}
+	return 0;
+}
+
+static void wake(struct run *rn);
+
+/* Serve what the failed read did fill, poison the rest, wake every waiter. */
+static int fail_run(struct run *rn, const char *src)
+{
+	struct run head = *rn;
+	int ret = 0;
+
+	head.npages = rn->valid_pages;
+	head.done = 0;
+	if (head.npages && !install(&head, src)) {
+		mark_installed(rn->region, head.start, head.npages);
+		device_pages_installed(rn->region, head.start, head.npages);
+	} else {
+		head.npages = 0;
+	}
+	rn->valid_pages = head.npages;
+	ret = poison(rn, rn->start + (__u64)head.npages * NPF_PAGE_SIZE,
+		     rn->npages - head.npages);
+	if (ret == -EAGAIN)
+		return ret;
+	if (ret && ret != -ESRCH && ret != -ENOENT)
+		pr_warn_rl("pid %d: cannot poison 0x%llx+%u pages: %s", rn->mm->tgid,
+			   (unsigned long long)rn->start, rn->npages, strerror(-ret));
+	wake(rn);
+	rn->woken = true;
+	return 0;
+}
+
 static void wake(struct run *rn)
 {
 	struct uffdio_range range = {.start = rn->start,
@@ -689,21 +758,32 @@ static void read_runs(struct run *rs, size_t n)
 		want = (size_t)rn->npages * NPF_PAGE_SIZE;
 		got = cqe->res > 0 ? (size_t)cqe->res : 0;
 		if (cqe->res < 0) {
-			pr_err("region %u: reading the backing file at offset %llu failed: %s",
-			       rn->region->id,
-			       (unsigned long long)(rn->region->file_offset +
-						    (rn->start - rn->region->start)),
-			       strerror(-cqe->res));
+			pr_warn_rl("region %u: reading the backing file at offset %llu failed: %s",
+				   rn->region->id,
+				   (unsigned long long)(rn->region->file_offset +
+							(rn->start - rn->region->start)),
+				   strerror(-cqe->res));
 			rn->status = cqe->res;
+			rn->unservable = true;
 		}
-		/* Short read: finish with pread; past the end of the file reads zeros. */
+		/*
+		 * Short read: finish with pread. The file was at least as long as
+		 * the region when it was registered, so an end of file now means
+		 * it was truncated since: those pages have no data, and zeros
+		 * would be a silent corruption.
+		 */
 		while (cqe->res >= 0 && got < want) {
 			char *dst = staging + (size_t)rn->staging * NPF_PAGE_SIZE;
-			ssize_t r = pread(rn->region->file_fd, dst + got, want - got,
-					  (off_t)(rn->region->file_offset +
-						  (rn->start - rn->region->start) + got));
+			__u64 off = rn->region->file_offset + (rn->start - rn->region->start) + got;
+			ssize_t r = pread(rn->region->file_fd, dst + got, want - got, (off_t)off);
+
 			if (r <= 0) {
-				memset(dst + got, 0, want - got);
+				pr_warn_rl("region %u: the backing file ends at offset %llu, inside the region (truncated after registration?)%s%s",
+					   rn->region->id, (unsigned long long)off,
+					   r < 0 ? ": " : "", r < 0 ? strerror(errno) : "");
+				rn->status = r < 0 ? -errno : -ENODATA;
+				rn->unservable = true;
+				rn->valid_pages = (__u32)(got / NPF_PAGE_SIZE);
 				break;
 			}
 			got += (size_t)r;
@@ -733,6 +813,11 @@ static void account(struct run *rn, __u64 t_done)
 	for (i = rn->first; i < rn->first + rn->nfaults; i++)
 		if (faults[i].tid)
 			r->stats->uffd_faults++;
+	if (rn->unservable) {
+		r->stats->faults_failed += rn->nfaults;
+		r->stats->pages_copied += rn->valid_pages;
+		return;
+	}
 	if (r->backing == NPF_BACKING_FILE)
 		r->stats->pages_copied += rn->npages;
 	else
@@ -914,7 +999,7 @@ void resolve_flush(void)
 				 */
 				src = zeros;
 			else if (!rn->region)
-				pr_warn("pid %d: fault at 0x%llx is outside every region: zero-filled",
+				pr_warn_rl("pid %d: fault at 0x%llx is outside every region: zero-filled",
 					rn->mm->tgid, (unsigned long long)rn->start);
 			rn->status = install(rn, src);
 		}
@@ -923,6 +1008,9 @@ void resolve_flush(void)
 			struct run *rn = &runs[i];
 			__u32 k;
 
+			if (rn->unservable &&
+			    fail_run(rn, staging + (size_t)rn->staging * NPF_PAGE_SIZE) == -EAGAIN)
+				rn->status = -EAGAIN;
 			if (rn->status == -EAGAIN) {
 				/*
 				 * An mm event is pending on the fd: keep these faults
@@ -935,13 +1023,13 @@ void resolve_flush(void)
 			}
 			if (rn->status == -ESRCH)
 				continue; /* the process is gone: nobody waits */
-			if (rn->status && rn->status != -ENOENT)
-				pr_warn("pid %d: installing 0x%llx+%u pages failed: %s", rn->mm->tgid,
+			if (rn->status && rn->status != -ENOENT && !rn->unservable)
+				pr_warn_rl("pid %d: installing 0x%llx+%u pages failed: %s", rn->mm->tgid,
 					(unsigned long long)rn->start, rn->npages,
 					strerror(-rn->status));
 			if (!rn->woken)
 				wake(rn);
-			if (!rn->status && rn->region) {
+			if (!rn->status && !rn->unservable && rn->region) {
 				mark_installed(rn->region, rn->start, rn->npages);
 				device_pages_installed(rn->region, rn->start, rn->npages);
 			}

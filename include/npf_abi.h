@@ -214,6 +214,8 @@ struct npf_region_stats {
 	__u64 batches;	      /* npfd: resolver batches that touched the region */
 	__u64 mm_events;      /* npfd: REMOVE/UNMAP/REMAP/FORK events */
 	__u64 latency_sum_ns; /* npfd: sum of fault service times */
+	__u64 faults_failed;  /* npfd: faults it could not serve (backing read failed):
+			       * the page was poisoned, the access got SIGBUS */
 };
 
 /* npf_latency[slot]: fault service time (raise -> page installed), log2(ns). */

@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Shared by the adversarial tests (tests/adv_*.c): the attacker is an
+ * unprivileged member of the control socket's group, as in a deployment
+ * where the socket (mode 0660) is given to a group of users. The test's
+ * npfd runs as root; adv_open_to_group() hands its socket directory and
+ * socket to ADV_GID, adv_become_attacker() drops to ADV_UID in that group.
+ * Raw protocol helpers speak to npfd without libnpf, so a test can send
+ * what libnpf never would.
+ */
+#ifndef NPF_TEST_ADV_H
+#define NPF_TEST_ADV_H
+
+#include <dirent.h>
+#include <grp.h>
+#include <poll.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include "harness.h"
+#include "npf_abi.h"
+#include "npf_fdpass.h"
+
+#define ADV_UID 65534 /* nobody */
+#define ADV_GID 4321  /* the socket's group in the test; needs no /etc/group entry */
+
+/* Give the socket (0660, as npfd makes it) and its directory to ADV_GID. */
+static inline void adv_open_to_group(struct th_npfd *d)
+{
+	TH_ASSERT(chown(d->dir, 0, ADV_GID) == 0 && chmod(d->dir, 0750) == 0, "chown %s: %s",
+		  d->dir, strerror(errno));
+	TH_ASSERT(chown(d->sock, (uid_t)-1, ADV_GID) == 0, "chown %s: %s", d->sock,
+		  strerror(errno));
+}
+
+/* Become the attacker: uid ADV_UID, only group ADV_GID, no capabilities. */
+static inline void adv_become_attacker(void)
+{
+	gid_t g = ADV_GID;
+
+	TH_ASSERT(setgroups(1, &g) == 0 && setgid(ADV_GID) == 0 && setuid(ADV_UID) == 0,
+		  "cannot drop to uid %d gid %d: %s", ADV_UID, ADV_GID, strerror(errno));
+	TH_ASSERT(geteuid() == ADV_UID, "still uid %d", geteuid());
+}
+
+static inline int adv_connect(const char *sock)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+static inline ssize_t adv_send(int fd, const void *buf, size_t len, const int *fds, int nfds)
+{
+	union {
+		char buf[NPF_FDPASS_SPACE];
+		struct cmsghdr align;
+	} cbuf;
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+
+	npf_fdpass_put(&mh, cbuf.buf, fds, nfds);
+	return sendmsg(fd, &mh, MSG_NOSIGNAL);
+}
+
+static inline void adv_hdr(struct npf_msg_hdr *h, __u16 type, size_t len)
+{
+	static __u32 seq;
+
+	h->magic = NPF_PROTO_MAGIC;
+	h->version = NPF_PROTO_VERSION;
+	h->type = type;
+	h->len = (__u32)len;
+	h->seq = ++seq;
+}
+
+/*
+ * Receive one reply within timeout_ms; returns its status and copies the
+ * error text and up to outlen payload bytes. Fails the test on no reply.
+ */
+static inline int adv_reply(int fd, char *err, size_t errlen, void *out, size_t outlen,
+			    int timeout_ms)
+{
+	static char buf[NPF_MSG_MAX];
+	struct npf_msg_hdr *h = (struct npf_msg_hdr *)buf;
+	struct npf_reply *r = (struct npf_reply *)(h + 1);
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	ssize_t n;
+
+	TH_ASSERT(poll(&p, 1, timeout_ms) == 1, "no reply from npfd within %d ms", timeout_ms);
+	n = recv(fd, buf, sizeof(buf), 0);
+	TH_ASSERT(n >= (ssize_t)(sizeof(*h) + sizeof(*r)), "short reply (%zd bytes): %s", n,
+		  strerror(errno));
+	TH_ASSERT(h->magic == NPF_PROTO_MAGIC && (h->type & NPF_MSG_REPLY) && h->len == n,
+		  "malformed reply");
+	if (err)
+		snprintf(err, errlen, "%s", r->error);
+	if (out && outlen && r->status == 0) {
+		size_t have = (size_t)n - sizeof(*h) - sizeof(*r);
+
+		memcpy(out, r + 1, have < outlen ? have : outlen);
+	}
+	return r->status;
+}
+
+/* How many descriptors process pid holds now. */
+static inline int adv_count_fds(pid_t pid)
+{
+	char path[64];
+	struct dirent *e;
+	DIR *dir;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+	dir = opendir(path);
+	if (!dir)
+		return -1;
+	while ((e = readdir(dir)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(dir);
+	return n;
+}
+
+/* Run fn in a child as the attacker; returns its exit status (0 pass, 1 fail, 77 skip). */
+static inline int adv_run_as_attacker(void (*fn)(void *), void *arg, int timeout_s)
+{
+	pid_t pid;
+	int st;
+	double t0;
+
+	fflush(stdout);
+	pid = fork();
+	TH_ASSERT(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		adv_become_attacker();
+		fn(arg);
+		fflush(stdout);
+		_exit(0);
+	}
+	for (t0 = th_now(); waitpid(pid, &st, WNOHANG) == 0;) {
+		if (th_now() - t0 > timeout_s) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			printf("attacker still running after %d s: killed\n", timeout_s);
+			return 1;
+		}
+		usleep(10000);
+	}
+	if (WIFSIGNALED(st)) {
+		printf("attacker died of signal %d\n", WTERMSIG(st));
+		return 1;
+	}
+	return WEXITSTATUS(st);
+}
+
+#endif

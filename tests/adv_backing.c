@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * A socket user cannot make npfd livelock or lie through a backing file.
+ * As an unprivileged member of the socket's group:
+ *  - a file offset near 2^64 (offset + length wraps) is refused;
+ *  - an O_PATH descriptor, a write-only one and a pipe are refused as
+ *    backing files, each with its reason;
+ *  - a file truncated after registration: pages still in the file read
+ *    their bytes, pages past the new end fail with SIGBUS (never zeros,
+ *    never a hang), each counted in the region's faults_failed, with a
+ *    bounded number of log lines for 2048 such faults; npfd stays up and
+ *    keeps serving.
+ */
+#include <setjmp.h>
+#include <stdint.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <linux/userfaultfd.h>
+#include "adv.h"
+#include "npf.h"
+
+#define PAGES 2048
+#define LOG_RL_BURST_EXPECTED 10 /* daemon/log.h LOG_RL_BURST */
+#define PG 4096
+
+static struct th_npfd d;
+
+static int make_uffd(void)
+{
+	struct uffdio_api api = {.api = UFFD_API,
+				 .features = UFFD_FEATURE_EVENT_REMAP | UFFD_FEATURE_EVENT_REMOVE |
+					     UFFD_FEATURE_EVENT_UNMAP | UFFD_FEATURE_THREAD_ID};
+	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+
+	TH_ASSERT(fd >= 0, "userfaultfd: %s", strerror(errno));
+	TH_ASSERT(ioctl(fd, UFFDIO_API, &api) == 0, "UFFDIO_API: %s", strerror(errno));
+	return fd;
+}
+
+/* Register mem as file-backed by bfd at off with a raw request; returns the status. */
+static int raw_register(int sock, int uffd, int bfd, void *mem, __u64 len, __u64 off, char *err)
+{
+	struct {
+		struct npf_msg_hdr h;
+		struct npf_region_req r;
+	} m = {};
+	int fds[2] = {uffd, bfd};
+
+	adv_hdr(&m.h, NPF_MSG_REGION_REGISTER, sizeof(m));
+	m.r.start = (__u64)(uintptr_t)mem;
+	m.r.length = len;
+	m.r.file_offset = off;
+	m.r.backing = NPF_BACKING_FILE;
+	TH_ASSERT(adv_send(sock, &m, sizeof(m), fds, 2) == sizeof(m), "send: %s", strerror(errno));
+	return adv_reply(sock, err, NPF_ERRMSG_LEN, NULL, 0, 5000);
+}
+
+static void expect_refused(const char *what, int st, int want, const char *err)
+{
+	printf("%-40s -> %d \"%s\"\n", what, st, err);
+	TH_ASSERT(st == want, "%s: status %d, want %d (%s)", what, st, want, err);
+}
+
+static sigjmp_buf jb;
+static volatile int sigbus_code;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	sigbus_code = si->si_code;
+	siglongjmp(jb, 1);
+}
+
+/* Read one byte of p: 0..255, or -1 when the access raised SIGBUS. */
+static int touch(const volatile char *p)
+{
+	if (sigsetjmp(jb, 1))
+		return -1;
+	return (unsigned char)*p;
+}
+
+static void attacker(void *arg)
+{
+	char err[NPF_ERRMSG_LEN], path[64];
+	int sock = adv_connect(d.sock), uffd = make_uffd(), mfd, opath, wronly, pfd[2], i;
+	struct sigaction sa = {.sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO};
+	struct npf_region_stats_full *sf = NULL;
+	struct npf_client *c;
+	size_t n;
+	char *mem;
+
+	TH_ASSERT(sock >= 0, "attacker cannot connect to %s: %s", d.sock, strerror(errno));
+	mem = mmap(NULL, (size_t)PAGES * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		   -1, 0);
+	mfd = memfd_create("adv-backing", MFD_CLOEXEC);
+	TH_ASSERT(mem != MAP_FAILED && mfd >= 0 && ftruncate(mfd, (off_t)PAGES * PG) == 0,
+		  "setup: %s", strerror(errno));
+	for (i = 0; i < PAGES; i++) {
+		char b = (char)(i % 251 + 1);
+
+		TH_ASSERT(pwrite(mfd, &b, 1, (off_t)i * PG) == 1, "pwrite");
+	}
+
+	/* offset + length wraps to a small number: used to pass the size check */
+	expect_refused("file offset 2^64 - 4096",
+		       raw_register(sock, uffd, mfd, mem, 16 * PG, ~0ULL - PG + 1, err),
+		       -EOVERFLOW, err);
+	/* offset + length > INT64_MAX: not a file offset pread can take */
+	expect_refused("file offset 2^63",
+		       raw_register(sock, uffd, mfd, mem, 16 * PG, 1ULL << 63, err), -EOVERFLOW, err);
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", mfd);
+	opath = open(path, O_PATH | O_CLOEXEC);
+	TH_ASSERT(opath >= 0, "open O_PATH: %s", strerror(errno));
+	expect_refused("O_PATH backing descriptor", raw_register(sock, uffd, opath, mem, 16 * PG, 0, err),
+		       -EBADF, err);
+	wronly = open(path, O_WRONLY | O_CLOEXEC);
+	TH_ASSERT(wronly >= 0, "open O_WRONLY: %s", strerror(errno));
+	expect_refused("write-only backing descriptor",
+		       raw_register(sock, uffd, wronly, mem, 16 * PG, 0, err), -EBADF, err);
+	TH_ASSERT(pipe(pfd) == 0, "pipe");
+	expect_refused("a pipe as backing file", raw_register(sock, uffd, pfd[0], mem, 16 * PG, 0, err),
+		       -EINVAL, err);
+	close(sock);
+	close(uffd);
+
+	/* A real region, then the file is cut to 3.5 pages under it. */
+	c = npf_client__connect(NULL);
+	TH_ASSERT(c, "connect: %s", strerror(errno));
+	{
+		NPF_OPTS(npf_region_opts, o, .backing = NPF_BACKING_FILE, .backing_fd = mfd,
+			 .name = "truncated");
+		int id = npf_client__register(c, mem, (size_t)PAGES * PG, &o);
+
+		TH_ASSERT(id > 0, "register: %s", npf_client__errmsg(c));
+	}
+	TH_ASSERT(touch(mem) == 1, "page 0 reads %d before the truncation, want 1", touch(mem));
+	TH_ASSERT(ftruncate(mfd, 3 * PG + PG / 2) == 0, "ftruncate");
+	sigaction(SIGBUS, &sa, NULL);
+	alarm(20); /* a livelock ends the attacker here, and the test fails */
+	TH_ASSERT(touch(mem + 2 * PG) == 3, "page 2 (still in the file) reads %d, want 3",
+		  touch(mem + 2 * PG));
+	for (i = 3; i < PAGES; i++) {
+		int v = touch(mem + (size_t)i * PG);
+
+		TH_ASSERT(v == -1, "page %d, past the truncated end of the file, reads %d: want SIGBUS",
+			  i, v);
+	}
+	alarm(0);
+	printf("pages 3..%d past the end: SIGBUS (si_code %d) each\n", PAGES - 1, sigbus_code);
+	TH_ASSERT(npf_client__stats(c, 0, &sf, &n) == 0 && n == 1, "stats: %s",
+		  npf_client__errmsg(c));
+	printf("faults_failed %llu, pages_copied %llu\n",
+	       (unsigned long long)sf->stats.faults_failed,
+	       (unsigned long long)sf->stats.pages_copied);
+	TH_ASSERT(sf->stats.faults_failed >= PAGES - 3,
+		  "faults_failed is %llu, want >= %d (one per page past the end)",
+		  (unsigned long long)sf->stats.faults_failed, PAGES - 3);
+	free(sf);
+	npf_client__close(c);
+}
+
+int main(void)
+{
+	char cmd[256];
+	FILE *f;
+	int st, lines = 0;
+
+	th_npfd_start(&d, NULL);
+	adv_open_to_group(&d);
+	st = adv_run_as_attacker(attacker, NULL, 60);
+	if (st) {
+		th_npfd_dump_log(&d);
+		th_fail("the attacker's checks failed (exit %d)", st);
+	}
+	TH_ASSERT(th_npfd_alive(&d), "npfd died");
+	snprintf(cmd, sizeof(cmd), "grep -c 'backing file ends' %s", d.log);
+	f = popen(cmd, "r");
+	TH_ASSERT(f && fscanf(f, "%d", &lines) == 1, "cannot count log lines");
+	pclose(f);
+	printf("log lines about the truncated file: %d for %d failed faults\n", lines, PAGES - 3);
+	TH_ASSERT(lines >= 1 && lines <= 2 * LOG_RL_BURST_EXPECTED,
+		  "%d log lines for the failed faults: want 1..%d (rate limited)", lines,
+		  2 * LOG_RL_BURST_EXPECTED);
+	th_npfd_stop(&d);
+	printf("PASS\n");
+	return 0;
+}
