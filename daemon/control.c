@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include "npfd.h"
 #include "npf_fdpass.h"
+#include "wire_check.h"
 
 #define MAX_FDS NPF_FDPASS_MAX
 
@@ -181,6 +182,13 @@ void client_drop(struct npfd_client *c)
 			mm->owner = NULL;
 	}
 	source_del(c->src);
+	/*
+	 * shutdown() acts on the socket, not on this descriptor: the client
+	 * sees the end of the connection now even if something still holds a
+	 * reference to the file (a poll request the event loop has not reaped
+	 * yet), instead of whenever that reference goes.
+	 */
+	shutdown(c->fd, SHUT_RDWR);
 	close(c->fd);
 	list_del_init(&c->node);
 	npfd.nr_clients--;
@@ -430,39 +438,10 @@ static void emit_policy(const struct npf_policy_status *st, void *arg)
 		*out = *st;
 }
 
-/* Which body does each request carry? -1: any size is wrong. */
-static long body_size(__u16 type)
-{
-	switch (type) {
-	case NPF_MSG_STATUS:
-	case NPF_MSG_REGION_LIST:
-		return 0;
-	case NPF_MSG_REGION_REGISTER:
-		return sizeof(struct npf_region_req);
-	case NPF_MSG_REGION_UNREGISTER:
-	case NPF_MSG_STATS:
-		return sizeof(struct npf_region_id_req);
-	case NPF_MSG_DEVICE_ATTACH:
-		return sizeof(struct npf_device_attach_req);
-	case NPF_MSG_DEVICE_DETACH:
-		return sizeof(struct npf_device_id_req);
-	case NPF_MSG_DEVICE_LIST:
-	case NPF_MSG_POLICY_LIST:
-		return 0;
-	case NPF_MSG_POLICY_LOAD:
-		return sizeof(struct npf_policy_load_req);
-	case NPF_MSG_POLICY_UNLOAD:
-		return sizeof(struct npf_policy_name_req);
-	case NPF_MSG_POLICY_ENABLE:
-		return sizeof(struct npf_policy_enable_req);
-	}
-	return -1;
-}
-
 static void bad_message(struct npfd_client *c)
 {
 	npfd.bad_messages++;
-	pr_warn("client pid %d: refused a malformed request", c->pid);
+	pr_warn_rl("client pid %d uid %u: refused a malformed request", c->pid, c->uid);
 }
 
 /* Handle one received message; returns -1 when the client must be dropped. */
@@ -470,8 +449,9 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 			  int nfds)
 {
 	struct npf_msg_hdr *hdr = (struct npf_msg_hdr *)buf;
+	char why[NPF_ERRMSG_LEN];
 	struct reply rp;
-	long want;
+	int bad;
 
 	if (n >= sizeof(*hdr) && hdr->magic == NPF_PROTO_MAGIC)
 		reply_start(&rp, hdr);
@@ -487,40 +467,10 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 		n += sizeof(struct npf_region_req) - NPF_REGION_REQ_SIZE_V1;
 		hdr->len = (__u32)n;
 	}
-	if (flags & MSG_TRUNC) {
+	bad = wire_check_request(buf, n, flags, nfds, why, sizeof(why));
+	if (bad) {
 		bad_message(c);
-		reply_error(&rp, -EMSGSIZE, "request too large: requests are at most %d bytes",
-			    NPF_REQ_MAX);
-	} else if (flags & MSG_CTRUNC) {
-		bad_message(c);
-		reply_error(&rp, -EINVAL, "too many descriptors: at most %d per request", MAX_FDS);
-	} else if (n < sizeof(*hdr)) {
-		bad_message(c);
-		reply_error(&rp, -EBADMSG, "truncated request: %zu bytes, the header alone is %zu",
-			    n, sizeof(*hdr));
-	} else if (hdr->magic != NPF_PROTO_MAGIC) {
-		bad_message(c);
-		reply_error(&rp, -EBADMSG, "bad magic 0x%08x: not an npf request", hdr->magic);
-	} else if (hdr->version != NPF_PROTO_VERSION) {
-		bad_message(c);
-		reply_error(&rp, -EPROTONOSUPPORT,
-			    "protocol version %u is not supported: this npfd speaks version %d",
-			    hdr->version, NPF_PROTO_VERSION);
-	} else if (hdr->len != n) {
-		bad_message(c);
-		reply_error(&rp, -EBADMSG, "length field says %u bytes but the request has %zu",
-			    hdr->len, n);
-	} else if ((want = body_size(hdr->type)) < 0) {
-		bad_message(c);
-		reply_error(&rp, -EOPNOTSUPP, "unknown request type %u", hdr->type);
-	} else if (n - sizeof(*hdr) != (size_t)want) {
-		bad_message(c);
-		reply_error(&rp, -EBADMSG, "request type %u needs a %ld-byte body, got %zu",
-			    hdr->type, want, n - sizeof(*hdr));
-	} else if (nfds && hdr->type != NPF_MSG_REGION_REGISTER &&
-		   hdr->type != NPF_MSG_DEVICE_ATTACH && hdr->type != NPF_MSG_POLICY_LOAD) {
-		bad_message(c);
-		reply_error(&rp, -EINVAL, "request type %u takes no descriptors", hdr->type);
+		reply_error(&rp, bad, "%s", why);
 	} else {
 		void *body = hdr + 1;
 		char err[NPF_ERRMSG_LEN] = "";
@@ -582,7 +532,7 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 			if (!rc)
 				memcpy(reply_item(&rp, sizeof(st)), &st, sizeof(st));
 			else
-				pr_info("client pid %d: policy refused: %s", c->pid, err);
+				pr_info_rl("client pid %d: policy refused: %s", c->pid, err);
 			break;
 		}
 		case NPF_MSG_POLICY_UNLOAD: {
@@ -613,7 +563,7 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 			if (!rc)
 				memcpy(reply_item(&rp, sizeof(info)), &info, sizeof(info));
 			else
-				pr_info("client pid %d: region refused: %s", c->pid, err);
+				pr_info_rl("client pid %d: region refused: %s", c->pid, err);
 			break;
 		}
 		}
@@ -668,11 +618,17 @@ static void client_ready(void *arg)
 		n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
-		if (n <= 0) {
+		/*
+		 * Descriptors first, whatever the message: an empty message
+		 * (n == 0) may carry some too, and they are npfd's to close.
+		 * Only an empty message with no control data is the end of the
+		 * connection.
+		 */
+		nfds = n >= 0 ? npf_fdpass_take(&mh, fds, MAX_FDS) : 0;
+		if (n < 0 || (n == 0 && !mh.msg_controllen && !(mh.msg_flags & MSG_CTRUNC))) {
 			client_drop(c);
 			return;
 		}
-		nfds = npf_fdpass_take(&mh, fds, MAX_FDS);
 		rc = handle_message(c, buf, (size_t)n, mh.msg_flags, fds, nfds);
 		/* Descriptors a request did not keep are closed here, whatever happened. */
 		for (i = 0; i < nfds; i++)

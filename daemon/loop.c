@@ -22,6 +22,8 @@
 
 #define MAX_SOURCES 4096
 #define USER_DATA_IGNORE (~0ULL)
+/* A poll remove's own user_data: its target's, tagged (ids are < MAX_SOURCES). */
+#define USER_DATA_REMOVE (1ULL << 31)
 
 struct source {
 	int fd;
@@ -101,15 +103,26 @@ int source_add(int fd, unsigned int poll_mask, source_fn fn, void *arg)
 	return id;
 }
 
+/*
+ * Remove the poll named ud. The kernel answers -EALREADY when the poll is
+ * running at that moment (its task work pending) and then leaves it armed:
+ * reap() tries again. A poll left armed would pin its file -- a dropped
+ * client's socket would stay open, a closed userfaultfd would not wake its
+ * threads.
+ */
+static void cancel(__u64 ud)
+{
+	struct io_uring_sqe *sqe = get_sqe();
+
+	io_uring_prep_poll_remove(sqe, ud);
+	io_uring_sqe_set_data64(sqe, ud | USER_DATA_REMOVE);
+}
+
 void source_del(int id)
 {
-	struct io_uring_sqe *sqe;
-
 	if (id < 0 || id >= MAX_SOURCES || !sources[id].used)
 		return;
-	sqe = get_sqe();
-	io_uring_prep_poll_remove(sqe, user_data(id));
-	io_uring_sqe_set_data64(sqe, USER_DATA_IGNORE);
+	cancel(user_data(id));
 	/* The remove must reach the kernel before the caller closes the fd. */
 	io_uring_submit(&ring);
 	sources[id].used = false;
@@ -129,10 +142,25 @@ static void reap(void)
 		int id = (int)(__u32)ud;
 
 		n++;
-		if (ud == USER_DATA_IGNORE || id >= MAX_SOURCES)
+		if (ud == USER_DATA_IGNORE)
 			continue;
-		if (!sources[id].used || sources[id].gen != (__u32)(ud >> 32))
+		if (ud & USER_DATA_REMOVE) {
+			if (cqe->res == -EALREADY)
+				cancel(ud & ~USER_DATA_REMOVE);
 			continue;
+		}
+		if (id >= MAX_SOURCES)
+			continue;
+		if (!sources[id].used || sources[id].gen != (__u32)(ud >> 32)) {
+			/*
+			 * A poll that outlived its source (its remove missed it):
+			 * it pins the file (a dropped client's socket would never
+			 * be released), so remove it now that it has shown itself.
+			 */
+			if (cqe->flags & IORING_CQE_F_MORE)
+				cancel(ud);
+			continue;
+		}
 		if (cqe->res < 0 && cqe->res != -ECANCELED)
 			pr_warn("poll of fd %d failed: %s", sources[id].fd, strerror(-cqe->res));
 		if (!(cqe->flags & IORING_CQE_F_MORE))

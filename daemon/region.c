@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <linux/userfaultfd.h>
 #include "npfd.h"
+#include "wire_check.h"
 
 /* Events npfd must see to keep its table true to the address space. */
 #define NPF_UFFD_REQUIRED_FEATURES                                                                 \
@@ -391,36 +392,10 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	int ret, want_fds, uffd;
 	ino_t ino = 0;
 
-	if (req->backing != NPF_BACKING_ANON && req->backing != NPF_BACKING_FILE)
-		return refuse(err, errlen, EINVAL, "unknown backing type %u (want 1=anon or 2=file)",
-			    req->backing);
-	if (req->flags & ~NPF_REGION_FAULT_AROUND)
-		return refuse(err, errlen, EINVAL, "unknown flags 0x%x", req->flags);
-	if (req->pad || (!(req->flags & NPF_REGION_FAULT_AROUND) && req->fault_around_kib))
-		return refuse(err, errlen, EINVAL,
-			      "fault_around_kib is set without NPF_REGION_FAULT_AROUND, or pad is not 0");
-	if (req->fault_around_kib > NPF_FAULT_AROUND_MAX_KIB ||
-	    req->fault_around_kib & (req->fault_around_kib - 1) ||
-	    (req->fault_around_kib && req->fault_around_kib < NPF_PAGE_SIZE / 1024))
-		return refuse(err, errlen, EINVAL,
-			      "fault-around of %u KiB: want 0 (the faulting page only) or a power of two from 4 to %d",
-			      req->fault_around_kib, NPF_FAULT_AROUND_MAX_KIB);
+	ret = wire_check_region_req(req, nfds, err, errlen);
+	if (ret)
+		return ret;
 	want_fds = req->backing == NPF_BACKING_FILE ? 2 : 1;
-	if (nfds != want_fds)
-		return refuse(err, errlen, EINVAL,
-			    "%s region needs %d descriptor%s (userfaultfd%s), got %d",
-			    want_fds == 2 ? "a file-backed" : "an anonymous", want_fds,
-			    want_fds == 2 ? "s" : "", want_fds == 2 ? ", backing file" : "", nfds);
-	if (!len)
-		return refuse(err, errlen, EINVAL, "region length is 0");
-	if ((start | len | req->file_offset) & (NPF_PAGE_SIZE - 1))
-		return refuse(err, errlen, EINVAL,
-			    "region 0x%llx+0x%llx (file offset 0x%llx) is not page aligned (4096)",
-			    (unsigned long long)start, (unsigned long long)len,
-			    (unsigned long long)req->file_offset);
-	if (end < start || end > (1ULL << 47))
-		return refuse(err, errlen, EINVAL, "region 0x%llx+0x%llx is outside user space",
-			    (unsigned long long)start, (unsigned long long)len);
 
 	ret = check_uffd(c, fds[0], &ino, err, errlen);
 	if (ret < 0)
