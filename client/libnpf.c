@@ -267,6 +267,12 @@ static int npf_request(struct npf_client *c, __u16 type, const void *body, size_
 		return set_err(c, EPROTO,
 			       "npfd speaks protocol version %u, this libnpf speaks version %d",
 			       hdr->version, NPF_PROTO_VERSION);
+	/* npfd refused the connection itself (a per-user limit): seq 0, no request type. */
+	if (hdr->type == NPF_MSG_REPLY && hdr->seq == 0 && rep->status < 0) {
+		memcpy(c->errmsg, rep->error, sizeof(c->errmsg));
+		c->errmsg[sizeof(c->errmsg) - 1] = '\0';
+		return rep->status;
+	}
 	if (hdr->type != (type | NPF_MSG_REPLY) || hdr->seq != seq)
 		return set_err(c, EPROTO,
 			       "malformed reply from npfd: type 0x%x seq %u for request type %u seq %u",

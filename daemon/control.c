@@ -60,6 +60,87 @@ static int check_runtime_dir(const char *path)
 
 static void client_ready(void *arg);
 
+struct uid_usage {
+	unsigned int connections, regions, fds;
+};
+
+/* What npfd holds for uid now: counted, not tracked, so it cannot drift. */
+static void uid_usage(uid_t uid, struct uid_usage *u)
+{
+	struct npfd_client *c;
+	struct npfd_mm *mm;
+	struct npfd_region *r;
+
+	memset(u, 0, sizeof(*u));
+	list_for_each_entry(c, &npfd.clients, node)
+		if (c->uid == uid)
+			u->connections++;
+	u->fds = u->connections;
+	list_for_each_entry(mm, &npfd.mms, node)
+	{
+		if (mm->uid != uid || mm->dead)
+			continue;
+		u->fds += 1 + (mm->pidfd >= 0) + (mm->pagemap_fd >= 0);
+		list_for_each_entry(r, &mm->regions, node)
+		{
+			u->regions++;
+			u->fds += r->file_fd >= 0;
+		}
+	}
+}
+
+int uid_limit_check(uid_t uid, unsigned int more_regions, unsigned int more_fds, char *err,
+		    size_t errlen)
+{
+	struct uid_usage u;
+
+	if (uid == 0)
+		return 0;
+	uid_usage(uid, &u);
+	if (u.regions + more_regions > NPFD_UID_MAX_REGIONS)
+		return refuse(err, errlen, ENOSPC,
+			    "uid %u has %u regions registered: at most %d per user (unregister some)",
+			    uid, u.regions, NPFD_UID_MAX_REGIONS);
+	if (u.fds + more_fds > NPFD_UID_MAX_FDS)
+		return refuse(err, errlen, EMFILE,
+			    "npfd holds %u descriptors for uid %u: at most %d per user (close connections or unregister file-backed regions)",
+			    u.fds, uid, NPFD_UID_MAX_FDS);
+	return 0;
+}
+
+/*
+ * Refuse a connection over its uid's limit: one reply (seq 0, type
+ * NPF_MSG_REPLY) saying why, then the end of the connection. It is not kept
+ * open until it sends a request: idle connections are what is limited.
+ */
+static bool connection_over_limit(int fd, const struct ucred *cred)
+{
+	struct {
+		struct npf_msg_hdr hdr;
+		struct npf_reply body;
+	} m = {};
+	struct uid_usage u;
+
+	if (cred->uid == 0)
+		return false;
+	uid_usage(cred->uid, &u);
+	if (u.connections < NPFD_UID_MAX_CONNECTIONS && u.fds < NPFD_UID_MAX_FDS)
+		return false;
+	m.hdr.magic = NPF_PROTO_MAGIC;
+	m.hdr.version = NPF_PROTO_VERSION;
+	m.hdr.type = NPF_MSG_REPLY;
+	m.hdr.len = sizeof(m);
+	m.body.status = u.connections >= NPFD_UID_MAX_CONNECTIONS ? -EUSERS : -EMFILE;
+	snprintf(m.body.error, sizeof(m.body.error),
+		 "npfd refused the connection: uid %u has %u connections open and npfd holds %u descriptors for it (at most %d and %d per user)",
+		 cred->uid, u.connections, u.fds, NPFD_UID_MAX_CONNECTIONS, NPFD_UID_MAX_FDS);
+	pr_warn_rl("pid %d uid %u: %s", cred->pid, cred->uid, m.body.error);
+	send(fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL);
+	shutdown(fd, SHUT_RDWR);
+	close(fd);
+	return true;
+}
+
 static void listen_ready(void *arg)
 {
 	for (;;) {
@@ -80,6 +161,8 @@ static void listen_ready(void *arg)
 			close(fd);
 			continue;
 		}
+		if (connection_over_limit(fd, &cred))
+			continue;
 		/* Room for the largest reply, so a send never has to wait. */
 		if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bufsz, sizeof(bufsz)))
 			setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof(bufsz));
@@ -95,6 +178,8 @@ static void listen_ready(void *arg)
 		c->gid = cred.gid;
 		c->src = source_add(fd, POLLIN | POLLRDHUP, client_ready, c);
 		if (c->src < 0) {
+			pr_warn_rl("pid %d uid %u: connection refused: npfd has no event source left",
+				   cred.pid, cred.uid);
 			close(fd);
 			free(c);
 			continue;

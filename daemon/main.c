@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -104,6 +105,23 @@ static int setup_signals(void)
 	return source_add(fd, POLLIN, signal_ready, (void *)(long)fd) < 0 ? -1 : 0;
 }
 
+/*
+ * Every client costs npfd descriptors (its socket, userfaultfd, backing
+ * files): the default soft limit (1024) is what a few hundred clients
+ * reach. The per-user limits (control.c) keep one user from taking them all.
+ */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		pr_warn("cannot raise the descriptor limit to %llu: %s",
+			(unsigned long long)rl.rlim_max, strerror(errno));
+}
+
 int main(int argc, char **argv)
 {
 	char why[768];
@@ -142,6 +160,7 @@ int main(int argc, char **argv)
 	npfd.opt.poll_us = config.poll_us;
 
 	npfd.start_ns = now_ns();
+	raise_nofile();
 	err = loop_init();
 	if (!err)
 		err = setup_signals();

@@ -70,6 +70,7 @@ struct npfd_mm {
 	int uffd;
 	ino_t uffd_ino;
 	pid_t tgid; /* 0: forked child not yet seen faulting */
+	uid_t uid;  /* of the client that registered it: per-uid limits */
 	int pidfd;  /* forked children: tells npfd when the child exits */
 	struct npfd_client *owner; /* control connection that answers for it, or NULL */
 	struct list_head regions;
@@ -235,6 +236,17 @@ struct npf_policy_decision policy_clamp(const struct npf_fault_record *rec,
 					const struct npfd_region *r);
 
 /* control.c */
+/*
+ * Per-uid limits: what one user of the socket may make npfd hold, so that
+ * one user cannot lock the others out (root is not limited). Descriptors
+ * are the connection sockets, userfaultfds, backing files and pidfds npfd
+ * holds for the user.
+ */
+#define NPFD_UID_MAX_CONNECTIONS 64
+#define NPFD_UID_MAX_REGIONS 256
+#define NPFD_UID_MAX_FDS 288
+int uid_limit_check(uid_t uid, unsigned int more_regions, unsigned int more_fds, char *err,
+		    size_t errlen);
 int control_open(const char *path);
 void control_close(void);
 void client_drop(struct npfd_client *c);

@@ -332,6 +332,7 @@ static int adopt_uffd(struct npfd_client *c, int uffd, ino_t ino, char *err, siz
 	c->mm = mm_new(uffd, ino, c->pid, c);
 	if (!c->mm)
 		return refuse(err, errlen, ENOMEM, "out of memory or event sources");
+	c->mm->uid = c->uid;
 	return 0;
 }
 
@@ -399,6 +400,10 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 
 	ret = check_uffd(c, fds[0], &ino, err, errlen);
 	if (ret < 0)
+		return ret;
+	/* What npfd would hold for the user: the region, its file, the first userfaultfd. */
+	ret = uid_limit_check(c->uid, 1, (c->mm ? 0 : 1) + (want_fds == 2), err, errlen);
+	if (ret)
 		return ret;
 	uffd = c->mm ? c->mm->uffd : fds[0];
 
@@ -537,6 +542,7 @@ void mm_forked(struct npfd_mm *parent, int child_uffd)
 		return;
 	}
 	mm->forked = true;
+	mm->uid = parent->uid;
 	list_for_each_entry(pr, &parent->regions, node)
 	{
 		struct npfd_region *r = calloc(1, sizeof(*r));
