@@ -14,11 +14,14 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
+#include <dirent.h>
+#include <stdlib.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "npfd.h"
@@ -210,9 +213,96 @@ static int map_ring_positions(int fd)
 #define NPINNED 10
 static struct bpf_map *pinned_maps[NPINNED];
 
+/* Does process pid hold a descriptor of BPF map map_id? (/proc/PID/fdinfo says) */
+static bool holds_map(pid_t pid, __u32 map_id)
+{
+	char path[64], line[128];
+	struct dirent *e;
+	bool found = false;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/fdinfo", pid);
+	dir = opendir(path);
+	if (!dir)
+		return false;
+	while (!found && (e = readdir(dir))) {
+		char file[sizeof(path) + 300];
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(file, sizeof(file), "%s/%s", path, e->d_name);
+		f = fopen(file, "re");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			unsigned int id;
+
+			if (sscanf(line, "map_id: %u", &id) == 1) {
+				found = id == map_id;
+				break;
+			}
+		}
+		fclose(f);
+	}
+	closedir(dir);
+	return found;
+}
+
+/*
+ * The npfd whose maps are pinned in pin_dir, if it still runs: the pid in
+ * the pinned npf_info, alive and holding that very map (a pid reused by
+ * another process, or by another npfd, holds no descriptor of it). 0 when
+ * the pins are stale or absent.
+ */
+static pid_t live_owner(void)
+{
+	char path[PATH_MAX + 64];
+	struct bpf_map_info mi = {};
+	__u32 len = sizeof(mi), zero = 0;
+	struct npf_info info;
+	pid_t pid = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", pin_dir, NPF_MAP_INFO);
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return 0;
+	if (!bpf_obj_get_info_by_fd(fd, &mi, &len) && mi.value_size >= sizeof(info) &&
+	    !bpf_map_lookup_elem(fd, &zero, &info) && info.magic == NPF_INFO_MAGIC &&
+	    info.npfd_pid && (pid_t)info.npfd_pid != getpid() &&
+	    process_alive((pid_t)info.npfd_pid) && holds_map((pid_t)info.npfd_pid, mi.id))
+		pid = (pid_t)info.npfd_pid;
+	close(fd);
+	return pid;
+}
+
+static int pin_dir_fd = -1; /* held with flock() while npfd runs */
+
 static int pin_maps(void)
 {
+	pid_t owner;
 	int i, err;
+
+	/*
+	 * Two npfds starting together: the lock decides. One that died
+	 * released it; an npfd that predates the lock is found by live_owner().
+	 */
+	pin_dir_fd = open(pin_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (pin_dir_fd >= 0 && flock(pin_dir_fd, LOCK_EX | LOCK_NB) && errno == EWOULDBLOCK) {
+		owner = live_owner();
+		pr_err("pin directory %s is in use by another npfd%s%.0d%s: refusing to replace its maps (stop it, or give this npfd another --bpffs)",
+		       pin_dir, owner ? " (pid " : "", owner, owner ? ")" : "");
+		close(pin_dir_fd);
+		pin_dir_fd = -1;
+		return -EBUSY;
+	}
+	owner = live_owner();
+	if (owner) {
+		pr_err("pin directory %s belongs to a running npfd (pid %d): refusing to replace its maps (stop it, or give this npfd another --bpffs)",
+		       pin_dir, owner);
+		return -EBUSY;
+	}
 
 	pinned_maps[0] = skel->maps.npf_info;
 	pinned_maps[1] = skel->maps.npf_procs;
@@ -249,6 +339,9 @@ static void unpin_maps(void)
 		if (pinned_maps[i])
 			bpf_map__unpin(pinned_maps[i], NULL);
 	rmdir(pin_dir); /* only if empty: other pins there are not ours */
+	if (pin_dir_fd >= 0)
+		close(pin_dir_fd);
+	pin_dir_fd = -1;
 }
 
 int collect_open(const char *bpffs)
