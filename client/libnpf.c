@@ -570,12 +570,14 @@ int npf_client__policy_load(struct npf_client *c, int obj_fd, __u32 region_id, c
 	struct npf_policy_status st;
 	int err;
 
-	if (!c || obj_fd < 0)
+	/* obj_fd < 0: choose the loaded policy `name` (no code is sent) */
+	if (!c || (obj_fd < 0 && (!name || !*name)))
 		return -EINVAL;
 	if (name)
 		strncpy(req.name, name, sizeof(req.name) - 1);
 	pthread_mutex_lock(&c->lock);
-	err = request_one(c, NPF_MSG_POLICY_LOAD, &req, sizeof(req), &obj_fd, 1, &st, sizeof(st));
+	err = request_one(c, NPF_MSG_POLICY_LOAD, &req, sizeof(req), &obj_fd, obj_fd >= 0 ? 1 : 0,
+			  &st, sizeof(st));
 	pthread_mutex_unlock(&c->lock);
 	if (!err && out)
 		*out = st;

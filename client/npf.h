@@ -124,7 +124,9 @@ NPF_API int npf_client__device_list(struct npf_client *client, struct npf_device
  * in obj_fd for region_id (0: the global slot); name NULL keeps the name
  * the object carries. A policy of the same name is replaced atomically.
  * Returns the policy id (> 0) or -errno; a refusal says why (ABI version,
- * program type, the verifier's log) in npf_client__errmsg().
+ * program type, the verifier's log) in npf_client__errmsg(). Loading code
+ * needs root (or CAP_BPF and CAP_PERFMON); with obj_fd -1 the owner of
+ * region_id chooses the loaded policy `name` for it instead.
  */
 NPF_API int npf_client__policy_load(struct npf_client *client, int obj_fd, __u32 region_id,
 				    const char *name, struct npf_policy_status *out);

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include "npfd.h"
@@ -59,6 +60,46 @@ static int check_runtime_dir(const char *path)
 }
 
 static void client_ready(void *arg);
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+#define CAP_BIT(n) (1ULL << (n))
+
+/*
+ * May this peer load BPF code (policy.c)? Root, or a process that could
+ * load a tracing program itself: CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN,
+ * in its effective set when it connected. Its /proc entry is read through
+ * its pid, so the pidfd makes sure the pid still names the peer afterwards.
+ */
+static bool peer_privileged(int fd, const struct ucred *cred)
+{
+	unsigned long long eff = 0;
+	socklen_t len = sizeof(int);
+	char path[64], line[256];
+	bool found = false;
+	int pidfd = -1;
+	FILE *f;
+
+	if (cred->uid == 0)
+		return true;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) || pidfd < 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/status", cred->pid);
+	f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %llx", &eff) == 1) {
+			found = true;
+			break;
+		}
+	if (f)
+		fclose(f);
+	if (found && syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0))
+		found = false; /* the peer is gone: the pid may name another process */
+	close(pidfd);
+	return found && ((eff & CAP_BIT(21)) /* CAP_SYS_ADMIN */ ||
+			 ((eff & CAP_BIT(38)) && (eff & CAP_BIT(39)))); /* CAP_PERFMON, CAP_BPF */
+}
 
 struct uid_usage {
 	unsigned int connections, regions, fds;
@@ -176,6 +217,7 @@ static void listen_ready(void *arg)
 		c->pid = cred.pid;
 		c->uid = cred.uid;
 		c->gid = cred.gid;
+		c->privileged = peer_privileged(fd, &cred);
 		c->src = source_add(fd, POLLIN | POLLRDHUP, client_ready, c);
 		if (c->src < 0) {
 			pr_warn_rl("pid %d uid %u: connection refused: npfd has no event source left",
@@ -606,14 +648,10 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 		case NPF_MSG_POLICY_LOAD: {
 			struct npf_policy_status st;
 
-			if (nfds != 1) {
-				rc = -EINVAL;
-				snprintf(err, sizeof(err),
-					 "loading a policy needs 1 descriptor (the object file), got %d",
-					 nfds);
-				break;
-			}
-			rc = policy_load(c, body, fds[0], &st, err, sizeof(err));
+			/* no descriptor: choose a loaded policy by name */
+			rc = wire_check_policy_load(body, nfds, err, sizeof(err));
+			if (!rc)
+				rc = policy_load(c, body, nfds ? fds[0] : -1, &st, err, sizeof(err));
 			if (!rc)
 				memcpy(reply_item(&rp, sizeof(st)), &st, sizeof(st));
 			else
@@ -631,7 +669,7 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 			policy_list(emit_policy, &rp);
 			break;
 		case NPF_MSG_POLICY_ENABLE:
-			if (c->uid != 0) {
+			if (!c->privileged) {
 				rc = -EPERM;
 				snprintf(err, sizeof(err), "only root may switch policies on or off");
 				break;

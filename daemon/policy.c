@@ -41,6 +41,12 @@ struct npfd_policy {
 	struct npf_policy_status st;
 	__u32 slot; /* index in both prog arrays */
 	struct bpf_object *obj_cpu, *obj_kp;
+	/*
+	 * A region owner's choice of a loaded policy: its programs are the
+	 * origin's (no code of its own), and its decisions count on the origin.
+	 */
+	struct npfd_policy *origin;
+	unsigned int slow_run; /* slow decisions in a row (the watchdog) */
 };
 
 static struct list_head policies = LIST_HEAD_INIT(policies);
@@ -51,7 +57,7 @@ static struct npfd_policy *policy_by_name(const char *name)
 	struct npfd_policy *p;
 
 	list_for_each_entry(p, &policies, node)
-		if (!strncmp(p->st.name, name, sizeof(p->st.name)))
+		if (!p->origin && !strncmp(p->st.name, name, sizeof(p->st.name)))
 			return p;
 	return NULL;
 }
@@ -71,7 +77,7 @@ static struct npfd_policy *policy_by_id(__u32 id)
 	struct npfd_policy *p;
 
 	list_for_each_entry(p, &policies, node)
-		if (p->st.policy_id == id)
+		if (!p->origin && p->st.policy_id == id)
 			return p;
 	return NULL;
 }
@@ -154,6 +160,53 @@ static void verifier_tail(char *log, char *err, size_t errlen)
 }
 
 /*
+ * A policy's own maps (not the collectors' it shares) are kernel memory npfd
+ * creates for whoever loads it: bounded in all, with the map that breaks
+ * the bound named.
+ */
+static int check_map_sizes(struct bpf_object *obj, const char *name, char *err, size_t errlen)
+{
+	int ncpus = libbpf_num_possible_cpus();
+	struct bpf_map *map;
+	__u64 total = 0;
+
+	bpf_object__for_each_map(map, obj)
+	{
+		const char *mname = bpf_map__name(map);
+		__u64 entry, bytes;
+		bool over;
+
+		if (collect_shared_map_fd(mname, true) >= 0)
+			continue;
+		switch (bpf_map__type(map)) {
+		case BPF_MAP_TYPE_RINGBUF:
+		case BPF_MAP_TYPE_USER_RINGBUF:
+			entry = 1; /* max_entries is the size in bytes */
+			break;
+		case BPF_MAP_TYPE_PERCPU_ARRAY:
+		case BPF_MAP_TYPE_PERCPU_HASH:
+		case BPF_MAP_TYPE_LRU_PERCPU_HASH:
+			entry = (__u64)bpf_map__key_size(map) +
+				(__u64)bpf_map__value_size(map) * (__u64)(ncpus > 0 ? ncpus : 1);
+			break;
+		default:
+			entry = (__u64)bpf_map__key_size(map) + bpf_map__value_size(map);
+		}
+		over = __builtin_mul_overflow(entry, (__u64)bpf_map__max_entries(map), &bytes) ||
+		       __builtin_add_overflow(total, bytes, &total) ||
+		       total > NPF_POLICY_MAX_MAP_BYTES;
+		if (over)
+			return refuse(err, errlen, E2BIG,
+				    "policy '%s': map %s (%u entries of %u+%u bytes) takes its maps past %d MiB, the most a policy may create",
+				    name, mname, bpf_map__max_entries(map), bpf_map__key_size(map),
+				    bpf_map__value_size(map), NPF_POLICY_MAX_MAP_BYTES >> 20);
+	}
+	return 0;
+}
+
+static int load_refused; /* -errno of a refusal load_copy() can name (else -EINVAL) */
+
+/*
  * Open and load one copy of the policy as the given program type. Maps the
  * policy shares with the collectors get the collectors' fds; its own maps
  * get those of `peer` (the first copy) so that both copies share state.
@@ -196,6 +249,8 @@ static struct bpf_object *load_copy(const void *buf, size_t size, const char *na
 		goto bad;
 	}
 	bpf_program__set_type(only, type);
+	if (!peer && (load_refused = check_map_sizes(obj, name, err, errlen)))
+		goto bad;
 	bpf_object__for_each_map(map, obj)
 	{
 		const char *mname = bpf_map__name(map);
@@ -239,12 +294,121 @@ out:
 	return NULL;
 }
 
+/* The programs a policy's slots run: its own, or its origin's. */
+static void policy_prog_fds(const struct npfd_policy *p, int *tp, int *kp)
+{
+	const struct npfd_policy *o = p->origin ? p->origin : p;
+
+	*tp = bpf_program__fd(bpf_object__next_program(o->obj_cpu, NULL));
+	*kp = bpf_program__fd(bpf_object__next_program(o->obj_kp, NULL));
+}
+
+/*
+ * Forget a policy (its own slot is the caller's to empty or refill). A
+ * loaded policy takes the regions' choices of it along: their slots are
+ * emptied, and they get the built-in decision.
+ */
 static void policy_free(struct npfd_policy *p)
 {
+	struct npfd_policy *q, *tmp;
+
 	list_del_init(&p->node);
-	bpf_object__close(p->obj_cpu);
-	bpf_object__close(p->obj_kp);
+	if (!p->origin) {
+		list_for_each_entry_safe(q, tmp, &policies, node)
+		{
+			if (q->origin != p)
+				continue;
+			collect_policy_install(q->slot, -1, -1);
+			pr_info("policy %s no longer applies to region %u: it was unloaded",
+				q->st.name, q->st.region_id);
+			list_del_init(&q->node);
+			free(q);
+		}
+		bpf_object__close(p->obj_cpu);
+		bpf_object__close(p->obj_kp);
+	}
 	free(p);
+}
+
+/* The regions that chose `from` follow its replacement `to`. */
+static void policy_move_users(struct npfd_policy *from, struct npfd_policy *to)
+{
+	struct npfd_policy *q;
+	int tp, kp;
+
+	policy_prog_fds(to, &tp, &kp);
+	list_for_each_entry(q, &policies, node)
+	{
+		if (q->origin != from)
+			continue;
+		q->origin = to;
+		q->st.policy_id = to->st.policy_id;
+		q->st.abi_version = to->st.abi_version;
+		q->st.state = NPF_POLICY_ACTIVE;
+		collect_policy_install(q->slot, tp, kp);
+	}
+}
+
+/*
+ * What the slot held goes (replaced, not emptied, by the caller): a region's
+ * choice is forgotten, a loaded policy is unloaded with its regions' choices.
+ */
+static void policy_evict_slot(__u32 slot, const struct npfd_policy *keep)
+{
+	struct npfd_policy *in_slot = policy_by_slot(slot);
+
+	if (in_slot && in_slot != keep)
+		policy_free(in_slot);
+}
+
+/*
+ * The trust model. Loading a policy runs code in the kernel as a tracing
+ * program (it may read kernel memory) and parses an ELF file in npfd, a
+ * root daemon: only a peer that could load it itself may (root, or
+ * CAP_BPF + CAP_PERFMON, or CAP_SYS_ADMIN, checked when it connected). Any
+ * region owner may choose, for its own region, among the policies loaded.
+ */
+static int policy_choose(struct npfd_client *c, const struct npf_policy_load_req *req,
+			 struct npfd_region *r, __u32 slot, struct npf_policy_status *out,
+			 char *err, size_t errlen)
+{
+	struct npfd_policy *src = policy_by_name(req->name), *q;
+	int tp, kp, ret;
+
+	if (!src)
+		return refuse(err, errlen, ENOENT,
+			    "no policy named '%.31s' is loaded (npfctl policy list shows them; root loads them)",
+			    req->name);
+	if (src->st.state == NPF_POLICY_WATCHDOG)
+		return refuse(err, errlen, EPERM,
+			    "policy '%s' was disabled by the watchdog (its decisions ran long): it must be loaded again",
+			    src->st.name);
+	if (src->slot == slot)
+		return refuse(err, errlen, EEXIST, "policy '%s' already holds that slot",
+			    src->st.name);
+	q = calloc(1, sizeof(*q));
+	if (!q)
+		return refuse(err, errlen, ENOMEM, "out of memory");
+	q->origin = src;
+	q->slot = slot;
+	q->st.policy_id = src->st.policy_id;
+	q->st.abi_version = src->st.abi_version;
+	q->st.region_id = req->region_id;
+	memcpy(q->st.name, src->st.name, sizeof(q->st.name));
+	policy_prog_fds(src, &tp, &kp);
+	ret = collect_policy_install(slot, tp, kp);
+	if (ret) {
+		free(q);
+		return refuse(err, errlen, -ret, "cannot install policy '%s' in slot %u: %s",
+			    src->st.name, slot, strerror(-ret));
+	}
+	policy_evict_slot(slot, NULL);
+	list_add_tail(&q->node, &policies);
+	*out = q->st;
+	out->enabled = collect_policy_enabled();
+	pr_info("pid %d uid %u: region %u%s chose policy %s (id %u)", c->pid, c->uid,
+		r ? r->id : 0, r ? "" : " (global slot)", q->st.name, q->st.policy_id);
+	return 0;
 }
 
 int policy_load(struct npfd_client *c, const struct npf_policy_load_req *req, int fd,
@@ -252,12 +416,12 @@ int policy_load(struct npfd_client *c, const struct npf_policy_load_req *req, in
 {
 	struct npf_policy_info info;
 	struct npfd_region *r = NULL;
-	struct npfd_policy *p, *old, *in_slot;
+	struct npfd_policy *p, *old;
 	char name[32];
 	struct stat st;
 	void *buf;
 	__u32 slot = 0;
-	int ret;
+	int ret, tp, kp;
 
 	if (req->flags)
 		return refuse(err, errlen, EINVAL, "unknown flags 0x%x", req->flags);
@@ -265,14 +429,20 @@ int policy_load(struct npfd_client *c, const struct npf_policy_load_req *req, in
 		r = region_find_id(req->region_id);
 		if (!r)
 			return refuse(err, errlen, ENOENT, "no region %u", req->region_id);
-		if (c->uid != 0 && r->mm != c->mm)
+		if (!c->privileged && r->mm != c->mm)
 			return refuse(err, errlen, EPERM,
 				    "region %u belongs to pid %d: only its owner or root may set its policy",
 				    r->id, r->mm->tgid);
 		slot = 1 + r->slot;
-	} else if (c->uid != 0) {
+	} else if (!c->privileged) {
 		return refuse(err, errlen, EPERM, "only root may set the global policy");
 	}
+	if (fd < 0)
+		return policy_choose(c, req, r, slot, out, err, errlen);
+	/* Before anything of the object is read: it is code, and untrusted ELF. */
+	if (!c->privileged)
+		return refuse(err, errlen, EPERM,
+			    "loading a policy object needs root (or CAP_BPF and CAP_PERFMON): a region's owner may choose a loaded policy by name instead");
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode))
 		return refuse(err, errlen, EINVAL, "the policy descriptor is not a regular file");
 	if (st.st_size <= 0 || st.st_size > MAX_POLICY_OBJECT)
@@ -305,6 +475,7 @@ int policy_load(struct npfd_client *c, const struct npf_policy_load_req *req, in
 	p->st.region_id = req->region_id;
 	p->slot = slot;
 	memcpy(p->st.name, name, sizeof(p->st.name));
+	load_refused = 0;
 	p->obj_cpu = load_copy(buf, (size_t)st.st_size, name, BPF_PROG_TYPE_RAW_TRACEPOINT,
 			       p->st.policy_id, NULL, err, errlen);
 	if (p->obj_cpu)
@@ -314,12 +485,12 @@ int policy_load(struct npfd_client *c, const struct npf_policy_load_req *req, in
 	if (!p->obj_cpu || !p->obj_kp) {
 		bpf_object__close(p->obj_cpu);
 		free(p);
-		return -EINVAL;
+		return load_refused ? load_refused : -EINVAL;
 	}
 
 	/* Install: one update per array; what was in the slot is replaced, not removed first. */
-	ret = collect_policy_install(slot, bpf_program__fd(bpf_object__next_program(p->obj_cpu, NULL)),
-				     bpf_program__fd(bpf_object__next_program(p->obj_kp, NULL)));
+	policy_prog_fds(p, &tp, &kp);
+	ret = collect_policy_install(slot, tp, kp);
 	if (ret) {
 		bpf_object__close(p->obj_cpu);
 		bpf_object__close(p->obj_kp);
@@ -328,13 +499,16 @@ int policy_load(struct npfd_client *c, const struct npf_policy_load_req *req, in
 			    strerror(-ret));
 	}
 	old = policy_by_name(name);
-	in_slot = policy_by_slot(slot);
+	/* a region's choice held this slot, or the regions that chose the old one follow */
+	if (policy_by_slot(slot) && policy_by_slot(slot)->origin)
+		policy_evict_slot(slot, NULL);
+	if (old)
+		policy_move_users(old, p);
 	if (old && old->slot != slot)
 		collect_policy_install(old->slot, -1, -1); /* the name moved to another slot */
 	if (old)
 		policy_free(old);
-	if (in_slot && in_slot != old)
-		policy_free(in_slot);
+	policy_evict_slot(slot, NULL);
 	list_add_tail(&p->node, &policies);
 	*out = p->st;
 	out->enabled = collect_policy_enabled();
@@ -346,19 +520,34 @@ int policy_load(struct npfd_client *c, const struct npf_policy_load_req *req, in
 
 int policy_unload(struct npfd_client *c, const char *name, char *err, size_t errlen)
 {
-	struct npfd_policy *p = policy_by_name(name);
+	struct npfd_policy *p = NULL, *it;
 
-	if (!p)
-		return refuse(err, errlen, ENOENT, "no policy named '%.32s'", name);
-	if (c->uid != 0) {
-		struct npfd_region *r = p->st.region_id ? region_find_id(p->st.region_id) : NULL;
+	/* A region owner unloads what applies to its own regions; root, the loaded policy. */
+	list_for_each_entry(it, &policies, node)
+	{
+		struct npfd_region *r;
 
-		if (!r || r->mm != c->mm)
-			return refuse(err, errlen, EPERM, "only root or the region's owner may unload '%s'",
-				    p->st.name);
+		if (strncmp(it->st.name, name, sizeof(it->st.name)))
+			continue;
+		if (c->privileged && !it->origin) {
+			p = it;
+			break;
+		}
+		r = it->st.region_id ? region_find_id(it->st.region_id) : NULL;
+		if (!c->privileged && r && c->mm && r->mm == c->mm) {
+			p = it;
+			break;
+		}
+	}
+	if (!p) {
+		if (!policy_by_name(name))
+			return refuse(err, errlen, ENOENT, "no policy named '%.32s'", name);
+		return refuse(err, errlen, EPERM,
+			    "only root or the region's owner may unload '%.32s'", name);
 	}
 	collect_policy_install(p->slot, -1, -1);
-	pr_info("policy %s unloaded", p->st.name);
+	pr_info("policy %s unloaded%s%.0u", p->st.name, p->origin ? " from region " : "",
+		p->origin ? p->st.region_id : 0);
 	policy_free(p);
 	return 0;
 }
@@ -513,6 +702,42 @@ bool policy_decide_cpu(struct npfd_region *r, __u32 tid, __u64 addr, bool write,
 }
 
 /*
+ * The watchdog. A policy runs in the faulting thread (or the NIC's uprobe)
+ * before its record reaches npfd, and a fault cannot be served before its
+ * decision: a policy that loops (bpf_loop allows 2^23 iterations) slows
+ * every fault it decides. What npfd sees is the time from the fault to the
+ * decision in its hands; one slow decision may be npfd's own stall, a run
+ * of them is the policy. The policy is then taken out of every slot that
+ * runs it (the built-in decision applies), logged, and listed as disabled.
+ */
+static void policy_watchdog(struct npfd_policy *p, const struct npf_fault_record *rec)
+{
+	__u64 now = now_ns();
+	struct npfd_policy *q;
+
+	if (p->st.state != NPF_POLICY_ACTIVE)
+		return;
+	if (!rec->ts_ns || now < rec->ts_ns || now - rec->ts_ns < NPF_POLICY_SLOW_NS) {
+		p->slow_run = 0;
+		return;
+	}
+	p->st.slow_decisions++;
+	if (++p->slow_run < NPF_POLICY_WATCHDOG_RUN)
+		return;
+	collect_policy_install(p->slot, -1, -1);
+	p->st.state = NPF_POLICY_WATCHDOG;
+	list_for_each_entry(q, &policies, node)
+		if (q->origin == p) {
+			collect_policy_install(q->slot, -1, -1);
+			q->st.state = NPF_POLICY_WATCHDOG;
+		}
+	pr_warn("policy %s (id %u) disabled by the watchdog: %u decisions in a row took %llu ms or more (the last %.3f ms); its regions get the built-in decision until it is loaded again",
+		p->st.name, p->st.policy_id, p->slow_run,
+		(unsigned long long)(NPF_POLICY_SLOW_NS / 1000000),
+		(double)(now - rec->ts_ns) / 1e6);
+}
+
+/*
  * Clamp a decision to what npfd will do, and account it to its policy.
  * Returns the decision to apply for a fault at [addr, addr + len) of r.
  */
@@ -547,6 +772,7 @@ struct npf_policy_decision policy_clamp(const struct npf_fault_record *rec,
 		clamped = true;
 	}
 	if (p) {
+		policy_watchdog(p, rec);
 		p->st.invocations++;
 		if (clamped)
 			p->st.clamped++;

@@ -380,7 +380,34 @@ struct npf_policy_status {
 	__u64 invocations; /* decisions npfd received from it */
 	__u64 clamped;	   /* decisions out of bounds, clamped by npfd */
 	__u64 pages_prefetched;
+	__u32 state;	    /* enum npf_policy_state */
+	__u32 pad2;
+	__u64 slow_decisions; /* decisions that took longer than NPF_POLICY_SLOW_NS */
 };
+
+/*
+ * A policy whose decisions keep running long (NPF_POLICY_WATCHDOG_RUN slow
+ * decisions in a row, each NPF_POLICY_SLOW_NS or more from the fault to npfd
+ * reading the decision) is taken out of its slots by npfd's watchdog: it
+ * stays listed, in state NPF_POLICY_WATCHDOG, until it is unloaded or
+ * loaded again.
+ */
+#define NPF_POLICY_SLOW_NS (1000 * 1000ULL)
+#define NPF_POLICY_WATCHDOG_RUN 32
+/* Bytes of maps a policy may create (key + value per entry, per CPU where it applies). */
+#define NPF_POLICY_MAX_MAP_BYTES (16 << 20)
+
+enum npf_policy_state {
+	NPF_POLICY_ACTIVE = 0,
+	NPF_POLICY_WATCHDOG = 1, /* disabled by the watchdog: its decisions ran long */
+};
+
+/*
+ * NPF_MSG_POLICY_LOAD without a descriptor: choose the loaded policy named
+ * req.name for region req.region_id. Loading code (with the object's
+ * descriptor) is for privileged peers only (root, or CAP_BPF and
+ * CAP_PERFMON, or CAP_SYS_ADMIN); choosing is for the region's owner too.
+ */
 
 struct npf_region_stats_full {
 	struct npf_region_stats stats;

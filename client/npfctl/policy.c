@@ -26,6 +26,10 @@ static void print_policy(const struct npf_policy_status *p)
 	print_u64("invocations", "%-12llu ", p->invocations);
 	print_u64("clamped", "%-9llu ", p->clamped);
 	print_u64("pages_prefetched", "%-12llu", p->pages_prefetched);
+	print_u64("slow_decisions", NULL, p->slow_decisions);
+	print_string("state", "%s",
+		     p->state == NPF_POLICY_WATCHDOG ? " DISABLED by the watchdog (decisions ran long)"
+						     : "");
 	print_nl();
 	close_json_object();
 }
@@ -133,6 +137,32 @@ static int do_policy_load(int argc, char **argv)
 	return EXIT_OK;
 }
 
+/* policy use NAME region ID: a region's owner chooses a loaded policy */
+static int do_policy_use(int argc, char **argv)
+{
+	struct npf_policy_status st;
+	unsigned long region;
+	char *end;
+	int err;
+
+	if (argc != 3 || strcmp(argv[1], "region"))
+		return usage_error("policy use NAME region ID");
+	region = strtoul(argv[2], &end, 10);
+	if (*end || !region || region > 0xffffffffUL)
+		return usage_error("policy use: region '%s' is not a region id", argv[2]);
+	if (!*argv[0] || strlen(argv[0]) >= sizeof(st.name))
+		return usage_error("policy use: a name is 1 to %zu characters", sizeof(st.name) - 1);
+	err = open_client();
+	if (err)
+		return err;
+	err = npf_client__policy_load(client, -1, (__u32)region, argv[0], &st);
+	if (err < 0)
+		return request_failed("policy use", err);
+	print_string(NULL, "%s\n", policy_header);
+	print_policy(&st);
+	return EXIT_OK;
+}
+
 static int do_policy_unload(int argc, char **argv)
 {
 	int err;
@@ -185,6 +215,7 @@ int do_policy(int argc, char **argv)
 		{"list", do_policy_list},
 		{"show", do_policy_show},
 		{"load", do_policy_load},
+		{"use", do_policy_use},
 		{"unload", do_policy_unload},
 		{"enable", do_policy_enable},
 		{"disable", do_policy_disable},
