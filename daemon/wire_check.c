@@ -107,6 +107,9 @@ int wire_check_request(const void *buf, size_t n, int msg_flags, int nfds, char 
 		return wire_refuse(err, errlen, EBADMSG,
 				   "request type %u needs a %ld-byte body, got %zu", hdr.type, want,
 				   n - sizeof(hdr));
+	if (nfds && !max_fds(hdr.type))
+		return wire_refuse(err, errlen, EINVAL, "request type %u takes no descriptors",
+				   hdr.type);
 	if (nfds > max_fds(hdr.type))
 		return wire_refuse(err, errlen, EINVAL,
 				   "request type %u takes at most %d descriptor%s, got %d", hdr.type,
