@@ -611,6 +611,20 @@ int npf_client__policy_list(struct npf_client *c, struct npf_policy_status **out
 	return err;
 }
 
+int npf_client__policy_health(struct npf_client *c, struct npf_policy_health **out,
+			      size_t *count)
+{
+	int err;
+
+	if (!c || !out || !count)
+		return -EINVAL;
+	pthread_mutex_lock(&c->lock);
+	err = npf_request(c, NPF_MSG_POLICY_HEALTH, NULL, 0, NULL, 0, sizeof(**out), (void **)out,
+			  count);
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
 int npf_client__policy_enable(struct npf_client *c, bool enabled)
 {
 	struct npf_policy_enable_req req = {.enabled = enabled};

@@ -133,6 +133,12 @@ NPF_API int npf_client__policy_load(struct npf_client *client, int obj_fd, __u32
 NPF_API int npf_client__policy_unload(struct npf_client *client, const char *name);
 NPF_API int npf_client__policy_list(struct npf_client *client, struct npf_policy_status **out,
 				    size_t *count);
+/*
+ * The watchdog's view of each policy (state NPF_POLICY_WATCHDOG: disabled,
+ * its decisions ran long), in npf_client__policy_list()'s order.
+ */
+NPF_API int npf_client__policy_health(struct npf_client *client, struct npf_policy_health **out,
+				      size_t *count);
 /* The kill switch: false gives every fault the built-in decision. */
 NPF_API int npf_client__policy_enable(struct npf_client *client, bool enabled);
 

@@ -678,6 +678,13 @@ bool collect_policy_enabled(void)
 	return conf.enabled;
 }
 
+/* Faults npfd could not serve: npfd is the only writer of this counter. */
+void collect_count_failed(__u64 n)
+{
+	if (global_map)
+		global_map->faults_failed += n;
+}
+
 const struct npf_global_stats *collect_global(void)
 {
 	static const struct npf_global_stats none;

@@ -551,6 +551,20 @@ static void emit_device(const struct npf_device_info *info, void *arg)
 		*out = *info;
 }
 
+static void emit_health(const struct npf_policy_health *h, void *arg)
+{
+	struct reply *rp = arg;
+	struct npf_policy_health *out;
+
+	if (rp->body->status)
+		return;
+	out = reply_item(rp, sizeof(*out));
+	if (!out)
+		reply_error(rp, -E2BIG, "too many policies for one reply");
+	else
+		*out = *h;
+}
+
 static void emit_policy(const struct npf_policy_status *st, void *arg)
 {
 	struct reply *rp = arg;
@@ -667,6 +681,9 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 		}
 		case NPF_MSG_POLICY_LIST:
 			policy_list(emit_policy, &rp);
+			break;
+		case NPF_MSG_POLICY_HEALTH:
+			policy_health(emit_health, &rp);
 			break;
 		case NPF_MSG_POLICY_ENABLE:
 			if (!c->privileged) {

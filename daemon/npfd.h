@@ -62,6 +62,7 @@ struct npfd_region {
 	int ws_fd;	  /* working-set record being written (wsreplay), or -1 */
 	bool ws_replayed; /* this run replayed a record: append to it */
 	bool ws_failed;	  /* recording failed once: do not retry every fault */
+	__u64 faults_failed; /* faults npfd could not serve (poisoned), for the log */
 };
 
 /* One userfaultfd, i.e. one address space npfd serves. */
@@ -171,6 +172,7 @@ bool collect_policy_run_cpu(const struct npf_cpu_policy_args *args, struct npf_f
 void collect_policy_enable(bool on);
 bool collect_policy_enabled(void);
 const struct npf_global_stats *collect_global(void);
+void collect_count_failed(__u64 n);
 int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen);
 void collect_nic_uprobe_put(struct npfd_mm *mm);
 
@@ -227,6 +229,7 @@ int policy_load(struct npfd_client *c, const struct npf_policy_load_req *req, in
 int policy_unload(struct npfd_client *c, const char *name, char *err, size_t errlen);
 void policy_region_gone(struct npfd_region *r);
 void policy_list(void (*emit)(const struct npf_policy_status *, void *), void *arg);
+void policy_health(void (*emit)(const struct npf_policy_health *, void *), void *arg);
 bool policy_loaded(const char *name);
 void policy_set_ws_dir(const char *dir);
 void policy_region_registered(struct npfd_region *r);

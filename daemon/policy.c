@@ -47,6 +47,8 @@ struct npfd_policy {
 	 */
 	struct npfd_policy *origin;
 	unsigned int slow_run; /* slow decisions in a row (the watchdog) */
+	__u32 state;	       /* enum npf_policy_state */
+	__u64 slow_decisions;
 };
 
 static struct list_head policies = LIST_HEAD_INIT(policies);
@@ -344,7 +346,7 @@ static void policy_move_users(struct npfd_policy *from, struct npfd_policy *to)
 		q->origin = to;
 		q->st.policy_id = to->st.policy_id;
 		q->st.abi_version = to->st.abi_version;
-		q->st.state = NPF_POLICY_ACTIVE;
+		q->state = NPF_POLICY_ACTIVE;
 		collect_policy_install(q->slot, tp, kp);
 	}
 }
@@ -379,7 +381,7 @@ static int policy_choose(struct npfd_client *c, const struct npf_policy_load_req
 		return refuse(err, errlen, ENOENT,
 			    "no policy named '%.31s' is loaded (npfctl policy list shows them; root loads them)",
 			    req->name);
-	if (src->st.state == NPF_POLICY_WATCHDOG)
+	if (src->state == NPF_POLICY_WATCHDOG)
 		return refuse(err, errlen, EPERM,
 			    "policy '%s' was disabled by the watchdog (its decisions ran long): it must be loaded again",
 			    src->st.name);
@@ -673,6 +675,24 @@ void policy_list(void (*emit)(const struct npf_policy_status *, void *), void *a
 	}
 }
 
+/* The watchdog's view of each policy, in policy_list()'s order. */
+void policy_health(void (*emit)(const struct npf_policy_health *, void *), void *arg)
+{
+	struct npfd_policy *p;
+
+	list_for_each_entry(p, &policies, node)
+	{
+		struct npf_policy_health h = {.policy_id = p->st.policy_id,
+					      .region_id = p->st.region_id,
+					      .state = p->state,
+					      .slow_decisions = p->origin ? p->origin->slow_decisions
+									  : p->slow_decisions};
+
+		memcpy(h.name, p->st.name, sizeof(h.name));
+		emit(&h, arg);
+	}
+}
+
 bool policy_loaded(const char *name)
 {
 	return policy_by_name(name) != NULL;
@@ -715,21 +735,21 @@ static void policy_watchdog(struct npfd_policy *p, const struct npf_fault_record
 	__u64 now = now_ns();
 	struct npfd_policy *q;
 
-	if (p->st.state != NPF_POLICY_ACTIVE)
+	if (p->state != NPF_POLICY_ACTIVE)
 		return;
 	if (!rec->ts_ns || now < rec->ts_ns || now - rec->ts_ns < NPF_POLICY_SLOW_NS) {
 		p->slow_run = 0;
 		return;
 	}
-	p->st.slow_decisions++;
+	p->slow_decisions++;
 	if (++p->slow_run < NPF_POLICY_WATCHDOG_RUN)
 		return;
 	collect_policy_install(p->slot, -1, -1);
-	p->st.state = NPF_POLICY_WATCHDOG;
+	p->state = NPF_POLICY_WATCHDOG;
 	list_for_each_entry(q, &policies, node)
 		if (q->origin == p) {
 			collect_policy_install(q->slot, -1, -1);
-			q->st.state = NPF_POLICY_WATCHDOG;
+			q->state = NPF_POLICY_WATCHDOG;
 		}
 	pr_warn("policy %s (id %u) disabled by the watchdog: %u decisions in a row took %llu ms or more (the last %.3f ms); its regions get the built-in decision until it is loaded again",
 		p->st.name, p->st.policy_id, p->slow_run,

@@ -707,6 +707,8 @@ static int fail_run(struct run *rn, const char *src)
 			   (unsigned long long)rn->start, rn->npages, strerror(-ret));
 	wake(rn);
 	rn->woken = true;
+	rn->region->faults_failed += rn->nfaults;
+	collect_count_failed(rn->nfaults);
 	return 0;
 }
 
@@ -814,7 +816,6 @@ static void account(struct run *rn, __u64 t_done)
 		if (faults[i].tid)
 			r->stats->uffd_faults++;
 	if (rn->unservable) {
-		r->stats->faults_failed += rn->nfaults;
 		r->stats->pages_copied += rn->valid_pages;
 		return;
 	}

@@ -37,6 +37,7 @@ long wire_body_size(__u16 type)
 	case NPF_MSG_REGION_LIST:
 	case NPF_MSG_DEVICE_LIST:
 	case NPF_MSG_POLICY_LIST:
+	case NPF_MSG_POLICY_HEALTH:
 		return 0;
 	case NPF_MSG_REGION_REGISTER:
 		return sizeof(struct npf_region_req);

@@ -214,8 +214,6 @@ struct npf_region_stats {
 	__u64 batches;	      /* npfd: resolver batches that touched the region */
 	__u64 mm_events;      /* npfd: REMOVE/UNMAP/REMAP/FORK events */
 	__u64 latency_sum_ns; /* npfd: sum of fault service times */
-	__u64 faults_failed;  /* npfd: faults it could not serve (backing read failed):
-			       * the page was poisoned, the access got SIGBUS */
 };
 
 /* npf_latency[slot]: fault service time (raise -> page installed), log2(ns). */
@@ -228,6 +226,9 @@ struct npf_global_stats {
 	__u64 iommu_faults;	 /* iommu:io_page_fault, any device */
 	__u64 records_dropped;	 /* ring buffer full */
 	__u64 filter_misses;	 /* fault of a watched process outside its ranges */
+	__u64 faults_failed;	 /* npfd: faults it could not serve (the backing file's read
+				  * failed or ended): the page was poisoned, the access got
+				  * SIGBUS. Not in npf_status (libnpf's ABI): bpftool shows it */
 };
 
 /* ------------------------------------------------------------------ */
@@ -254,6 +255,7 @@ enum npf_msg_type {
 	NPF_MSG_POLICY_UNLOAD = 10,  /* npf_policy_name_req -> nothing */
 	NPF_MSG_POLICY_LIST = 11,    /* -> npf_policy_status[] */
 	NPF_MSG_POLICY_ENABLE = 12,  /* npf_policy_enable_req: the kill switch -> nothing */
+	NPF_MSG_POLICY_HEALTH = 16,  /* -> npf_policy_health[] (the watchdog's view) */
 	NPF_MSG_REPLY = 0x8000,	     /* OR-ed into the request type */
 };
 
@@ -380,9 +382,16 @@ struct npf_policy_status {
 	__u64 invocations; /* decisions npfd received from it */
 	__u64 clamped;	   /* decisions out of bounds, clamped by npfd */
 	__u64 pages_prefetched;
-	__u32 state;	    /* enum npf_policy_state */
-	__u32 pad2;
-	__u64 slow_decisions; /* decisions that took longer than NPF_POLICY_SLOW_NS */
+};
+
+/* NPF_MSG_POLICY_HEALTH: one per npf_policy_status, in the same order. */
+struct npf_policy_health {
+	__u32 policy_id;
+	__u32 region_id;
+	__u32 state;	      /* enum npf_policy_state */
+	__u32 pad;
+	__u64 slow_decisions; /* decisions that took NPF_POLICY_SLOW_NS or more */
+	char name[32];
 };
 
 /*

@@ -212,11 +212,36 @@ int main(void)
 	for (i = 0; i < 128; i++)
 		TH_ASSERT(((volatile char *)slow_mem)[(size_t)i * PG] == 0, "page not zero");
 	TH_ASSERT(find(root, "slow", (__u32)slow_region, &st), "'slow' is gone from the list");
-	printf("'slow' after 128 faults: state %u, %llu decisions, %llu slow\n", st.state,
-	       (unsigned long long)st.invocations, (unsigned long long)st.slow_decisions);
-	TH_ASSERT(st.state == NPF_POLICY_WATCHDOG, "the watchdog did not disable 'slow'");
-	TH_ASSERT(st.slow_decisions >= NPF_POLICY_WATCHDOG_RUN, "only %llu slow decisions",
-		  (unsigned long long)st.slow_decisions);
+	{
+		struct npf_policy_health *hs;
+		size_t nh, k;
+		bool seen = false;
+
+		TH_ASSERT(npf_client__policy_health(root, &hs, &nh) == 0, "policy health: %s",
+			  npf_client__errmsg(root));
+		for (k = 0; k < nh; k++) {
+			if (strcmp(hs[k].name, "slow"))
+				continue;
+			seen = true;
+			printf("'slow' after 128 faults: state %u, %llu decisions, %llu slow\n",
+			       hs[k].state, (unsigned long long)st.invocations,
+			       (unsigned long long)hs[k].slow_decisions);
+			TH_ASSERT(hs[k].state == NPF_POLICY_WATCHDOG,
+				  "the watchdog did not disable 'slow'");
+			TH_ASSERT(hs[k].slow_decisions >= NPF_POLICY_WATCHDOG_RUN,
+				  "only %llu slow decisions",
+				  (unsigned long long)hs[k].slow_decisions);
+		}
+		free(hs);
+		TH_ASSERT(seen, "'slow' has no health entry");
+	}
+	{
+		char cmd[512];
+
+		snprintf(cmd, sizeof(cmd), "%s/npfctl policy list | grep slow | grep -q 'DISABLED by the watchdog'",
+			 th_bin_dir());
+		TH_ASSERT(system(cmd) == 0, "npfctl policy list does not show 'slow' disabled");
+	}
 	inv = st.invocations;
 	for (i = 128; i < 256; i++)
 		TH_ASSERT(((volatile char *)slow_mem)[(size_t)i * PG] == 0, "page not zero");

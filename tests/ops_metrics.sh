@@ -58,7 +58,7 @@ def region_samples(fam, suffix=""):
 if len(stats) != 2:
     bad.append("want 2 regions in -j stats, got %d" % len(stats))
 counters = ["cpu_faults", "device_faults", "uffd_faults", "pages_zeroed", "pages_copied",
-            "bytes_read", "batches", "mm_events", "faults_failed"]
+            "bytes_read", "batches", "mm_events"]
 for r in stats:
     rid = r["id"]
     for c in counters:

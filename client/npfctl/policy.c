@@ -10,7 +10,8 @@
 #include "npf_print.h"
 #include "npfctl.h"
 
-static void print_policy(const struct npf_policy_status *p)
+/* h: the watchdog's view of p, when npfd gave one */
+static void print_policy(const struct npf_policy_status *p, const struct npf_policy_health *h)
 {
 	char name[sizeof(p->name) + 1];
 
@@ -26,10 +27,13 @@ static void print_policy(const struct npf_policy_status *p)
 	print_u64("invocations", "%-12llu ", p->invocations);
 	print_u64("clamped", "%-9llu ", p->clamped);
 	print_u64("pages_prefetched", "%-12llu", p->pages_prefetched);
-	print_u64("slow_decisions", NULL, p->slow_decisions);
-	print_string("state", "%s",
-		     p->state == NPF_POLICY_WATCHDOG ? " DISABLED by the watchdog (decisions ran long)"
-						     : "");
+	if (h) {
+		print_u64("slow_decisions", NULL, h->slow_decisions);
+		if (h->state == NPF_POLICY_WATCHDOG)
+			print_string("state", "  DISABLED by the %s", "watchdog");
+		else
+			print_string("state", NULL, "active");
+	}
 	print_nl();
 	close_json_object();
 }
@@ -39,8 +43,9 @@ static const char policy_header[] =
 
 static int policy_list_or_show(const char *name)
 {
+	struct npf_policy_health *hs = NULL;
 	struct npf_policy_status *ps;
-	size_t n, i, shown = 0;
+	size_t n, nh = 0, i, shown = 0;
 	int err = open_client();
 
 	if (err)
@@ -48,6 +53,9 @@ static int policy_list_or_show(const char *name)
 	err = npf_client__policy_list(client, &ps, &n);
 	if (err)
 		return request_failed("policy list", err);
+	/* an npfd without the watchdog refuses it: the list stands without */
+	if (npf_client__policy_health(client, &hs, &nh))
+		nh = 0;
 	if (!name) {
 		/* The kill switch is npfd-wide: say so above the table. */
 		if (n)
@@ -61,12 +69,16 @@ static int policy_list_or_show(const char *name)
 			continue;
 		if (name && shown == 0)
 			print_string(NULL, "%s\n", policy_header);
-		print_policy(&ps[i]);
+		print_policy(&ps[i], i < nh && hs[i].policy_id == ps[i].policy_id &&
+					     hs[i].region_id == ps[i].region_id
+				     ? &hs[i]
+				     : NULL);
 		shown++;
 	}
 	if (!name)
 		close_json_array();
 	free(ps);
+	free(hs);
 	if (name && !shown) {
 		p_err("policy show: no policy named '%s'", name);
 		return EXIT_FAIL;
@@ -133,7 +145,7 @@ static int do_policy_load(int argc, char **argv)
 	if (err < 0)
 		return request_failed("policy load", err);
 	print_string(NULL, "%s\n", policy_header);
-	print_policy(&st);
+	print_policy(&st, NULL);
 	return EXIT_OK;
 }
 
@@ -159,7 +171,7 @@ static int do_policy_use(int argc, char **argv)
 	if (err < 0)
 		return request_failed("policy use", err);
 	print_string(NULL, "%s\n", policy_header);
-	print_policy(&st);
+	print_policy(&st, NULL);
 	return EXIT_OK;
 }
 

@@ -60,7 +60,6 @@ static const struct {
 	C(bytes_read, "Bytes npfd read from the backing file."),
 	C(batches, "Resolver batches that touched the region."),
 	C(mm_events, "userfaultfd REMOVE, UNMAP, REMAP and FORK events on the region."),
-	C(faults_failed, "Faults npfd could not serve (the backing file read failed or ended): the access got SIGBUS."),
 #undef C
 };
 

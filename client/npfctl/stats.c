@@ -87,8 +87,7 @@ static void print_region_stats(const struct npf_region_stats_full *sf, const cha
 	print_u64("pages_copied", "  copied %llu", s->pages_copied);
 	print_size("bytes_read", "  bytes read %s\n", s->bytes_read);
 	print_u64("batches", "  batches  %llu", s->batches);
-	print_u64("mm_events", "  mm events %llu", s->mm_events);
-	print_u64("faults_failed", "  failed %llu\n", s->faults_failed);
+	print_u64("mm_events", "  mm events %llu\n", s->mm_events);
 
 	open_json_object("latency");
 	print_u64("samples", "  latency  %llu samples", samples);
