@@ -611,8 +611,7 @@ int npf_client__policy_list(struct npf_client *c, struct npf_policy_status **out
 	return err;
 }
 
-int npf_client__policy_health(struct npf_client *c, struct npf_policy_health **out,
-			      size_t *count)
+int npf_client__policy_health(struct npf_client *c, struct npf_policy_health **out, size_t *count)
 {
 	int err;
 

@@ -117,13 +117,11 @@ static void uid_usage(uid_t uid, struct uid_usage *u)
 		if (c->uid == uid)
 			u->connections++;
 	u->fds = u->connections;
-	list_for_each_entry(mm, &npfd.mms, node)
-	{
+	list_for_each_entry(mm, &npfd.mms, node) {
 		if (mm->uid != uid || mm->dead)
 			continue;
 		u->fds += 1 + (mm->pidfd >= 0) + (mm->pagemap_fd >= 0);
-		list_for_each_entry(r, &mm->regions, node)
-		{
+		list_for_each_entry(r, &mm->regions, node) {
 			u->regions++;
 			u->fds += r->file_fd >= 0;
 		}
@@ -139,13 +137,15 @@ int uid_limit_check(uid_t uid, unsigned int more_regions, unsigned int more_fds,
 		return 0;
 	uid_usage(uid, &u);
 	if (u.regions + more_regions > NPFD_UID_MAX_REGIONS)
-		return refuse(err, errlen, ENOSPC,
-			    "uid %u has %u regions registered: at most %d per user (unregister some)",
-			    uid, u.regions, NPFD_UID_MAX_REGIONS);
+		return refuse(
+			err, errlen, ENOSPC,
+			"uid %u has %u regions registered: at most %d per user (unregister some)",
+			uid, u.regions, NPFD_UID_MAX_REGIONS);
 	if (u.fds + more_fds > NPFD_UID_MAX_FDS)
-		return refuse(err, errlen, EMFILE,
-			    "npfd holds %u descriptors for uid %u: at most %d per user (close connections or unregister file-backed regions)",
-			    u.fds, uid, NPFD_UID_MAX_FDS);
+		return refuse(
+			err, errlen, EMFILE,
+			"npfd holds %u descriptors for uid %u: at most %d per user (close connections or unregister file-backed regions)",
+			u.fds, uid, NPFD_UID_MAX_FDS);
 	return 0;
 }
 
@@ -172,9 +172,10 @@ static bool connection_over_limit(int fd, const struct ucred *cred)
 	m.hdr.type = NPF_MSG_REPLY;
 	m.hdr.len = sizeof(m);
 	m.body.status = u.connections >= NPFD_UID_MAX_CONNECTIONS ? -EUSERS : -EMFILE;
-	snprintf(m.body.error, sizeof(m.body.error),
-		 "npfd refused the connection: uid %u has %u connections open and npfd holds %u descriptors for it (at most %d and %d per user)",
-		 cred->uid, u.connections, u.fds, NPFD_UID_MAX_CONNECTIONS, NPFD_UID_MAX_FDS);
+	snprintf(
+		m.body.error, sizeof(m.body.error),
+		"npfd refused the connection: uid %u has %u connections open and npfd holds %u descriptors for it (at most %d and %d per user)",
+		cred->uid, u.connections, u.fds, NPFD_UID_MAX_CONNECTIONS, NPFD_UID_MAX_FDS);
 	pr_warn_rl("pid %d uid %u: %s", cred->pid, cred->uid, m.body.error);
 	send(fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL);
 	shutdown(fd, SHUT_RDWR);
@@ -220,8 +221,9 @@ static void listen_ready(void *arg)
 		c->privileged = peer_privileged(fd, &cred);
 		c->src = source_add(fd, POLLIN | POLLRDHUP, client_ready, c);
 		if (c->src < 0) {
-			pr_warn_rl("pid %d uid %u: connection refused: npfd has no event source left",
-				   cred.pid, cred.uid);
+			pr_warn_rl(
+				"pid %d uid %u: connection refused: npfd has no event source left",
+				cred.pid, cred.uid);
 			close(fd);
 			free(c);
 			continue;
@@ -665,7 +667,8 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 			/* no descriptor: choose a loaded policy by name */
 			rc = wire_check_policy_load(body, nfds, err, sizeof(err));
 			if (!rc)
-				rc = policy_load(c, body, nfds ? fds[0] : -1, &st, err, sizeof(err));
+				rc = policy_load(c, body, nfds ? fds[0] : -1, &st, err,
+						 sizeof(err));
 			if (!rc)
 				memcpy(reply_item(&rp, sizeof(st)), &st, sizeof(st));
 			else

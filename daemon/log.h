@@ -19,9 +19,9 @@ void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(p
 #define LOG_RL_WINDOW_S 5
 
 struct log_ratelimit {
-	long long window;		/* start of the current window (s, CLOCK_MONOTONIC) */
-	unsigned int printed;		/* lines printed in it */
-	unsigned long long suppressed;	/* lines dropped in it */
+	long long window;	       /* start of the current window (s, CLOCK_MONOTONIC) */
+	unsigned int printed;	       /* lines printed in it */
+	unsigned long long suppressed; /* lines dropped in it */
 };
 
 /* May this call site print now? Reports what it suppressed when a new window starts. */
@@ -30,7 +30,7 @@ int log_ratelimit_ok(struct log_ratelimit *rl, enum log_level level);
 #define log_rl(level, ...)                                                                         \
 	do {                                                                                       \
 		static struct log_ratelimit rl_;                                                   \
-		if ((int)(level) <= log_level && log_ratelimit_ok(&rl_, level))                   \
+		if ((int)(level) <= log_level && log_ratelimit_ok(&rl_, level))                    \
 			log_msg(level, __VA_ARGS__);                                               \
 	} while (0)
 #define pr_warn_rl(...) log_rl(LOG_WARN, __VA_ARGS__)

@@ -112,7 +112,7 @@ struct npfd_client {
 	/* Its request being answered later: the requests behind it wait (answers stay in order). */
 	struct npfd_wait *wait;
 	struct list_head resume; /* in control.c's list of clients to read again */
-	bool privileged; /* root, or CAP_BPF + CAP_PERFMON (or CAP_SYS_ADMIN) at connect */
+	bool privileged;	 /* root, or CAP_BPF + CAP_PERFMON (or CAP_SYS_ADMIN) at connect */
 };
 
 struct npfd_options {

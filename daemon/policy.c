@@ -198,10 +198,11 @@ static int check_map_sizes(struct bpf_object *obj, const char *name, char *err, 
 		       __builtin_add_overflow(total, bytes, &total) ||
 		       total > NPF_POLICY_MAX_MAP_BYTES;
 		if (over)
-			return refuse(err, errlen, E2BIG,
-				    "policy '%s': map %s (%u entries of %u+%u bytes) takes its maps past %d MiB, the most a policy may create",
-				    name, mname, bpf_map__max_entries(map), bpf_map__key_size(map),
-				    bpf_map__value_size(map), NPF_POLICY_MAX_MAP_BYTES >> 20);
+			return refuse(
+				err, errlen, E2BIG,
+				"policy '%s': map %s (%u entries of %u+%u bytes) takes its maps past %d MiB, the most a policy may create",
+				name, mname, bpf_map__max_entries(map), bpf_map__key_size(map),
+				bpf_map__value_size(map), NPF_POLICY_MAX_MAP_BYTES >> 20);
 	}
 	return 0;
 }
@@ -316,8 +317,7 @@ static void policy_free(struct npfd_policy *p)
 
 	list_del_init(&p->node);
 	if (!p->origin) {
-		list_for_each_entry_safe(q, tmp, &policies, node)
-		{
+		list_for_each_entry_safe(q, tmp, &policies, node) {
 			if (q->origin != p)
 				continue;
 			collect_policy_install(q->slot, -1, -1);
@@ -339,8 +339,7 @@ static void policy_move_users(struct npfd_policy *from, struct npfd_policy *to)
 	int tp, kp;
 
 	policy_prog_fds(to, &tp, &kp);
-	list_for_each_entry(q, &policies, node)
-	{
+	list_for_each_entry(q, &policies, node) {
 		if (q->origin != from)
 			continue;
 		q->origin = to;
@@ -378,16 +377,18 @@ static int policy_choose(struct npfd_client *c, const struct npf_policy_load_req
 	int tp, kp, ret;
 
 	if (!src)
-		return refuse(err, errlen, ENOENT,
-			    "no policy named '%.31s' is loaded (npfctl policy list shows them; root loads them)",
-			    req->name);
+		return refuse(
+			err, errlen, ENOENT,
+			"no policy named '%.31s' is loaded (npfctl policy list shows them; root loads them)",
+			req->name);
 	if (src->state == NPF_POLICY_WATCHDOG)
-		return refuse(err, errlen, EPERM,
-			    "policy '%s' was disabled by the watchdog (its decisions ran long): it must be loaded again",
-			    src->st.name);
+		return refuse(
+			err, errlen, EPERM,
+			"policy '%s' was disabled by the watchdog (its decisions ran long): it must be loaded again",
+			src->st.name);
 	if (src->slot == slot)
 		return refuse(err, errlen, EEXIST, "policy '%s' already holds that slot",
-			    src->st.name);
+			      src->st.name);
 	q = calloc(1, sizeof(*q));
 	if (!q)
 		return refuse(err, errlen, ENOMEM, "out of memory");
@@ -402,14 +403,14 @@ static int policy_choose(struct npfd_client *c, const struct npf_policy_load_req
 	if (ret) {
 		free(q);
 		return refuse(err, errlen, -ret, "cannot install policy '%s' in slot %u: %s",
-			    src->st.name, slot, strerror(-ret));
+			      src->st.name, slot, strerror(-ret));
 	}
 	policy_evict_slot(slot, NULL);
 	list_add_tail(&q->node, &policies);
 	*out = q->st;
 	out->enabled = collect_policy_enabled();
-	pr_info("pid %d uid %u: region %u%s chose policy %s (id %u)", c->pid, c->uid,
-		r ? r->id : 0, r ? "" : " (global slot)", q->st.name, q->st.policy_id);
+	pr_info("pid %d uid %u: region %u%s chose policy %s (id %u)", c->pid, c->uid, r ? r->id : 0,
+		r ? "" : " (global slot)", q->st.name, q->st.policy_id);
 	return 0;
 }
 
@@ -443,8 +444,9 @@ int policy_load(struct npfd_client *c, const struct npf_policy_load_req *req, in
 		return policy_choose(c, req, r, slot, out, err, errlen);
 	/* Before anything of the object is read: it is code, and untrusted ELF. */
 	if (!c->privileged)
-		return refuse(err, errlen, EPERM,
-			    "loading a policy object needs root (or CAP_BPF and CAP_PERFMON): a region's owner may choose a loaded policy by name instead");
+		return refuse(
+			err, errlen, EPERM,
+			"loading a policy object needs root (or CAP_BPF and CAP_PERFMON): a region's owner may choose a loaded policy by name instead");
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode))
 		return refuse(err, errlen, EINVAL, "the policy descriptor is not a regular file");
 	if (st.st_size <= 0 || st.st_size > MAX_POLICY_OBJECT)
@@ -525,8 +527,7 @@ int policy_unload(struct npfd_client *c, const char *name, char *err, size_t err
 	struct npfd_policy *p = NULL, *it;
 
 	/* A region owner unloads what applies to its own regions; root, the loaded policy. */
-	list_for_each_entry(it, &policies, node)
-	{
+	list_for_each_entry(it, &policies, node) {
 		struct npfd_region *r;
 
 		if (strncmp(it->st.name, name, sizeof(it->st.name)))
@@ -545,7 +546,7 @@ int policy_unload(struct npfd_client *c, const char *name, char *err, size_t err
 		if (!policy_by_name(name))
 			return refuse(err, errlen, ENOENT, "no policy named '%.32s'", name);
 		return refuse(err, errlen, EPERM,
-			    "only root or the region's owner may unload '%.32s'", name);
+			      "only root or the region's owner may unload '%.32s'", name);
 	}
 	collect_policy_install(p->slot, -1, -1);
 	pr_info("policy %s unloaded%s%.0u", p->st.name, p->origin ? " from region " : "",
@@ -680,13 +681,13 @@ void policy_health(void (*emit)(const struct npf_policy_health *, void *), void 
 {
 	struct npfd_policy *p;
 
-	list_for_each_entry(p, &policies, node)
-	{
+	list_for_each_entry(p, &policies, node) {
 		struct npf_policy_health h = {.policy_id = p->st.policy_id,
 					      .region_id = p->st.region_id,
 					      .state = p->state,
-					      .slow_decisions = p->origin ? p->origin->slow_decisions
-									  : p->slow_decisions};
+					      .slow_decisions = p->origin ?
+									p->origin->slow_decisions :
+									p->slow_decisions};
 
 		memcpy(h.name, p->st.name, sizeof(h.name));
 		emit(&h, arg);

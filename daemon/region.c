@@ -351,34 +351,35 @@ static int check_backing(int fd, __u64 off, __u64 len, char *err, size_t errlen)
 
 	if (__builtin_add_overflow(off, len, &end) || end > (__u64)INT64_MAX)
 		return refuse(err, errlen, EOVERFLOW,
-			    "file offset %llu + length %llu is past the largest file offset",
-			    (unsigned long long)off, (unsigned long long)len);
+			      "file offset %llu + length %llu is past the largest file offset",
+			      (unsigned long long)off, (unsigned long long)len);
 	if (mode < 0)
 		return refuse(err, errlen, EBADF, "cannot inspect the backing file: %s",
-			    strerror(errno));
+			      strerror(errno));
 	if (mode & O_PATH)
 		return refuse(err, errlen, EBADF,
-			    "the backing file was opened with O_PATH: open it O_RDONLY");
+			      "the backing file was opened with O_PATH: open it O_RDONLY");
 	if ((mode & O_ACCMODE) == O_WRONLY)
 		return refuse(err, errlen, EBADF,
-			    "the backing file is open write-only: open it O_RDONLY or O_RDWR");
+			      "the backing file is open write-only: open it O_RDONLY or O_RDWR");
 	if (fstat(fd, &st))
 		return refuse(err, errlen, errno, "cannot stat the backing file: %s",
-			    strerror(errno));
+			      strerror(errno));
 	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
 		return refuse(err, errlen, EINVAL,
-			    "the backing descriptor is not a regular file or block device");
+			      "the backing descriptor is not a regular file or block device");
 	if (S_ISREG(st.st_mode) && (__u64)st.st_size < end)
-		return refuse(err, errlen, EINVAL,
-			    "the backing file is shorter than the region: %lld bytes, the region needs %llu (offset %llu + length %llu)",
-			    (long long)st.st_size, (unsigned long long)end,
-			    (unsigned long long)off, (unsigned long long)len);
+		return refuse(
+			err, errlen, EINVAL,
+			"the backing file is shorter than the region: %lld bytes, the region needs %llu (offset %llu + length %llu)",
+			(long long)st.st_size, (unsigned long long)end, (unsigned long long)off,
+			(unsigned long long)len);
 	errno = 0;
 	if (pread(fd, &byte, 1, (off_t)(end - 1)) != 1)
-		return refuse(err, errlen, EIO,
-			    "cannot read the backing file's last byte of the region (offset %llu): %s",
-			    (unsigned long long)(end - 1),
-			    errno ? strerror(errno) : "end of file");
+		return refuse(
+			err, errlen, EIO,
+			"cannot read the backing file's last byte of the region (offset %llu): %s",
+			(unsigned long long)(end - 1), errno ? strerror(errno) : "end of file");
 	return 0;
 }
 

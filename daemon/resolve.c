@@ -663,8 +663,7 @@ static int poison(struct run *rn, __u64 start, __u64 npages)
 	__u64 len = npages * NPF_PAGE_SIZE, done = 0;
 
 	while (done < len) {
-		struct uffdio_poison p = {.range = {start + done, len - done},
-					  .mode = 0};
+		struct uffdio_poison p = {.range = {start + done, len - done}, .mode = 0};
 
 		if (!ioctl(rn->mm->uffd, UFFDIO_POISON, &p))
 			return 0;
@@ -698,8 +697,7 @@ static int fail_run(struct run *rn, const char *src)
 		head.npages = 0;
 	}
 	rn->valid_pages = head.npages;
-	ret = poison(rn, rn->start + (__u64)head.npages * NPF_PAGE_SIZE,
-		     rn->npages - head.npages);
+	ret = poison(rn, rn->start + (__u64)head.npages * NPF_PAGE_SIZE, rn->npages - head.npages);
 	if (ret == -EAGAIN)
 		return ret;
 	if (ret && ret != -ESRCH && ret != -ENOENT)
@@ -780,9 +778,10 @@ static void read_runs(struct run *rs, size_t n)
 			ssize_t r = pread(rn->region->file_fd, dst + got, want - got, (off_t)off);
 
 			if (r <= 0) {
-				pr_warn_rl("region %u: the backing file ends at offset %llu, inside the region (truncated after registration?)%s%s",
-					   rn->region->id, (unsigned long long)off,
-					   r < 0 ? ": " : "", r < 0 ? strerror(errno) : "");
+				pr_warn_rl(
+					"region %u: the backing file ends at offset %llu, inside the region (truncated after registration?)%s%s",
+					rn->region->id, (unsigned long long)off, r < 0 ? ": " : "",
+					r < 0 ? strerror(errno) : "");
 				rn->status = r < 0 ? -errno : -ENODATA;
 				rn->unservable = true;
 				rn->valid_pages = (__u32)(got / NPF_PAGE_SIZE);
@@ -1000,7 +999,8 @@ void resolve_flush(void)
 				 */
 				src = zeros;
 			else if (!rn->region)
-				pr_warn_rl("pid %d: fault at 0x%llx is outside every region: zero-filled",
+				pr_warn_rl(
+					"pid %d: fault at 0x%llx is outside every region: zero-filled",
 					rn->mm->tgid, (unsigned long long)rn->start);
 			rn->status = install(rn, src);
 		}
@@ -1025,9 +1025,9 @@ void resolve_flush(void)
 			if (rn->status == -ESRCH)
 				continue; /* the process is gone: nobody waits */
 			if (rn->status && rn->status != -ENOENT && !rn->unservable)
-				pr_warn_rl("pid %d: installing 0x%llx+%u pages failed: %s", rn->mm->tgid,
-					(unsigned long long)rn->start, rn->npages,
-					strerror(-rn->status));
+				pr_warn_rl("pid %d: installing 0x%llx+%u pages failed: %s",
+					   rn->mm->tgid, (unsigned long long)rn->start, rn->npages,
+					   strerror(-rn->status));
 			if (!rn->woken)
 				wake(rn);
 			if (!rn->status && !rn->unservable && rn->region) {

@@ -72,8 +72,7 @@ static int max_fds(__u16 type)
 	return 0;
 }
 
-int wire_check_request(const void *buf, size_t n, int msg_flags, int nfds, char *err,
-		       size_t errlen)
+int wire_check_request(const void *buf, size_t n, int msg_flags, int nfds, char *err, size_t errlen)
 {
 	struct npf_msg_hdr hdr;
 	long want;
@@ -95,12 +94,14 @@ int wire_check_request(const void *buf, size_t n, int msg_flags, int nfds, char 
 		return wire_refuse(err, errlen, EBADMSG, "bad magic 0x%08x: not an npf request",
 				   hdr.magic);
 	if (hdr.version != NPF_PROTO_VERSION)
-		return wire_refuse(err, errlen, EPROTONOSUPPORT,
-				   "protocol version %u is not supported: this npfd speaks version %d",
-				   hdr.version, NPF_PROTO_VERSION);
+		return wire_refuse(
+			err, errlen, EPROTONOSUPPORT,
+			"protocol version %u is not supported: this npfd speaks version %d",
+			hdr.version, NPF_PROTO_VERSION);
 	if (hdr.len != n)
 		return wire_refuse(err, errlen, EBADMSG,
-				   "length field says %u bytes but the request has %zu", hdr.len, n);
+				   "length field says %u bytes but the request has %zu", hdr.len,
+				   n);
 	want = wire_body_size(hdr.type);
 	if (want < 0)
 		return wire_refuse(err, errlen, EOPNOTSUPP, "unknown request type %u", hdr.type);
@@ -113,8 +114,9 @@ int wire_check_request(const void *buf, size_t n, int msg_flags, int nfds, char 
 				   hdr.type);
 	if (nfds > max_fds(hdr.type))
 		return wire_refuse(err, errlen, EINVAL,
-				   "request type %u takes at most %d descriptor%s, got %d", hdr.type,
-				   max_fds(hdr.type), max_fds(hdr.type) == 1 ? "" : "s", nfds);
+				   "request type %u takes at most %d descriptor%s, got %d",
+				   hdr.type, max_fds(hdr.type), max_fds(hdr.type) == 1 ? "" : "s",
+				   nfds);
 	return 0;
 }
 
@@ -147,12 +149,14 @@ int wire_check_region_req(const struct npf_region_req *req, int nfds, char *err,
 	if (!req->length)
 		return wire_refuse(err, errlen, EINVAL, "region length is 0");
 	if ((req->start | req->length | req->file_offset) & (NPF_PAGE_SIZE - 1))
-		return wire_refuse(err, errlen, EINVAL,
-				   "region 0x%llx+0x%llx (file offset 0x%llx) is not page aligned (4096)",
-				   (unsigned long long)req->start, (unsigned long long)req->length,
-				   (unsigned long long)req->file_offset);
+		return wire_refuse(
+			err, errlen, EINVAL,
+			"region 0x%llx+0x%llx (file offset 0x%llx) is not page aligned (4096)",
+			(unsigned long long)req->start, (unsigned long long)req->length,
+			(unsigned long long)req->file_offset);
 	if (__builtin_add_overflow(req->start, req->length, &end) || end > USER_TOP)
-		return wire_refuse(err, errlen, EINVAL, "region 0x%llx+0x%llx is outside user space",
+		return wire_refuse(err, errlen, EINVAL,
+				   "region 0x%llx+0x%llx is outside user space",
 				   (unsigned long long)req->start, (unsigned long long)req->length);
 	/* pread() takes a signed offset: the region's last byte must be one. */
 	if (req->backing == NPF_BACKING_FILE &&
@@ -171,10 +175,12 @@ int wire_check_policy_load(const struct npf_policy_load_req *req, int nfds, char
 	if (req->flags)
 		return wire_refuse(err, errlen, EINVAL, "unknown flags 0x%x", req->flags);
 	if (!memchr(req->name, '\0', sizeof(req->name)))
-		return wire_refuse(err, errlen, EINVAL, "the policy name is not NUL-terminated (at most %zu characters)",
+		return wire_refuse(err, errlen, EINVAL,
+				   "the policy name is not NUL-terminated (at most %zu characters)",
 				   sizeof(req->name) - 1);
 	if (!nfds && !req->name[0])
-		return wire_refuse(err, errlen, EINVAL,
-				   "choosing a loaded policy needs its name (or pass an object file to load one)");
+		return wire_refuse(
+			err, errlen, EINVAL,
+			"choosing a loaded policy needs its name (or pass an object file to load one)");
 	return 0;
 }

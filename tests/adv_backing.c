@@ -104,24 +104,25 @@ static void attacker(void *arg)
 
 	/* offset + length wraps to a small number: used to pass the size check */
 	expect_refused("file offset 2^64 - 4096",
-		       raw_register(sock, uffd, mfd, mem, 16 * PG, ~0ULL - PG + 1, err),
-		       -EOVERFLOW, err);
+		       raw_register(sock, uffd, mfd, mem, 16 * PG, ~0ULL - PG + 1, err), -EOVERFLOW,
+		       err);
 	/* offset + length > INT64_MAX: not a file offset pread can take */
 	expect_refused("file offset 2^63",
-		       raw_register(sock, uffd, mfd, mem, 16 * PG, 1ULL << 63, err), -EOVERFLOW, err);
+		       raw_register(sock, uffd, mfd, mem, 16 * PG, 1ULL << 63, err), -EOVERFLOW,
+		       err);
 
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", mfd);
 	opath = open(path, O_PATH | O_CLOEXEC);
 	TH_ASSERT(opath >= 0, "open O_PATH: %s", strerror(errno));
-	expect_refused("O_PATH backing descriptor", raw_register(sock, uffd, opath, mem, 16 * PG, 0, err),
-		       -EBADF, err);
+	expect_refused("O_PATH backing descriptor",
+		       raw_register(sock, uffd, opath, mem, 16 * PG, 0, err), -EBADF, err);
 	wronly = open(path, O_WRONLY | O_CLOEXEC);
 	TH_ASSERT(wronly >= 0, "open O_WRONLY: %s", strerror(errno));
 	expect_refused("write-only backing descriptor",
 		       raw_register(sock, uffd, wronly, mem, 16 * PG, 0, err), -EBADF, err);
 	TH_ASSERT(pipe(pfd) == 0, "pipe");
-	expect_refused("a pipe as backing file", raw_register(sock, uffd, pfd[0], mem, 16 * PG, 0, err),
-		       -EINVAL, err);
+	expect_refused("a pipe as backing file",
+		       raw_register(sock, uffd, pfd[0], mem, 16 * PG, 0, err), -EINVAL, err);
 	close(sock);
 	close(uffd);
 
@@ -144,8 +145,9 @@ static void attacker(void *arg)
 	for (i = 3; i < PAGES; i++) {
 		int v = touch(mem + (size_t)i * PG);
 
-		TH_ASSERT(v == -1, "page %d, past the truncated end of the file, reads %d: want SIGBUS",
-			  i, v);
+		TH_ASSERT(v == -1,
+			  "page %d, past the truncated end of the file, reads %d: want SIGBUS", i,
+			  v);
 	}
 	alarm(0);
 	printf("pages 3..%d past the end: SIGBUS (si_code %d) each\n", PAGES - 1, sigbus_code);

@@ -73,7 +73,9 @@ static ssize_t send_fds(int sock, const void *buf, size_t len, const int *fds, i
 		struct cmsghdr align;
 	} cbuf;
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf,
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = cbuf.buf,
 			    .msg_controllen = CMSG_SPACE(nfds * sizeof(int))};
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
 
@@ -102,7 +104,8 @@ static void flood(void *arg)
 		k = i % 8;
 		len = hostile(k, buf, &nfds);
 		if (send_fds(sock, buf, len, fds, nfds) != (ssize_t)len) {
-			TH_ASSERT(errno == EPIPE || errno == ECONNRESET, "send: %s", strerror(errno));
+			TH_ASSERT(errno == EPIPE || errno == ECONNRESET, "send: %s",
+				  strerror(errno));
 			close(sock);
 			sock = adv_connect(d.sock);
 			TH_ASSERT(sock >= 0, "reconnect: %s", strerror(errno));
@@ -172,9 +175,10 @@ static void dropped(void *arg)
 		TH_ASSERT(send(sock, "", 0, MSG_NOSIGNAL) == 0, "send empty: %s", strerror(errno));
 		t0 = th_now();
 		p = (struct pollfd){.fd = sock, .events = POLLRDHUP};
-		TH_ASSERT(poll(&p, 1, 2000) == 1 && (p.revents & (POLLRDHUP | POLLHUP)),
-			  "connection %d: npfd dropped the client but its end of the connection is still open after 2 s",
-			  conn);
+		TH_ASSERT(
+			poll(&p, 1, 2000) == 1 && (p.revents & (POLLRDHUP | POLLHUP)),
+			"connection %d: npfd dropped the client but its end of the connection is still open after 2 s",
+			conn);
 		TH_ASSERT(recv(sock, buf, sizeof(buf), MSG_DONTWAIT) == 0, "no end of file");
 		if (conn < 3)
 			printf("dropped client %d saw the end of the connection after %.3f s\n",
@@ -216,7 +220,8 @@ int main(void)
 	       ROUNDS);
 	TH_ASSERT(th_npfd_alive(&d), "npfd died");
 	TH_ASSERT(after <= before + 2, "npfd leaked %d descriptors", after - before);
-	TH_ASSERT(adv_run_as_attacker(still_serves, NULL, 30) == 0, "registration after the flood failed");
+	TH_ASSERT(adv_run_as_attacker(still_serves, NULL, 30) == 0,
+		  "registration after the flood failed");
 	before = count_polls(d.pid);
 	TH_ASSERT(adv_run_as_attacker(dropped, NULL, 60) == 0, "dropped client not told");
 	usleep(100000);

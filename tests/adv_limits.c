@@ -34,8 +34,8 @@ static int refused(int sock, char *err)
 
 	if (poll(&p, 1, 0) != 1)
 		return 0;
-	if (recv(sock, buf, sizeof(buf), MSG_DONTWAIT) < (ssize_t)(sizeof(struct npf_msg_hdr) +
-								 sizeof(*r)))
+	if (recv(sock, buf, sizeof(buf), MSG_DONTWAIT) <
+	    (ssize_t)(sizeof(struct npf_msg_hdr) + sizeof(*r)))
 		return -ECONNRESET;
 	snprintf(err, NPF_ERRMSG_LEN, "%s", r->error);
 	return r->status;
@@ -119,7 +119,8 @@ static int holders(int nproc, bool file, int *registered, char *why)
 			}
 			memcpy(msg, &n, sizeof(int));
 			memcpy(msg + 4, &rc, sizeof(int));
-			snprintf(msg + 8, NPF_ERRMSG_LEN, "%s", rc < 0 ? npf_client__errmsg(c) : "");
+			snprintf(msg + 8, NPF_ERRMSG_LEN, "%s",
+				 rc < 0 ? npf_client__errmsg(c) : "");
 			if (write(res[1], msg, sizeof(msg)) != sizeof(msg))
 				_exit(2);
 			if (read(hold_pipe[0], &ch, 1) < 0)
@@ -130,7 +131,8 @@ static int holders(int nproc, bool file, int *registered, char *why)
 			char msg[NPF_ERRMSG_LEN + 8];
 			int n, rc;
 
-			TH_ASSERT(read(res[0], msg, sizeof(msg)) == sizeof(msg), "holder %d died", i);
+			TH_ASSERT(read(res[0], msg, sizeof(msg)) == sizeof(msg), "holder %d died",
+				  i);
 			memcpy(&n, msg, 4);
 			memcpy(&rc, msg + 4, 4);
 			total += n;
@@ -218,7 +220,8 @@ int main(void)
 	{
 		struct rlimit rl = {8192, 8192};
 
-		TH_ASSERT(setrlimit(RLIMIT_NOFILE, &rl) == 0, "cannot give the attacker 8192 descriptors");
+		TH_ASSERT(setrlimit(RLIMIT_NOFILE, &rl) == 0,
+			  "cannot give the attacker 8192 descriptors");
 	}
 	fflush(stdout);
 	other = fork();
@@ -234,7 +237,8 @@ int main(void)
 		pid_t p = fork();
 
 		if (p == 0) {
-			TH_ASSERT(setgroups(1, &g) == 0 && setgid(ADV_GID) == 0 && setuid(65533) == 0,
+			TH_ASSERT(setgroups(1, &g) == 0 && setgid(ADV_GID) == 0 &&
+					  setuid(65533) == 0,
 				  "setuid 65533");
 			other_user(NULL);
 			fflush(stdout);

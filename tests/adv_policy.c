@@ -40,9 +40,10 @@ static void compile(const char *name, char *out, size_t outlen)
 	char cmd[1024];
 
 	snprintf(out, outlen, "%s/%s.bpf.o", d.dir, name);
-	snprintf(cmd, sizeof(cmd),
-		 "clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -Iinclude -I%s/../gen -Ibpf -c %s/%s.bpf.c -o %s",
-		 th_bin_dir(), polsrc, name, out);
+	snprintf(
+		cmd, sizeof(cmd),
+		"clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -Iinclude -I%s/../gen -Ibpf -c %s/%s.bpf.c -o %s",
+		th_bin_dir(), polsrc, name, out);
 	if (system(cmd))
 		th_skip("cannot build the test policy %s with clang", name);
 }
@@ -75,8 +76,8 @@ static void expect(const char *what, int rc, int want, const char *errmsg)
 static void attacker(void *arg)
 {
 	struct npf_client *c = npf_client__connect(NULL);
-	char *mem = mmap(NULL, 1024 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-			 0);
+	char *mem =
+		mmap(NULL, 1024 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	struct npf_region_stats_full *sf;
 	struct npf_policy_status st;
 	int id, fd, junk, i, rc;
@@ -91,7 +92,8 @@ static void attacker(void *arg)
 	TH_ASSERT(fd >= 0, "open %s", policy_obj("seq"));
 	rc = npf_client__policy_load(c, fd, (__u32)id, "mine", &st);
 	expect("load a policy object for its own region", rc, -EPERM, npf_client__errmsg(c));
-	TH_ASSERT(strstr(npf_client__errmsg(c), "choose"), "the refusal does not say what it may do");
+	TH_ASSERT(strstr(npf_client__errmsg(c), "choose"),
+		  "the refusal does not say what it may do");
 	rc = npf_client__policy_load(c, fd, 0, "mine", &st);
 	expect("load a policy object globally", rc, -EPERM, npf_client__errmsg(c));
 	/* not an ELF file at all: parsed, it would be ENOEXEC */
@@ -238,7 +240,8 @@ int main(void)
 	{
 		char cmd[512];
 
-		snprintf(cmd, sizeof(cmd), "%s/npfctl policy list | grep slow | grep -q 'DISABLED by the watchdog'",
+		snprintf(cmd, sizeof(cmd),
+			 "%s/npfctl policy list | grep slow | grep -q 'DISABLED by the watchdog'",
 			 th_bin_dir());
 		TH_ASSERT(system(cmd) == 0, "npfctl policy list does not show 'slow' disabled");
 	}

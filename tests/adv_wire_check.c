@@ -14,14 +14,17 @@ static char err[NPF_ERRMSG_LEN];
 #define CHECK(what, got, want)                                                                     \
 	do {                                                                                       \
 		int g_ = (got);                                                                    \
-		printf("%-48s -> %d %s\n", what, g_, g_ ? err : "");                              \
+		printf("%-48s -> %d %s\n", what, g_, g_ ? err : "");                               \
 		TH_ASSERT(g_ == (want), "%s: %d, want %d (%s)", what, g_, want, err);              \
 	} while (0)
 
 static size_t req(char *buf, __u16 type, size_t body)
 {
-	struct npf_msg_hdr h = {.magic = NPF_PROTO_MAGIC, .version = NPF_PROTO_VERSION,
-				.type = type, .len = (__u32)(sizeof(h) + body), .seq = 1};
+	struct npf_msg_hdr h = {.magic = NPF_PROTO_MAGIC,
+				.version = NPF_PROTO_VERSION,
+				.type = type,
+				.len = (__u32)(sizeof(h) + body),
+				.seq = 1};
 
 	memcpy(buf, &h, sizeof(h));
 	memset(buf + sizeof(h), 0, body);

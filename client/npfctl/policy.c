@@ -70,9 +70,9 @@ static int policy_list_or_show(const char *name)
 		if (name && shown == 0)
 			print_string(NULL, "%s\n", policy_header);
 		print_policy(&ps[i], i < nh && hs[i].policy_id == ps[i].policy_id &&
-					     hs[i].region_id == ps[i].region_id
-				     ? &hs[i]
-				     : NULL);
+						     hs[i].region_id == ps[i].region_id ?
+					     &hs[i] :
+					     NULL);
 		shown++;
 	}
 	if (!name)
@@ -163,7 +163,8 @@ static int do_policy_use(int argc, char **argv)
 	if (*end || !region || region > 0xffffffffUL)
 		return usage_error("policy use: region '%s' is not a region id", argv[2]);
 	if (!*argv[0] || strlen(argv[0]) >= sizeof(st.name))
-		return usage_error("policy use: a name is 1 to %zu characters", sizeof(st.name) - 1);
+		return usage_error("policy use: a name is 1 to %zu characters",
+				   sizeof(st.name) - 1);
 	err = open_client();
 	if (err)
 		return err;
