@@ -720,6 +720,25 @@ static void wake(struct run *rn)
 			(unsigned long long)rn->start, strerror(errno));
 }
 
+/*
+ * The file ended (or failed) got bytes into run rn, read into buf: the
+ * file was at least as long as the region when it was registered, so it
+ * was truncated since. The pages the file still covers are served (the
+ * last one with zeros after the file's end, as a mapping of the file
+ * reads); the others have no data, and zeros would be a silent
+ * corruption: fail_run() poisons them.
+ */
+static void run_ends_early(struct run *rn, char *buf, size_t got, __u64 off)
+{
+	size_t valid = (got + NPF_PAGE_SIZE - 1) / NPF_PAGE_SIZE;
+
+	pr_warn_rl("region %u: the backing file ends at offset %llu, inside the region (truncated after registration?)",
+		   rn->region->id, (unsigned long long)off);
+	memset(buf + got, 0, valid * NPF_PAGE_SIZE - got);
+	rn->unservable = true;
+	rn->valid_pages = (__u32)valid;
+}
+
 /* Read every file-backed run of runs[0..n) into staging, one SQE per run. */
 static void read_runs(struct run *rs, size_t n)
 {
@@ -778,13 +797,8 @@ static void read_runs(struct run *rs, size_t n)
 			ssize_t r = pread(rn->region->file_fd, dst + got, want - got, (off_t)off);
 
 			if (r <= 0) {
-				pr_warn_rl(
-					"region %u: the backing file ends at offset %llu, inside the region (truncated after registration?)%s%s",
-					rn->region->id, (unsigned long long)off, r < 0 ? ": " : "",
-					r < 0 ? strerror(errno) : "");
 				rn->status = r < 0 ? -errno : -ENODATA;
-				rn->unservable = true;
-				rn->valid_pages = (__u32)(got / NPF_PAGE_SIZE);
+				run_ends_early(rn, dst, got, off);
 				break;
 			}
 			got += (size_t)r;
@@ -862,8 +876,8 @@ static const char *run_in_cache(const struct run *rn)
 
 /*
  * A copy from npfd's mapping failed (EFAULT: the file was truncated
- * under it): read the rest of the run with pread, zeros past the end of
- * the file, as a staged run would be.
+ * under it): read the run with pread; where the file ends, the rest is
+ * poisoned, as a staged run's would be.
  */
 static int install_bounced(struct run *rn)
 {
@@ -874,8 +888,8 @@ static int install_bounced(struct run *rn)
 		ssize_t n = pread(rn->region->file_fd, bounce + got, len - got, (off_t)(off + got));
 
 		if (n <= 0) {
-			memset(bounce + got, 0, len - got);
-			break;
+			run_ends_early(rn, bounce, got, off + got);
+			return n < 0 ? -errno : -ENODATA;
 		}
 		got += (size_t)n;
 	}
@@ -1010,7 +1024,9 @@ void resolve_flush(void)
 			__u32 k;
 
 			if (rn->unservable &&
-			    fail_run(rn, staging + (size_t)rn->staging * NPF_PAGE_SIZE) == -EAGAIN)
+			    fail_run(rn, rn->direct ? bounce
+						    : staging + (size_t)rn->staging * NPF_PAGE_SIZE) ==
+				    -EAGAIN)
 				rn->status = -EAGAIN;
 			if (rn->status == -EAGAIN) {
 				/*

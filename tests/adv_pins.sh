@@ -33,7 +33,7 @@ rc=$?
 cat "$dir/b.log"
 [ $rc -ne 0 ] || fail "second npfd exited 0 on a live npfd's pin directory"
 grep -q "pid $a" "$dir/b.log" || fail "second npfd does not name the running npfd $a"
-for m in npf_info npf_procs npf_region_stats npf_events npf_policy_tp; do
+for m in npf_info npf_procs npf_region_stats npf_events npf_policy_kp; do
 	[ -e "$pins/$m" ] || fail "second npfd removed $pins/$m of the running npfd"
 done
 [ "$(info_pid)" = "$a" ] || fail "npf_info now names $(info_pid), not the running npfd $a"

@@ -100,8 +100,17 @@ int main(void)
 	r.backing = 7;
 	CHECK("backing 7", wire_check_region_req(&r, 2, err, sizeof(err)), -EINVAL);
 	r.backing = NPF_BACKING_ANON;
-	r.flags = 1;
+	r.flags = 0x80;
 	CHECK("unknown flag", wire_check_region_req(&r, 1, err, sizeof(err)), -EINVAL);
+	r.flags = NPF_REGION_FAULT_AROUND;
+	r.fault_around_kib = 64;
+	CHECK("fault-around 64 KiB", wire_check_region_req(&r, 1, err, sizeof(err)), 0);
+	r.fault_around_kib = 96;
+	CHECK("fault-around 96 KiB", wire_check_region_req(&r, 1, err, sizeof(err)), -EINVAL);
+	r.flags = 0;
+	r.fault_around_kib = 64;
+	CHECK("fault_around_kib without its flag", wire_check_region_req(&r, 1, err, sizeof(err)),
+	      -EINVAL);
 
 	/* policy requests */
 	memset(&pl, 'x', sizeof(pl));
