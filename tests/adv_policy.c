@@ -12,7 +12,8 @@
  *  - a policy asking for a 1 GiB map is refused with E2BIG, naming it;
  *  - the watchdog: a policy whose decisions spin for milliseconds is
  *    disabled after a run of slow decisions, shows as such in the list,
- *    and decides nothing more.
+ *    and decides nothing more;
+ *  - root chooses a loaded policy for a region with npfctl policy use.
  */
 #include <stdint.h>
 #include <sys/mman.h>
@@ -251,6 +252,18 @@ int main(void)
 	TH_ASSERT(find(root, "slow", (__u32)slow_region, &st), "'slow' is gone from the list");
 	TH_ASSERT(st.invocations == inv, "'slow' still decides after the watchdog: %llu -> %llu",
 		  (unsigned long long)inv, (unsigned long long)st.invocations);
+	/* root may choose for any region, from npfctl too */
+	{
+		char cmd[512];
+
+		snprintf(cmd, sizeof(cmd), "%s/npfctl policy use seq region %d >/dev/null",
+			 th_bin_dir(), slow_region);
+		TH_ASSERT(system(cmd) == 0, "npfctl policy use seq region %d failed", slow_region);
+		TH_ASSERT(find(root, "seq", (__u32)slow_region, &st),
+			  "npfctl policy use: 'seq' is not listed on region %d", slow_region);
+		TH_ASSERT(!find(root, "slow", (__u32)slow_region, &st),
+			  "the disabled 'slow' still holds region %d", slow_region);
+	}
 	npf_client__close(root);
 	TH_ASSERT(th_npfd_alive(&d), "npfd died");
 	th_npfd_stop(&d);
