@@ -700,6 +700,44 @@ bool policy_loaded(const char *name)
 }
 
 /*
+ * The watchdog. A fault cannot be served before its policy has decided, and
+ * a policy that loops (bpf_loop allows 2^23 iterations) slows every fault it
+ * decides -- for CPU faults npfd runs it itself, so it would stall npfd.
+ * took: how long a decision took -- a CPU fault's policy run in npfd,
+ * measured around it; a device request's, from the request to npfd reading
+ * the decision (which npfd's own delays lengthen: hence the higher bound).
+ * One slow decision may be a preemption, a run of them is the policy: it
+ * is then taken out of every slot that runs it (the built-in decision
+ * applies), logged, and listed as disabled until it is loaded again.
+ */
+static void policy_watchdog(struct npfd_policy *p, __u64 took, __u64 slow)
+{
+	struct npfd_policy *q;
+
+	if (p->origin)
+		p = p->origin; /* a region's choice: its decisions are the loaded policy's */
+	if (p->state != NPF_POLICY_ACTIVE)
+		return;
+	if (took < slow) {
+		p->slow_run = 0;
+		return;
+	}
+	p->slow_decisions++;
+	if (++p->slow_run < NPF_POLICY_WATCHDOG_RUN)
+		return;
+	collect_policy_install(p->slot, -1, -1);
+	p->state = NPF_POLICY_WATCHDOG;
+	list_for_each_entry(q, &policies, node)
+		if (q->origin == p) {
+			collect_policy_install(q->slot, -1, -1);
+			q->state = NPF_POLICY_WATCHDOG;
+		}
+	pr_warn("policy %s (id %u) disabled by the watchdog: %u decisions in a row took %llu us or more (the last %.3f ms); its regions get the built-in decision until it is loaded again",
+		p->st.name, p->st.policy_id, p->slow_run, (unsigned long long)(slow / 1000),
+		(double)took / 1e6);
+}
+
+/*
  * Run the policy of a CPU fault of r that npfd read from the userfaultfd
  * (thread tid at addr; traced: the tracepoint's record of it, with
  * --trace-cpu-faults). True with the policy's record in *out; false when
@@ -719,44 +757,21 @@ bool policy_decide_cpu(struct npfd_region *r, __u32 tid, __u64 addr, bool write,
 		.access = traced ? traced->access : write ? NPF_ACCESS_WRITE : NPF_ACCESS_READ,
 	};
 
-	return collect_policy_run_cpu(&args, out);
+	__u64 t0 = now_ns();
+	bool decided = collect_policy_run_cpu(&args, out);
+	struct npfd_policy *p;
+
+	/* whose run it was: the policy that decided, else the one its slots hold */
+	p = decided ? policy_by_id(out->decision.policy_id) : NULL;
+	if (!p)
+		p = policy_by_slot(1 + r->slot);
+	if (!p)
+		p = policy_by_slot(0);
+	if (p)
+		policy_watchdog(p, now_ns() - t0, NPF_POLICY_SLOW_NS);
+	return decided;
 }
 
-/*
- * The watchdog. A policy runs in the faulting thread (or the NIC's uprobe)
- * before its record reaches npfd, and a fault cannot be served before its
- * decision: a policy that loops (bpf_loop allows 2^23 iterations) slows
- * every fault it decides. What npfd sees is the time from the fault to the
- * decision in its hands; one slow decision may be npfd's own stall, a run
- * of them is the policy. The policy is then taken out of every slot that
- * runs it (the built-in decision applies), logged, and listed as disabled.
- */
-static void policy_watchdog(struct npfd_policy *p, const struct npf_fault_record *rec)
-{
-	__u64 now = now_ns();
-	struct npfd_policy *q;
-
-	if (p->state != NPF_POLICY_ACTIVE)
-		return;
-	if (!rec->ts_ns || now < rec->ts_ns || now - rec->ts_ns < NPF_POLICY_SLOW_NS) {
-		p->slow_run = 0;
-		return;
-	}
-	p->slow_decisions++;
-	if (++p->slow_run < NPF_POLICY_WATCHDOG_RUN)
-		return;
-	collect_policy_install(p->slot, -1, -1);
-	p->state = NPF_POLICY_WATCHDOG;
-	list_for_each_entry(q, &policies, node)
-		if (q->origin == p) {
-			collect_policy_install(q->slot, -1, -1);
-			q->state = NPF_POLICY_WATCHDOG;
-		}
-	pr_warn("policy %s (id %u) disabled by the watchdog: %u decisions in a row took %llu ms or more (the last %.3f ms); its regions get the built-in decision until it is loaded again",
-		p->st.name, p->st.policy_id, p->slow_run,
-		(unsigned long long)(NPF_POLICY_SLOW_NS / 1000000),
-		(double)(now - rec->ts_ns) / 1e6);
-}
 
 /*
  * Clamp a decision to what npfd will do, and account it to its policy.
@@ -793,7 +808,12 @@ struct npf_policy_decision policy_clamp(const struct npf_fault_record *rec,
 		clamped = true;
 	}
 	if (p) {
-		policy_watchdog(p, rec);
+		if (rec->source == NPF_SRC_DEVICE && rec->ts_ns) {
+			__u64 now = now_ns();
+
+			policy_watchdog(p, now > rec->ts_ns ? now - rec->ts_ns : 0,
+					NPF_POLICY_SLOW_DEVICE_NS);
+		}
 		p->st.invocations++;
 		if (clamped)
 			p->st.clamped++;

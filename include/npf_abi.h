@@ -396,12 +396,14 @@ struct npf_policy_health {
 
 /*
  * A policy whose decisions keep running long (NPF_POLICY_WATCHDOG_RUN slow
- * decisions in a row, each NPF_POLICY_SLOW_NS or more from the fault to npfd
- * reading the decision) is taken out of its slots by npfd's watchdog: it
- * stays listed, in state NPF_POLICY_WATCHDOG, until it is unloaded or
- * loaded again.
+ * decisions in a row: a CPU fault's policy run in npfd taking
+ * NPF_POLICY_SLOW_NS or more, a device request's decision reaching npfd
+ * NPF_POLICY_SLOW_DEVICE_NS or more after the request) is taken out of its
+ * slots by npfd's watchdog: it stays listed, in state NPF_POLICY_WATCHDOG,
+ * until it is unloaded or loaded again.
  */
 #define NPF_POLICY_SLOW_NS (1000 * 1000ULL)
+#define NPF_POLICY_SLOW_DEVICE_NS (10 * 1000 * 1000ULL)
 #define NPF_POLICY_WATCHDOG_RUN 32
 /* Bytes of maps a policy may create (key + value per entry, per CPU where it applies). */
 #define NPF_POLICY_MAX_MAP_BYTES (16 << 20)
