@@ -772,7 +772,6 @@ bool policy_decide_cpu(struct npfd_region *r, __u32 tid, __u64 addr, bool write,
 	return decided;
 }
 
-
 /*
  * Clamp a decision to what npfd will do, and account it to its policy.
  * Returns the decision to apply for a fault at [addr, addr + len) of r.

@@ -732,8 +732,9 @@ static void run_ends_early(struct run *rn, char *buf, size_t got, __u64 off)
 {
 	size_t valid = (got + NPF_PAGE_SIZE - 1) / NPF_PAGE_SIZE;
 
-	pr_warn_rl("region %u: the backing file ends at offset %llu, inside the region (truncated after registration?)",
-		   rn->region->id, (unsigned long long)off);
+	pr_warn_rl(
+		"region %u: the backing file ends at offset %llu, inside the region (truncated after registration?)",
+		rn->region->id, (unsigned long long)off);
 	memset(buf + got, 0, valid * NPF_PAGE_SIZE - got);
 	rn->unservable = true;
 	rn->valid_pages = (__u32)valid;
@@ -1021,12 +1022,12 @@ void resolve_flush(void)
 		t = now_ns();
 		for (i = 0; i < nruns; i++) {
 			struct run *rn = &runs[i];
+			/* where the run's data is, for fail_run() to serve what there is */
+			const char *have =
+				rn->direct ? bounce : staging + (size_t)rn->staging * NPF_PAGE_SIZE;
 			__u32 k;
 
-			if (rn->unservable &&
-			    fail_run(rn, rn->direct ? bounce
-						    : staging + (size_t)rn->staging * NPF_PAGE_SIZE) ==
-				    -EAGAIN)
+			if (rn->unservable && fail_run(rn, have) == -EAGAIN)
 				rn->status = -EAGAIN;
 			if (rn->status == -EAGAIN) {
 				/*
