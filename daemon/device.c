@@ -40,6 +40,7 @@
 #include <linux/futex.h>
 #include "npfd.h"
 #include "npf_nic_abi.h"
+#include "wire_check.h"
 
 #define INVAL_ACK_TIMEOUT_NS (2ULL * 1000 * 1000 * 1000)
 
@@ -344,28 +345,11 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 			err, errlen, EPERM,
 			"the IO page table is not sealed against shrinking (%s): create it with memfd_create(MFD_ALLOW_SEALING) and add F_SEAL_SHRINK with fcntl(F_ADD_SEALS) before attaching",
 			seals < 0 ? "not a sealable memfd" : "F_SEAL_SHRINK missing");
-	if (pread(fd, &hdr, sizeof(hdr), 0) != sizeof(hdr) || hdr.magic != NPF_IOPT_MAGIC)
-		return refuse(err, errlen, EINVAL, "the IO page table has a bad magic");
-	if (hdr.version != NPF_IOPT_VERSION)
-		return refuse(err, errlen, EPROTONOSUPPORT,
-			    "IO page table version %u is not supported (npfd speaks %d)", hdr.version,
-			    NPF_IOPT_VERSION);
-	/* Every sum and product below is checked: the header is the client's. */
-	if (!hdr.npages || hdr.pte_offset < sizeof(hdr) || hdr.pte_offset % 8 ||
-	    __builtin_mul_overflow(hdr.npages, sizeof(__u64), &need) ||
-	    __builtin_add_overflow(need, hdr.pte_offset, &need) || need > (size_t)st.st_size ||
-	    (hdr.start & (NPF_PAGE_SIZE - 1)))
-		return refuse(err, errlen, EINVAL,
-			    "the IO page table header is inconsistent (%llu pages at offset %llu, object %lld bytes)",
-			    (unsigned long long)hdr.npages, (unsigned long long)hdr.pte_offset,
-			    (long long)st.st_size);
-	if (hdr.start < r->start || hdr.start - r->start > r->length ||
-	    hdr.npages > (r->length - (hdr.start - r->start)) >> NPF_PAGE_SHIFT)
-		return refuse(err, errlen, ERANGE,
-			    "the device region 0x%llx+%llu pages is not inside region %u (0x%llx-0x%llx)",
-			    (unsigned long long)hdr.start, (unsigned long long)hdr.npages, r->id,
-			    (unsigned long long)r->start,
-			    (unsigned long long)(r->start + r->length));
+	if (pread(fd, &hdr, sizeof(hdr), 0) != sizeof(hdr))
+		return refuse(err, errlen, EINVAL, "cannot read the IO page table's header");
+	ret = wire_check_iopt(&hdr, (__u64)st.st_size, r->start, r->length, &need, err, errlen);
+	if (ret)
+		return ret;
 
 	map = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED)

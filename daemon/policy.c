@@ -21,8 +21,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +30,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "npfd.h"
+#include "policy_object.h"
 
 #define MAX_POLICY_OBJECT (16 << 20)
 #define VERIFIER_LOG_SIZE (1 << 20)
@@ -82,59 +81,6 @@ static struct npfd_policy *policy_by_id(__u32 id)
 		if (!p->origin && p->st.policy_id == id)
 			return p;
 	return NULL;
-}
-
-/* The object's NPF_POLICY_SECTION, or an error saying what is wrong with it. */
-static int read_policy_info(const void *buf, size_t size, struct npf_policy_info *info,
-			    char *err, size_t errlen)
-{
-	Elf_Scn *scn = NULL;
-	size_t shstrndx;
-	int ret = -ENOENT;
-	Elf *elf;
-
-	elf_version(EV_CURRENT);
-	elf = elf_memory((char *)buf, size);
-	if (!elf || elf_kind(elf) != ELF_K_ELF || elf_getshdrstrndx(elf, &shstrndx)) {
-		if (elf)
-			elf_end(elf);
-		return refuse(err, errlen, ENOEXEC, "not an ELF object: build policies with clang -target bpf");
-	}
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		const char *name;
-		Elf_Data *data;
-
-		if (!gelf_getshdr(scn, &sh))
-			continue;
-		name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (!name || strcmp(name, NPF_POLICY_SECTION))
-			continue;
-		data = elf_getdata(scn, NULL);
-		if (!data || data->d_size < sizeof(*info)) {
-			ret = refuse(err, errlen, EINVAL, "section %s is too short", NPF_POLICY_SECTION);
-			break;
-		}
-		memcpy(info, data->d_buf, sizeof(*info));
-		ret = 0;
-		break;
-	}
-	elf_end(elf);
-	if (ret == -ENOENT)
-		return refuse(err, errlen, EINVAL,
-			    "no %s section: not an npf policy (declare it with NPF_POLICY(\"name\"))",
-			    NPF_POLICY_SECTION);
-	if (ret)
-		return ret;
-	if (info->magic != NPF_POLICY_MAGIC)
-		return refuse(err, errlen, EINVAL, "bad magic 0x%08x in %s", info->magic,
-			    NPF_POLICY_SECTION);
-	if (info->abi_version != NPF_POLICY_ABI_VERSION)
-		return refuse(err, errlen, EPROTONOSUPPORT,
-			    "policy ABI version %u is not supported: this npfd speaks version %d",
-			    info->abi_version, NPF_POLICY_ABI_VERSION);
-	info->name[sizeof(info->name) - 1] = '\0';
-	return 0;
 }
 
 /*
@@ -459,7 +405,7 @@ int policy_load(struct npfd_client *c, const struct npf_policy_load_req *req, in
 		free(buf);
 		return refuse(err, errlen, EIO, "cannot read the policy object");
 	}
-	ret = read_policy_info(buf, (size_t)st.st_size, &info, err, errlen);
+	ret = policy_object_info(buf, (size_t)st.st_size, &info, err, errlen);
 	if (ret) {
 		free(buf);
 		return ret;

@@ -184,3 +184,36 @@ int wire_check_policy_load(const struct npf_policy_load_req *req, int nfds, char
 			"choosing a loaded policy needs its name (or pass an object file to load one)");
 	return 0;
 }
+
+int wire_check_iopt(const struct npf_iopt_header *hdr, __u64 object_size, __u64 region_start,
+		    __u64 region_length, size_t *map_len, char *err, size_t errlen)
+{
+	size_t need;
+
+	if (hdr->magic != NPF_IOPT_MAGIC)
+		return wire_refuse(err, errlen, EINVAL, "the IO page table has a bad magic");
+	if (hdr->version != NPF_IOPT_VERSION)
+		return wire_refuse(err, errlen, EPROTONOSUPPORT,
+				   "IO page table version %u is not supported (npfd speaks %d)",
+				   hdr->version, NPF_IOPT_VERSION);
+	/* Every sum and product below is checked: the header is the client's. */
+	if (!hdr->npages || hdr->pte_offset < sizeof(*hdr) || hdr->pte_offset % 8 ||
+	    __builtin_mul_overflow(hdr->npages, sizeof(__u64), &need) ||
+	    __builtin_add_overflow(need, hdr->pte_offset, &need) || need > object_size ||
+	    (hdr->start & (NPF_PAGE_SIZE - 1)))
+		return wire_refuse(
+			err, errlen, EINVAL,
+			"the IO page table header is inconsistent (%llu pages at offset %llu, object %llu bytes)",
+			(unsigned long long)hdr->npages, (unsigned long long)hdr->pte_offset,
+			(unsigned long long)object_size);
+	if (hdr->start < region_start || hdr->start - region_start > region_length ||
+	    hdr->npages > (region_length - (hdr->start - region_start)) >> NPF_PAGE_SHIFT)
+		return wire_refuse(
+			err, errlen, ERANGE,
+			"the device range 0x%llx+%llu pages is not inside its region (0x%llx-0x%llx)",
+			(unsigned long long)hdr->start, (unsigned long long)hdr->npages,
+			(unsigned long long)region_start,
+			(unsigned long long)(region_start + region_length));
+	*map_len = need;
+	return 0;
+}

@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include "npf_abi.h"
+#include "npf_nic_abi.h"
 
 /* Body size each request type carries, or -1 for an unknown type. */
 long wire_body_size(__u16 type);
@@ -28,5 +29,15 @@ int wire_check_region_req(const struct npf_region_req *req, int nfds, char *err,
 /* A policy request: flags, and a name that fits its field with its NUL. */
 int wire_check_policy_load(const struct npf_policy_load_req *req, int nfds, char *err,
 			   size_t errlen);
+
+/*
+ * An IO page table's header as read from the client's memfd of object_size
+ * bytes, for a device inside the region [region_start, +region_length):
+ * magic, version, a page count and entry offset whose table fits the object
+ * (no sum or product may wrap), and a device range inside the region. On
+ * success *map_len is how much of the object npfd maps.
+ */
+int wire_check_iopt(const struct npf_iopt_header *hdr, __u64 object_size, __u64 region_start,
+		    __u64 region_length, size_t *map_len, char *err, size_t errlen);
 
 #endif
