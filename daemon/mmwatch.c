@@ -1,0 +1,444 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * mm watch: keep the devices' view of memory true while the kernel moves
+ * and frees pages on its own (reclaim and swap-out, migration and
+ * compaction, THP collapse, KSM merging). A kernel driver hears of these
+ * through MMU notifiers; npfd hears of them through bpf/npf_mm.bpf.c, on mm
+ * tracepoints that identify a page by its frame number (PFN) only.
+ *
+ *   device entry set present -> mmwatch_mapped(): read the page's PFN in
+ *     /proc/PID/pagemap, add PFN -> (region, address) to npf_mm_pfns, read
+ *     the PFN again (a frame freed between the two reads was never seen by
+ *     the BPF side: its entry is invalidated at once)
+ *   kernel frees/moves the frame -> tracepoint -> BPF: the PFN is tracked:
+ *     delete it, send {pfn, region, address, event}
+ *   record -> device_range_removed() on that page: cleared with a version
+ *     bump, the NIC told; its next access faults and npfd maps the page
+ *     where it is now (and tracks that frame)
+ *
+ * The BPF programs are attached only while some device is attached: the
+ * page-free tracepoint fires for every page the machine frees, and npfd
+ * makes it pay a hash lookup only when it has something to protect.
+ * docs/design.md ("mm tracepoints") says which event is seen how, and what
+ * is not.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "npfd.h"
+#include "mmwatch.h"
+#include "npf_mm.skel.h"
+
+#define PM_PRESENT (1ULL << 63)
+#define PM_SWAP (1ULL << 62)
+#define PM_PFN_MASK ((1ULL << 55) - 1)
+#define CHUNK 512
+
+static struct npf_mm_bpf *skel;
+static struct ring_buffer *rb;
+static int rb_src = -1;
+static unsigned int nr_devices;
+static __u64 lost_seen;
+static bool pfn_warned, full_warned;
+static __u64 untracked; /* entries mapped whose page was not resident (in swap) */
+static __u64 raced;	/* frames freed before the BPF side could see them */
+static __u64 handled[NPF_MM_NR_EVENTS];
+
+/*
+ * Swap-in on the device's behalf. device.c maps a page npfd once installed
+ * without looking where it is now; after a swap-out it is in swap, has no
+ * frame to track, and a later move of the frame it gets when it comes back
+ * would go unseen. So npfd brings it back itself: a read of /proc/PID/mem
+ * over it, through an io_uring (the read may block in a swap-in, or in a
+ * userfaultfd fault npfd must serve: an io-wq worker waits, not npfd's
+ * loop), and tracks its frame when the read completes.
+ */
+#define SWAPIN_MAX 64
+#define SWAPIN_TRIES 3
+struct swapin {
+	__u32 region_id;
+	__u64 va, n;
+	int fd;
+	unsigned int tries;
+};
+static struct io_uring swapin_ring;
+static bool swapin_ok;
+static int swapin_efd = -1, swapin_src = -1;
+static char *swapin_buf; /* CHUNK pages that every read overwrites */
+static unsigned int swapin_inflight;
+static __u64 swapins;
+/* Waiting for a slot: a FIFO of what did not fit in flight. */
+#define SWAPIN_QUEUE 4096
+static struct swapin queued[SWAPIN_QUEUE];
+static unsigned int queue_head, queue_len;
+
+static void track(struct npfd_region *r, __u64 va, __u64 n, unsigned int tries);
+
+static const char *const event_name[NPF_MM_NR_EVENTS] = {
+	[NPF_MM_PAGE_FREE] = "page freed",
+	[NPF_MM_SWAP_WRITE] = "swap-out",
+	[NPF_MM_KSM_MERGE] = "KSM merge",
+};
+
+static void invalidate_page(__u32 region_id, __u64 addr)
+{
+	struct npfd_region *r = region_find_id(region_id);
+
+	/* A region since unregistered: its devices were invalidated then. */
+	if (r && addr >= r->start && addr - r->start < r->length)
+		device_range_removed(r, addr, addr + NPF_PAGE_SIZE);
+}
+
+/* Records were lost (ring full): any tracked frame may have moved. */
+static void invalidate_everything(void)
+{
+	struct npfd_mm *mm;
+	struct npfd_region *r;
+
+	pr_warn("mm watch: %llu records lost (ring buffer full): invalidating every device entry",
+		(unsigned long long)lost_seen);
+	list_for_each_entry(mm, &npfd.mms, node)
+		list_for_each_entry(r, &mm->regions, node)
+			device_range_removed(r, r->start, r->start + r->length);
+}
+
+static int handle_record(void *ctx, void *data, size_t len)
+{
+	const struct npf_mm_record *rec = data;
+
+	if (len < sizeof(*rec))
+		return 0;
+	if (rec->event < NPF_MM_NR_EVENTS)
+		handled[rec->event]++;
+	pr_debug("mm watch: %s: pfn 0x%llx was region %u page 0x%llx: invalidated",
+		 rec->event < NPF_MM_NR_EVENTS ? event_name[rec->event] : "?",
+		 (unsigned long long)rec->pfn, rec->region_id, (unsigned long long)rec->addr);
+	invalidate_page(rec->region_id, rec->addr);
+	return 0;
+}
+
+static void check_lost(void)
+{
+	__u32 zero = 0;
+	struct npf_mm_stats st;
+
+	if (!skel || bpf_map_lookup_elem(bpf_map__fd(skel->maps.npf_mm_stats), &zero, &st))
+		return;
+	if (st.lost != lost_seen) {
+		lost_seen = st.lost;
+		invalidate_everything();
+	}
+}
+
+static void mm_ring_ready(void *arg)
+{
+	if (!rb)
+		return;
+	ring_buffer__consume(rb);
+	check_lost();
+	/* Invalidations are posted; wake whoever waits (device_flush runs after the loop). */
+}
+
+static void swapin_start(struct npfd_region *r, __u64 va, __u64 n, unsigned int tries)
+{
+	struct io_uring_sqe *sqe;
+	struct swapin *s;
+	char path[64];
+
+	if (!swapin_ok || tries >= SWAPIN_TRIES) {
+		untracked += n;
+		return;
+	}
+	if (swapin_inflight == SWAPIN_MAX || !(sqe = io_uring_get_sqe(&swapin_ring))) {
+		if (queue_len == SWAPIN_QUEUE) {
+			untracked += n;
+			return;
+		}
+		queued[(queue_head + queue_len++) % SWAPIN_QUEUE] =
+			(struct swapin){.region_id = r->id, .va = va, .n = n, .tries = tries};
+		return;
+	}
+	s = malloc(sizeof(*s));
+	snprintf(path, sizeof(path), "/proc/%d/mem", r->mm->tgid);
+	if (!s || (s->fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		free(s);
+		untracked += n;
+		return;
+	}
+	s->region_id = r->id;
+	s->va = va;
+	s->n = n;
+	s->tries = tries + 1;
+	io_uring_prep_read(sqe, s->fd, swapin_buf, (unsigned int)(n * NPF_PAGE_SIZE), va);
+	io_uring_sqe_set_data(sqe, s);
+	if (io_uring_submit(&swapin_ring) != 1) {
+		close(s->fd);
+		free(s);
+		untracked += n;
+		return;
+	}
+	swapin_inflight++;
+}
+
+static void swapin_done(void *arg)
+{
+	struct io_uring_cqe *cqe;
+	__u64 v;
+
+	while (read(swapin_efd, &v, sizeof(v)) > 0)
+		;
+	while (!io_uring_peek_cqe(&swapin_ring, &cqe)) {
+		struct swapin *s = io_uring_cqe_get_data(cqe);
+		struct npfd_region *r = region_find_id(s->region_id);
+
+		io_uring_cqe_seen(&swapin_ring, cqe);
+		swapin_inflight--;
+		close(s->fd);
+		if (skel && r && r->mm->tgid > 0) {
+			swapins += s->n;
+			track(r, s->va, s->n, s->tries);
+		}
+		free(s);
+	}
+	while (queue_len && swapin_inflight < SWAPIN_MAX) {
+		struct swapin q = queued[queue_head];
+		struct npfd_region *r = region_find_id(q.region_id);
+
+		queue_head = (queue_head + 1) % SWAPIN_QUEUE;
+		queue_len--;
+		if (skel && r && r->mm->tgid > 0)
+			swapin_start(r, q.va, q.n, q.tries);
+	}
+}
+
+static void swapin_init(void)
+{
+	swapin_buf = mmap(NULL, CHUNK * NPF_PAGE_SIZE, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (swapin_buf == MAP_FAILED) {
+		swapin_buf = NULL;
+		goto fail;
+	}
+	if (io_uring_queue_init(SWAPIN_MAX, &swapin_ring, 0))
+		goto fail;
+	swapin_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (swapin_efd < 0 || io_uring_register_eventfd(&swapin_ring, swapin_efd)) {
+		io_uring_queue_exit(&swapin_ring);
+		goto fail;
+	}
+	swapin_src = source_add(swapin_efd, POLLIN, swapin_done, NULL);
+	if (swapin_src < 0) {
+		io_uring_queue_exit(&swapin_ring);
+		goto fail;
+	}
+	swapin_ok = true;
+	return;
+fail:
+	pr_warn("mm watch: cannot set up swap-in reads (%s): pages a device maps while they are in swap stay untracked",
+		strerror(errno));
+	if (swapin_efd >= 0)
+		close(swapin_efd);
+	swapin_efd = -1;
+	if (swapin_buf)
+		munmap(swapin_buf, CHUNK * NPF_PAGE_SIZE);
+	swapin_buf = NULL;
+}
+
+/* At exit only: reads in flight end with their process or with npfd's. */
+static void swapin_exit(void)
+{
+	if (!swapin_ok)
+		return;
+	source_del(swapin_src);
+	io_uring_queue_exit(&swapin_ring);
+	close(swapin_efd);
+	munmap(swapin_buf, CHUNK * NPF_PAGE_SIZE);
+	swapin_ok = false;
+}
+
+static void unload(void)
+{
+	if (rb_src >= 0)
+		source_del(rb_src);
+	rb_src = -1;
+	ring_buffer__free(rb);
+	rb = NULL;
+	npf_mm_bpf__destroy(skel);
+	skel = NULL;
+	lost_seen = 0;
+}
+
+static int load(void)
+{
+	int err;
+
+	skel = npf_mm_bpf__open();
+	if (!skel)
+		return -errno;
+	err = npf_mm_bpf__load(skel);
+	if (!err)
+		err = npf_mm_bpf__attach(skel);
+	if (err)
+		goto fail;
+	rb = ring_buffer__new(bpf_map__fd(skel->maps.npf_mm_events), handle_record, NULL, NULL);
+	if (!rb) {
+		err = -errno;
+		goto fail;
+	}
+	rb_src = source_add(ring_buffer__epoll_fd(rb), POLLIN, mm_ring_ready, NULL);
+	if (rb_src < 0) {
+		err = rb_src;
+		goto fail;
+	}
+	if (!swapin_ok)
+		swapin_init();
+	return 0;
+fail:
+	unload();
+	return err;
+}
+
+/* A device was attached: watch the mm tracepoints while any device is. */
+void mmwatch_device_attached(void)
+{
+	int err;
+
+	if (nr_devices++)
+		return;
+	err = load();
+	if (err) {
+		/* The device still works; the kernel's moves go unseen. Say it each time. */
+		pr_err("mm watch: cannot load or attach bpf/npf_mm.bpf.c (%s): devices will not hear of pages the kernel reclaims, migrates or merges; check that tracefs is mounted and the tracepoints kmem:mm_page_free, vmscan:mm_vmscan_write_folio and ksm:ksm_merge_* exist",
+		       strerror(-err));
+		return;
+	}
+	pr_info("mm watch attached (kmem:mm_page_free, vmscan:mm_vmscan_write_folio, ksm:ksm_merge_*)");
+}
+
+/* A device was detached or retired: the last one takes the watch down. */
+void mmwatch_device_detached(void)
+{
+	if (!nr_devices || --nr_devices)
+		return;
+	if (skel) {
+		mm_ring_ready(NULL);
+		pr_info("mm watch detached: %llu page frees, %llu swap-outs, %llu KSM merges invalidated entries; %llu pages swapped in to be tracked, %llu mapped untracked, %llu raced",
+			(unsigned long long)handled[NPF_MM_PAGE_FREE],
+			(unsigned long long)handled[NPF_MM_SWAP_WRITE],
+			(unsigned long long)handled[NPF_MM_KSM_MERGE], (unsigned long long)swapins,
+			(unsigned long long)untracked, (unsigned long long)raced);
+	}
+	unload();
+}
+
+static bool read_pagemap(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n)
+{
+	if (mm->pagemap_fd < 0) {
+		char path[64];
+
+		snprintf(path, sizeof(path), "/proc/%d/pagemap", mm->tgid);
+		mm->pagemap_fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (mm->pagemap_fd < 0)
+			return false;
+	}
+	return pread(mm->pagemap_fd, ent, n * sizeof(__u64),
+		     (off_t)((va >> NPF_PAGE_SHIFT) * sizeof(__u64))) ==
+	       (ssize_t)(n * sizeof(__u64));
+}
+
+/*
+ * Track the frames of [va, va + n pages) of region r, whose device entries
+ * npfd has just set present. Call it after setting them: a frame freed
+ * after the first pagemap read but before the map update is caught by the
+ * second read (its page then has another frame, or none) and invalidated.
+ */
+static void track(struct npfd_region *r, __u64 va, __u64 n, unsigned int tries)
+{
+	__u64 ent[CHUNK], again[CHUNK], keys[CHUNK];
+	struct npf_mm_page vals[CHUNK];
+	__u32 count, i, k = 0, run = 0;
+	int fd = bpf_map__fd(skel->maps.npf_mm_pfns);
+	DECLARE_LIBBPF_OPTS(bpf_map_batch_opts, opts);
+
+	if (!read_pagemap(r->mm, va, ent, n)) {
+		pr_warn("region %u: cannot read /proc/%d/pagemap (%s): 0x%llx+%llu pages mapped untracked",
+			r->id, r->mm->tgid, strerror(errno), (unsigned long long)va,
+			(unsigned long long)n);
+		untracked += n;
+		return;
+	}
+	for (i = 0; i <= n; i++) {
+		/* Runs of pages in swap: read them back in, track them then. */
+		if (i < n && !(ent[i] & PM_PRESENT) && (ent[i] & PM_SWAP)) {
+			run++;
+			continue;
+		}
+		if (run)
+			swapin_start(r, va + (i - run) * NPF_PAGE_SIZE, run, tries);
+		run = 0;
+		if (i == n)
+			break;
+		if (!(ent[i] & PM_PRESENT)) {
+			untracked++; /* gone since it was mapped: its removal invalidates it */
+			continue;
+		}
+		if (!(ent[i] & PM_PFN_MASK)) {
+			if (!pfn_warned)
+				pr_err("mm watch: /proc/%d/pagemap shows no frame numbers (npfd needs CAP_SYS_ADMIN): the kernel's page moves go unseen",
+				       r->mm->tgid);
+			pfn_warned = true;
+			untracked++;
+			continue;
+		}
+		keys[k] = ent[i] & PM_PFN_MASK;
+		vals[k] = (struct npf_mm_page){.addr = va + i * NPF_PAGE_SIZE, .region_id = r->id};
+		k++;
+	}
+	if (!k)
+		return;
+	count = k;
+	if (bpf_map_update_batch(fd, keys, vals, &count, &opts) && count < k) {
+		if (!full_warned)
+			pr_warn("mm watch: tracking %u frames failed after %u (%s): those entries stay mapped untracked",
+				k, count, strerror(errno));
+		full_warned = true;
+		untracked += k - count;
+	}
+	if (!read_pagemap(r->mm, va, again, n))
+		return;
+	for (i = 0; i < n; i++)
+		if ((ent[i] & PM_PRESENT) && (again[i] & (PM_PRESENT | PM_PFN_MASK)) !=
+						     (ent[i] & (PM_PRESENT | PM_PFN_MASK))) {
+			raced++;
+			device_range_removed(r, va + i * NPF_PAGE_SIZE,
+					     va + (i + 1) * NPF_PAGE_SIZE);
+		}
+}
+
+void mmwatch_mapped(struct npfd_region *r, __u64 va, __u64 npages)
+{
+	__u64 n;
+
+	if (!skel || !r)
+		return;
+	for (; npages; npages -= n, va += n * NPF_PAGE_SIZE) {
+		n = npages < CHUNK ? npages : CHUNK;
+		track(r, va, n, 0);
+	}
+}
+
+void mmwatch_close(void)
+{
+	unload();
+	swapin_exit();
+	nr_devices = 0;
+}
