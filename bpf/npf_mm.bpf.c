@@ -14,6 +14,8 @@
  *
  * Only frame numbers identify a page here: these tracepoints carry no
  * address of a process, and npfd's regions are private anonymous memory.
+ * A frame several device pages map (KSM) is marked NPF_MM_SHARED; npfd
+ * keeps their list.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -63,6 +65,7 @@ static __always_inline void report(__u64 pfn, __u32 event)
 	rec->addr = p->addr;
 	rec->region_id = p->region_id;
 	rec->event = event;
+	rec->flags = p->flags;
 	bpf_map_delete_elem(&npf_mm_pfns, &pfn);
 	if (st && event < NPF_MM_NR_EVENTS)
 		__sync_fetch_and_add(&st->hits[event], 1);

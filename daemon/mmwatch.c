@@ -24,6 +24,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <liburing.h>
 #include <poll.h>
 #include <stdio.h>
@@ -40,6 +41,7 @@
 
 #define PM_PRESENT (1ULL << 63)
 #define PM_SWAP (1ULL << 62)
+#define PM_EXCLUSIVE (1ULL << 56) /* mapped by this page alone */
 #define PM_PFN_MASK ((1ULL << 55) - 1)
 #define CHUNK 512
 
@@ -51,6 +53,7 @@ static __u64 lost_seen;
 static bool pfn_warned, full_warned;
 static __u64 untracked; /* entries mapped whose page was not resident (in swap) */
 static __u64 raced;	/* frames freed before the BPF side could see them */
+static __u64 sweeps;	/* regions swept for pages unmapped but not yet freed */
 static __u64 handled[NPF_MM_NR_EVENTS];
 
 /*
@@ -80,8 +83,110 @@ static __u64 swapins;
 #define SWAPIN_QUEUE 4096
 static struct swapin queued[SWAPIN_QUEUE];
 static unsigned int queue_head, queue_len;
+static struct swapin slots[SWAPIN_MAX]; /* in flight: n != 0 */
+
+/* Is page va of region_id waiting for a swap-in read (queued or in flight)? */
+static bool swapin_covers(__u32 region_id, __u64 va)
+{
+	unsigned int i;
+
+	for (i = 0; i < SWAPIN_MAX; i++)
+		if (slots[i].n && slots[i].region_id == region_id && va >= slots[i].va &&
+		    va < slots[i].va + slots[i].n * NPF_PAGE_SIZE)
+			return true;
+	for (i = 0; i < queue_len; i++) {
+		const struct swapin *q = &queued[(queue_head + i) % SWAPIN_QUEUE];
+
+		if (q->region_id == region_id && va >= q->va && va < q->va + q->n * NPF_PAGE_SIZE)
+			return true;
+	}
+	return false;
+}
 
 static void track(struct npfd_region *r, __u64 va, __u64 n, unsigned int tries);
+
+/*
+ * Entries set present during one pass of the loop, tracked at its end
+ * (mmwatch_flush): a device's page request for a thousand pages that exist
+ * sets them one by one, and their frames are then read and tracked in a
+ * few runs rather than a thousand times three system calls.
+ */
+struct mapped {
+	__u32 region_id;
+	__u64 va, n;
+};
+static struct mapped *mapped;
+static size_t nmapped, mapped_cap;
+
+/*
+ * Frames that several device pages map (KSM merged them): npf_mm_pfns has
+ * room for one page per frame, so it marks the frame NPF_MM_SHARED and
+ * npfd keeps every page of it here. A chained hash on the frame number.
+ */
+struct sharer {
+	struct sharer *next;
+	__u64 pfn, va;
+	__u32 region_id;
+};
+#define SHARED_BUCKETS 4096
+static struct sharer *shared[SHARED_BUCKETS];
+static __u64 nshared;
+
+static void sharer_add(__u64 pfn, __u32 region_id, __u64 va)
+{
+	struct sharer **b = &shared[pfn % SHARED_BUCKETS], *s;
+
+	for (s = *b; s; s = s->next)
+		if (s->pfn == pfn && s->region_id == region_id && s->va == va)
+			return;
+	s = malloc(sizeof(*s));
+	if (!s) {
+		untracked++; /* the frame's free still invalidates the page tracked in BPF */
+		return;
+	}
+	*s = (struct sharer){.next = *b, .pfn = pfn, .va = va, .region_id = region_id};
+	*b = s;
+	nshared++;
+}
+
+/*
+ * A frame this page may share with others (not exclusively mapped: KSM, or
+ * a fork's copy-on-write): if the map has another page for it, the frame
+ * becomes shared and every page of it is kept in the list.
+ */
+static void track_shared(int fd, __u64 pfn, __u32 region_id, __u64 va)
+{
+	struct npf_mm_page old, val = {.addr = va, .region_id = region_id};
+
+	if (bpf_map_lookup_elem(fd, &pfn, &old)) {
+		if (bpf_map_update_elem(fd, &pfn, &val, BPF_ANY))
+			untracked++;
+		return;
+	}
+	if (old.region_id == region_id && old.addr == va)
+		return; /* this very page: tracked already */
+	if (!(old.flags & NPF_MM_SHARED)) {
+		sharer_add(pfn, old.region_id, old.addr);
+		old.flags |= NPF_MM_SHARED;
+		bpf_map_update_elem(fd, &pfn, &old, BPF_ANY);
+	}
+	sharer_add(pfn, region_id, va);
+}
+
+static void sharers_clear(void)
+{
+	struct sharer *s, *next;
+	size_t i;
+
+	for (i = 0; i < SHARED_BUCKETS; i++) {
+		for (s = shared[i]; s; s = next) {
+			next = s->next;
+			free(s);
+		}
+		shared[i] = NULL;
+	}
+	nshared = 0;
+}
 
 static const char *const event_name[NPF_MM_NR_EVENTS] = {
 	[NPF_MM_PAGE_FREE] = "page freed",
@@ -89,13 +194,93 @@ static const char *const event_name[NPF_MM_NR_EVENTS] = {
 	[NPF_MM_KSM_MERGE] = "KSM merge",
 };
 
-static void invalidate_page(__u32 region_id, __u64 addr)
+/*
+ * The pages of one drain of the ring, invalidated together: one ranged
+ * invalidation per run of contiguous pages rather than one per page (the
+ * NIC's invalidation ring holds NPF_NIC_RING_SIZE requests; a swap-out of
+ * a whole region is a thousand records in a burst).
+ */
+struct doomed {
+	__u32 region_id;
+	__u64 addr;
+};
+static struct doomed *doomed;
+static size_t ndoomed, doomed_cap;
+
+static int doomed_cmp(const void *a, const void *b)
+{
+	const struct doomed *x = a, *y = b;
+
+	if (x->region_id != y->region_id)
+		return x->region_id < y->region_id ? -1 : 1;
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static void invalidate_range(__u32 region_id, __u64 addr, __u64 end)
 {
 	struct npfd_region *r = region_find_id(region_id);
 
 	/* A region since unregistered: its devices were invalidated then. */
-	if (r && addr >= r->start && addr - r->start < r->length)
-		device_range_removed(r, addr, addr + NPF_PAGE_SIZE);
+	if (r && addr >= r->start && end - r->start <= r->length)
+		device_range_removed(r, addr, end);
+}
+
+static void doom(__u32 region_id, __u64 addr);
+static bool swapin_covers(__u32 region_id, __u64 va);
+static bool read_pagemap(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n);
+
+/*
+ * Reclaim can unmap a page and not free its frame at once (a clean page
+ * still in the swap cache with a transient reference, say): no tracepoint
+ * says so, and the frame's free, when it comes, is late for a device write
+ * (the kernel took the page's dirty state at the unmap). So when records
+ * arrive for a region, npfd also sweeps it: every page of it now in swap is
+ * invalidated with them (a no-op for entries already clear), except pages
+ * npfd is itself reading back from swap. (Pages discarded outright are
+ * userfaultfd's: REMOVE and UNMAP events invalidate them.)
+ */
+static void sweep(__u32 region_id)
+{
+	struct npfd_region *r = region_find_id(region_id);
+	__u64 ent[CHUNK], va, n, i;
+
+	if (!r || r->mm->tgid <= 0)
+		return;
+	for (va = r->start; va < r->start + r->length; va += n * NPF_PAGE_SIZE) {
+		n = (r->start + r->length - va) >> NPF_PAGE_SHIFT;
+		if (n > CHUNK)
+			n = CHUNK;
+		if (!read_pagemap(r->mm, va, ent, n))
+			return;
+		for (i = 0; i < n; i++)
+			if (!(ent[i] & PM_PRESENT) && (ent[i] & PM_SWAP) &&
+			    !swapin_covers(region_id, va + i * NPF_PAGE_SIZE))
+				doom(region_id, va + i * NPF_PAGE_SIZE);
+	}
+	sweeps++;
+}
+
+static void invalidate_doomed(void)
+{
+	size_t i, j, n0 = ndoomed;
+
+	if (!ndoomed)
+		return;
+	qsort(doomed, ndoomed, sizeof(*doomed), doomed_cmp);
+	for (i = 0; i < n0; i++)
+		if (!i || doomed[i].region_id != doomed[i - 1].region_id)
+			sweep(doomed[i].region_id);
+	if (ndoomed != n0)
+		qsort(doomed, ndoomed, sizeof(*doomed), doomed_cmp);
+	for (i = 0; i < ndoomed; i = j) {
+		for (j = i + 1; j < ndoomed && doomed[j].region_id == doomed[i].region_id &&
+				doomed[j].addr <= doomed[j - 1].addr + NPF_PAGE_SIZE;
+		     j++)
+			;
+		invalidate_range(doomed[i].region_id, doomed[i].addr,
+				 doomed[j - 1].addr + NPF_PAGE_SIZE);
+	}
+	ndoomed = 0;
 }
 
 /* Records were lost (ring full): any tracked frame may have moved. */
@@ -111,6 +296,22 @@ static void invalidate_everything(void)
 			device_range_removed(r, r->start, r->start + r->length);
 }
 
+static void doom(__u32 region_id, __u64 addr)
+{
+	if (ndoomed == doomed_cap) {
+		size_t cap = doomed_cap ? doomed_cap * 2 : 1024;
+		struct doomed *n = realloc(doomed, cap * sizeof(*n));
+
+		if (!n) { /* no room to batch: this one alone */
+			invalidate_range(region_id, addr, addr + NPF_PAGE_SIZE);
+			return;
+		}
+		doomed = n;
+		doomed_cap = cap;
+	}
+	doomed[ndoomed++] = (struct doomed){.region_id = region_id, .addr = addr};
+}
+
 static int handle_record(void *ctx, void *data, size_t len)
 {
 	const struct npf_mm_record *rec = data;
@@ -122,7 +323,21 @@ static int handle_record(void *ctx, void *data, size_t len)
 	pr_debug("mm watch: %s: pfn 0x%llx was region %u page 0x%llx: invalidated",
 		 rec->event < NPF_MM_NR_EVENTS ? event_name[rec->event] : "?",
 		 (unsigned long long)rec->pfn, rec->region_id, (unsigned long long)rec->addr);
-	invalidate_page(rec->region_id, rec->addr);
+	doom(rec->region_id, rec->addr);
+	if (rec->flags & NPF_MM_SHARED) {
+		struct sharer **pp = &shared[rec->pfn % SHARED_BUCKETS], *sh;
+
+		while ((sh = *pp)) {
+			if (sh->pfn != rec->pfn) {
+				pp = &sh->next;
+				continue;
+			}
+			doom(sh->region_id, sh->va);
+			*pp = sh->next;
+			free(sh);
+			nshared--;
+		}
+	}
 	return 0;
 }
 
@@ -144,6 +359,7 @@ static void mm_ring_ready(void *arg)
 	if (!rb)
 		return;
 	ring_buffer__consume(rb);
+	invalidate_doomed();
 	check_lost();
 	/* Invalidations are posted; wake whoever waits (device_flush runs after the loop). */
 }
@@ -167,10 +383,14 @@ static void swapin_start(struct npfd_region *r, __u64 va, __u64 n, unsigned int 
 			(struct swapin){.region_id = r->id, .va = va, .n = n, .tries = tries};
 		return;
 	}
-	s = malloc(sizeof(*s));
+	for (s = slots; s->n; s++) /* a free one exists: fewer than SWAPIN_MAX in flight */
+		;
 	snprintf(path, sizeof(path), "/proc/%d/mem", r->mm->tgid);
-	if (!s || (s->fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
-		free(s);
+	s->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (s->fd < 0) {
+		io_uring_prep_nop(sqe); /* the sqe is taken: give it something harmless */
+		io_uring_sqe_set_data(sqe, NULL);
+		io_uring_submit(&swapin_ring);
 		untracked += n;
 		return;
 	}
@@ -182,7 +402,7 @@ static void swapin_start(struct npfd_region *r, __u64 va, __u64 n, unsigned int 
 	io_uring_sqe_set_data(sqe, s);
 	if (io_uring_submit(&swapin_ring) != 1) {
 		close(s->fd);
-		free(s);
+		s->n = 0;
 		untracked += n;
 		return;
 	}
@@ -197,17 +417,25 @@ static void swapin_done(void *arg)
 	while (read(swapin_efd, &v, sizeof(v)) > 0)
 		;
 	while (!io_uring_peek_cqe(&swapin_ring, &cqe)) {
-		struct swapin *s = io_uring_cqe_get_data(cqe);
-		struct npfd_region *r = region_find_id(s->region_id);
+		struct swapin *slot = io_uring_cqe_get_data(cqe), done;
+		struct npfd_region *r;
+		int res = cqe->res;
 
 		io_uring_cqe_seen(&swapin_ring, cqe);
+		if (!slot)
+			continue; /* the nop of a failed open */
+		done = *slot;
+		slot->n = 0;
 		swapin_inflight--;
-		close(s->fd);
+		close(done.fd);
+		pr_debug("mm watch: swap-in read of region %u 0x%llx+%llu pages: %d",
+			 done.region_id, (unsigned long long)done.va, (unsigned long long)done.n,
+			 res);
+		r = region_find_id(done.region_id);
 		if (skel && r && r->mm->tgid > 0) {
-			swapins += s->n;
-			track(r, s->va, s->n, s->tries);
+			swapins += done.n;
+			track(r, done.va, done.n, done.tries);
 		}
-		free(s);
 	}
 	while (queue_len && swapin_inflight < SWAPIN_MAX) {
 		struct swapin q = queued[queue_head];
@@ -265,8 +493,16 @@ static void swapin_exit(void)
 	swapin_ok = false;
 }
 
+/* npf_mm_pfns pinned beside npfd's other maps: which frames are watched, for bpftool and tests. */
+static char pin_path[PATH_MAX];
+
 static void unload(void)
 {
+	if (pin_path[0])
+		unlink(pin_path);
+	pin_path[0] = 0;
+	nmapped = 0;
+	sharers_clear();
 	if (rb_src >= 0)
 		source_del(rb_src);
 	rb_src = -1;
@@ -301,6 +537,15 @@ static int load(void)
 	}
 	if (!swapin_ok)
 		swapin_init();
+	if (npfd.opt.bpffs) {
+		snprintf(pin_path, sizeof(pin_path), "%s/npf_mm_pfns", npfd.opt.bpffs);
+		unlink(pin_path); /* left by an npfd that was killed */
+		if (bpf_map__pin(skel->maps.npf_mm_pfns, pin_path)) {
+			pr_warn("mm watch: cannot pin npf_mm_pfns at %s: %s", pin_path,
+				strerror(errno));
+			pin_path[0] = 0;
+		}
+	}
 	return 0;
 fail:
 	unload();
@@ -331,11 +576,12 @@ void mmwatch_device_detached(void)
 		return;
 	if (skel) {
 		mm_ring_ready(NULL);
-		pr_info("mm watch detached: %llu page frees, %llu swap-outs, %llu KSM merges invalidated entries; %llu pages swapped in to be tracked, %llu mapped untracked, %llu raced",
+		pr_info("mm watch detached: %llu page frees, %llu swap-outs, %llu KSM merges invalidated entries; %llu sweeps; %llu pages swapped in to be tracked, %llu mapped untracked, %llu raced",
 			(unsigned long long)handled[NPF_MM_PAGE_FREE],
 			(unsigned long long)handled[NPF_MM_SWAP_WRITE],
-			(unsigned long long)handled[NPF_MM_KSM_MERGE], (unsigned long long)swapins,
-			(unsigned long long)untracked, (unsigned long long)raced);
+			(unsigned long long)handled[NPF_MM_KSM_MERGE], (unsigned long long)sweeps,
+			(unsigned long long)swapins, (unsigned long long)untracked,
+			(unsigned long long)raced);
 	}
 	unload();
 }
@@ -399,6 +645,10 @@ static void track(struct npfd_region *r, __u64 va, __u64 n, unsigned int tries)
 			untracked++;
 			continue;
 		}
+		if (!(ent[i] & PM_EXCLUSIVE)) {
+			track_shared(fd, ent[i] & PM_PFN_MASK, r->id, va + i * NPF_PAGE_SIZE);
+			continue;
+		}
 		keys[k] = ent[i] & PM_PFN_MASK;
 		vals[k] = (struct npf_mm_page){.addr = va + i * NPF_PAGE_SIZE, .region_id = r->id};
 		k++;
@@ -426,19 +676,57 @@ static void track(struct npfd_region *r, __u64 va, __u64 n, unsigned int tries)
 
 void mmwatch_mapped(struct npfd_region *r, __u64 va, __u64 npages)
 {
-	__u64 n;
+	struct mapped *last = nmapped ? &mapped[nmapped - 1] : NULL;
 
-	if (!skel || !r)
+	if (!skel || !r || !npages)
 		return;
-	for (; npages; npages -= n, va += n * NPF_PAGE_SIZE) {
-		n = npages < CHUNK ? npages : CHUNK;
-		track(r, va, n, 0);
+	if (last && last->region_id == r->id && last->va + last->n * NPF_PAGE_SIZE == va) {
+		last->n += npages;
+		return;
 	}
+	if (nmapped == mapped_cap) {
+		size_t cap = mapped_cap ? mapped_cap * 2 : 256;
+		struct mapped *m = realloc(mapped, cap * sizeof(*m));
+
+		if (!m) {
+			mmwatch_flush(); /* no room to wait: track what waits now */
+			if (!mapped_cap) {
+				untracked += npages;
+				return;
+			}
+		} else {
+			mapped = m;
+			mapped_cap = cap;
+		}
+	}
+	mapped[nmapped++] = (struct mapped){.region_id = r->id, .va = va, .n = npages};
+}
+
+void mmwatch_flush(void)
+{
+	size_t i;
+
+	for (i = 0; i < nmapped; i++) {
+		struct npfd_region *r = region_find_id(mapped[i].region_id);
+		__u64 va = mapped[i].va, left = mapped[i].n, n;
+
+		for (; r && skel && left; left -= n, va += n * NPF_PAGE_SIZE) {
+			n = left < CHUNK ? left : CHUNK;
+			track(r, va, n, 0);
+		}
+	}
+	nmapped = 0;
 }
 
 void mmwatch_close(void)
 {
 	unload();
 	swapin_exit();
+	free(doomed);
+	doomed = NULL;
+	ndoomed = doomed_cap = 0;
+	free(mapped);
+	mapped = NULL;
+	nmapped = mapped_cap = 0;
 	nr_devices = 0;
 }

@@ -13,8 +13,10 @@ struct npfd_region;
 /* Attached while at least one device is: device.c counts them in and out. */
 void mmwatch_device_attached(void);
 void mmwatch_device_detached(void);
-/* Device entries of [va, va + npages pages) of r were just set present: track their frames. */
+/* Device entries of [va, va + npages pages) of r were just set present: their frames get watched. */
 void mmwatch_mapped(struct npfd_region *r, __u64 va, __u64 npages);
+/* End of a loop pass: track the frames of the entries mapped during it. */
+void mmwatch_flush(void);
 void mmwatch_close(void);
 
 #endif

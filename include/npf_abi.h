@@ -244,17 +244,20 @@ enum npf_mm_event {
 	NPF_MM_NR_EVENTS = 3,
 };
 
+#define NPF_MM_SHARED 1 /* several device pages map the frame (KSM): npfd keeps the list */
+
 struct npf_mm_page {
 	__u64 addr;	 /* the page's address in the region's process */
 	__u32 region_id; /* npf_region_info.id */
-	__u32 pad;
+	__u32 flags;	 /* NPF_MM_SHARED: addr and region_id are one of them */
 };
 
 struct npf_mm_record {
 	__u64 pfn;
 	__u64 addr;
 	__u32 region_id;
-	__u32 event; /* enum npf_mm_event */
+	__u16 event; /* enum npf_mm_event */
+	__u16 flags; /* npf_mm_page.flags */
 };
 
 /* npf_mm_stats[0] */

@@ -9,6 +9,8 @@
  *    every entry is present. B snapshots its pages' frames (pagemap),
  *    provokes the event (ev->trigger) and learns which pages it moved
  *    (frame changed, gone to swap, or now shared by KSM). Checked:
+ *    - after every READ, each page's frame is in npfd's watch list
+ *      (npf_mm_pfns, pinned) for that page within 2 s;
  *    - every moved page's entry is cleared within 3 s (npfd heard of it);
  *    - A READs the region again: B's NIC made page requests for them
  *      (the next DMA faults), every byte A gets is right, and the moved
@@ -21,6 +23,7 @@
 #define MM_FIXTURE_H
 
 #include <sys/stat.h>
+#include <bpf/bpf.h>
 #include "nic_fixture.h"
 
 #define MM_HUGE (2UL << 20)
@@ -43,6 +46,7 @@ struct mm_event {
 };
 
 static char mm_skip_reason[256];
+static char mm_pfns_pin[160]; /* npfd's npf_mm_pfns, pinned in its bpffs directory */
 
 static inline __u64 mm_key_distinct(__u64 page)
 {
@@ -114,6 +118,43 @@ static inline int mm_read_file(const char *path, char *buf, size_t len)
 
 enum { MM_CMD_STOP = 0, MM_CMD_READ = 1 };
 
+/* Every page of [buf, buf + n pages) resident, and its frame watched by npfd as that page. */
+static inline void mm_expect_tracked(const char *buf, __u64 n, int region, const char *when)
+{
+	__u64 *ent = calloc(n, 8), i, missing, first = 0;
+	int fd = bpf_obj_get(mm_pfns_pin);
+	double end = th_now() + 2;
+
+	FX_ASSERT(ent, "calloc");
+	FX_ASSERT(fd >= 0, "npfd's watch list %s: %s (is the mm watch attached?)", mm_pfns_pin,
+		  strerror(errno));
+	do {
+		missing = 0;
+		mm_pagemap(buf, n, ent);
+		for (i = 0; i < n; i++) {
+			struct npf_mm_page v;
+			__u64 pfn = MM_PFN(ent[i]);
+
+			/* A frame several pages share (KSM): npfd keeps the list itself. */
+			if (!(ent[i] & MM_PRESENT) || bpf_map_lookup_elem(fd, &pfn, &v) ||
+			    (!(v.flags & NPF_MM_SHARED) &&
+			     (v.addr != (uintptr_t)buf + i * PG || (int)v.region_id != region))) {
+				if (!missing++)
+					first = i;
+			}
+		}
+		if (missing)
+			usleep(2000);
+	} while (missing && th_now() < end);
+	close(fd);
+	free(ent);
+	FX_ASSERT(
+		!missing,
+		"B (%s): %llu of %llu pages are not watched by npfd for their frame (first: page %llu)",
+		when, (unsigned long long)missing, (unsigned long long)n,
+		(unsigned long long)first);
+}
+
 static const struct mm_event *mm_ev;
 
 /* A's RDMA READ of B's whole region; every byte compared with what B wrote. */
@@ -179,7 +220,7 @@ static __u64 mm_nic_page_requests(struct nic *nic)
 
 /* One event on B's side: provoke it, see the entries go, have A read again. */
 static void mm_round(int sock, struct npf_client *c, struct fx_ep *ep, struct fx_iopt *t, char *buf,
-		     int fd, __u64 *before, __u8 *moved, int round)
+		     int fd, int region, __u64 *before, __u8 *moved, int round)
 {
 	const struct mm_event *ev = mm_ev;
 	__u64 n = ev->len / PG, i, pr0, pr1, left, spurious = 0;
@@ -219,6 +260,21 @@ static void mm_round(int sock, struct npf_client *c, struct fx_ep *ep, struct fx
 			spurious++;
 	printf("B: %llu moved pages still mapped by the device after %d s; %llu unmoved pages invalidated\n",
 	       (unsigned long long)left, MM_WAIT_S, (unsigned long long)spurious);
+	if (left) {
+		__u64 *now = calloc(n, 8), shown = 0;
+
+		FX_ASSERT(now, "calloc");
+		mm_pagemap(buf, n, now);
+		for (i = 0; i < n && shown < 5; i++)
+			if (moved[i] &&
+			    (__atomic_load_n(&t->pte[i], __ATOMIC_ACQUIRE) & NPF_PTE_PRESENT)) {
+				printf("B: page %llu: pagemap before 0x%llx, now 0x%llx; entry 0x%llx\n",
+				       (unsigned long long)i, (unsigned long long)before[i],
+				       (unsigned long long)now[i], (unsigned long long)t->pte[i]);
+				shown++;
+			}
+		free(now);
+	}
 	FX_ASSERT(
 		!left,
 		"B: %llu of %ld pages the kernel moved (%s) are still present in the device's IO page table after %d s",
@@ -241,6 +297,7 @@ static void mm_round(int sock, struct npf_client *c, struct fx_ep *ep, struct fx
 		FX_ASSERT(__atomic_load_n(&t->pte[i], __ATOMIC_ACQUIRE) & NPF_PTE_PRESENT,
 			  "B: entry %llu is not present after A's READ after the event",
 			  (unsigned long long)i);
+	mm_expect_tracked(buf, n, region, "after the READ after the event");
 }
 
 static int mm_side_b(int sock, void *arg)
@@ -291,12 +348,13 @@ static int mm_side_b(int sock, void *arg)
 	reg = (struct fx_region){(uintptr_t)buf, ev->len, nic_mr_rkey(mr)};
 	fx_send(sock, &reg, sizeof(reg));
 	fx_sync(sock, 1); /* A has read everything once: every entry is present */
+	mm_expect_tracked(buf, n, region, "after the first READ");
 	for (i = 0; i < n; i++)
 		FX_ASSERT(__atomic_load_n(&t.pte[i], __ATOMIC_ACQUIRE) & NPF_PTE_PRESENT,
 			  "B: entry %llu is not present after A's first READ",
 			  (unsigned long long)i);
 	for (round = 0; round < (ev->rounds ? ev->rounds : 1); round++)
-		mm_round(sock, c, &ep, &t, buf, fd, before, moved, round);
+		mm_round(sock, c, &ep, &t, buf, fd, region, before, moved, round);
 	cmd = MM_CMD_STOP;
 	fx_send(sock, &cmd, sizeof(cmd));
 	fx_sync(sock, 3);
@@ -308,6 +366,7 @@ static int mm_side_b(int sock, void *arg)
 
 static inline int mm_run(const struct mm_event *ev)
 {
+	static const char *const debug[] = {"-vv", NULL}; /* MM_DEBUG=1: npfd logs every record */
 	struct th_npfd d;
 	char line[512];
 	FILE *f;
@@ -315,7 +374,8 @@ static inline int mm_run(const struct mm_event *ev)
 
 	th_require_root();
 	mm_ev = ev;
-	th_npfd_start(&d, NULL);
+	th_npfd_start(&d, getenv("MM_DEBUG") ? debug : NULL);
+	snprintf(mm_pfns_pin, sizeof(mm_pfns_pin), "%s/npf_mm_pfns", d.bpffs);
 	fx_npfd_pid = d.pid;
 	r = fx_pair(mm_side_a, mm_side_b, NULL, 60);
 	if (!th_npfd_alive(&d)) {
