@@ -51,9 +51,10 @@ static int rb_src = -1;
 static unsigned int nr_devices;
 static __u64 lost_seen;
 static bool pfn_warned, full_warned;
-static __u64 untracked; /* entries mapped whose page was not resident (in swap) */
-static __u64 raced;	/* frames freed before the BPF side could see them */
-static __u64 sweeps;	/* regions swept for pages unmapped but not yet freed */
+static __u64 untracked;	 /* entries mapped whose page was not resident (in swap) */
+static __u64 raced;	 /* frames freed before the BPF side could see them */
+static __u64 sweeps;	 /* regions swept for pages unmapped but not yet freed */
+static __u64 superseded; /* records for pages discarded or mapped again since */
 static __u64 handled[NPF_MM_NR_EVENTS];
 
 /*
@@ -203,6 +204,7 @@ static const char *const event_name[NPF_MM_NR_EVENTS] = {
 struct doomed {
 	__u32 region_id;
 	__u64 addr;
+	__u64 pfn; /* the frame the record was for; 0: invalidate whatever */
 };
 static struct doomed *doomed;
 static size_t ndoomed, doomed_cap;
@@ -225,7 +227,7 @@ static void invalidate_range(__u32 region_id, __u64 addr, __u64 end)
 		device_range_removed(r, addr, end);
 }
 
-static void doom(__u32 region_id, __u64 addr);
+static void doom(__u32 region_id, __u64 addr, __u64 pfn);
 static bool swapin_covers(__u32 region_id, __u64 va);
 static bool read_pagemap(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n);
 
@@ -255,18 +257,73 @@ static void sweep(__u32 region_id)
 		for (i = 0; i < n; i++)
 			if (!(ent[i] & PM_PRESENT) && (ent[i] & PM_SWAP) &&
 			    !swapin_covers(region_id, va + i * NPF_PAGE_SIZE))
-				doom(region_id, va + i * NPF_PAGE_SIZE);
+				doom(region_id, va + i * NPF_PAGE_SIZE, 0);
 	}
 	sweeps++;
 }
 
+/*
+ * Does the record for frame d->pfn still concern the device's entry of its
+ * page? Not when the page was discarded (no frame, not in swap: the
+ * userfaultfd REMOVE or UNMAP that discarded it invalidated the entry), nor
+ * when npfd has tracked the page's present frame for it since the record
+ * was sent (the BPF side deleted the reported frame's entry when it sent
+ * it, so an entry now means the device entry was set present again after
+ * the discard: for a new frame, or for the same frame reused at once).
+ * Otherwise (swapped, merged, migrated: the entry still names the old
+ * frame) it does. win caches one pagemap read of up to CHUNK pages.
+ */
+struct pm_window {
+	__u32 region_id;
+	__u64 va, n;
+	__u64 ent[CHUNK];
+};
+
+static bool still_mapped_for(const struct doomed *d, struct pm_window *win)
+{
+	struct npfd_region *r = region_find_id(d->region_id);
+	struct npf_mm_page v;
+	__u64 e, q;
+
+	if (!r || !d->pfn)
+		return true;
+	if (win->region_id != d->region_id || d->addr < win->va ||
+	    d->addr >= win->va + win->n * NPF_PAGE_SIZE) {
+		win->region_id = d->region_id;
+		win->va = d->addr;
+		win->n = (r->start + r->length - d->addr) >> NPF_PAGE_SHIFT;
+		if (win->n > CHUNK)
+			win->n = CHUNK;
+		if (r->mm->tgid <= 0 || !read_pagemap(r->mm, win->va, win->ent, win->n)) {
+			win->n = 0;
+			return true;
+		}
+	}
+	e = win->ent[(d->addr - win->va) >> NPF_PAGE_SHIFT];
+	if (!(e & (PM_PRESENT | PM_SWAP)))
+		return false;
+	q = e & PM_PFN_MASK;
+	if ((e & PM_PRESENT) && !bpf_map_lookup_elem(bpf_map__fd(skel->maps.npf_mm_pfns), &q, &v) &&
+	    !(v.flags & NPF_MM_SHARED) && v.region_id == d->region_id && v.addr == d->addr)
+		return false;
+	return true;
+}
+
 static void invalidate_doomed(void)
 {
-	size_t i, j, n0 = ndoomed;
+	struct pm_window win = {.n = 0};
+	size_t i, j, n0;
 
 	if (!ndoomed)
 		return;
+	mmwatch_flush(); /* entries set present in this pass: their frames tracked first */
 	qsort(doomed, ndoomed, sizeof(*doomed), doomed_cmp);
+	for (i = j = 0; i < ndoomed; i++)
+		if (still_mapped_for(&doomed[i], &win))
+			doomed[j++] = doomed[i];
+		else
+			superseded++;
+	ndoomed = n0 = j;
 	for (i = 0; i < n0; i++)
 		if (!i || doomed[i].region_id != doomed[i - 1].region_id)
 			sweep(doomed[i].region_id);
@@ -296,7 +353,7 @@ static void invalidate_everything(void)
 			device_range_removed(r, r->start, r->start + r->length);
 }
 
-static void doom(__u32 region_id, __u64 addr)
+static void doom(__u32 region_id, __u64 addr, __u64 pfn)
 {
 	if (ndoomed == doomed_cap) {
 		size_t cap = doomed_cap ? doomed_cap * 2 : 1024;
@@ -309,7 +366,7 @@ static void doom(__u32 region_id, __u64 addr)
 		doomed = n;
 		doomed_cap = cap;
 	}
-	doomed[ndoomed++] = (struct doomed){.region_id = region_id, .addr = addr};
+	doomed[ndoomed++] = (struct doomed){.region_id = region_id, .addr = addr, .pfn = pfn};
 }
 
 static int handle_record(void *ctx, void *data, size_t len)
@@ -323,7 +380,7 @@ static int handle_record(void *ctx, void *data, size_t len)
 	pr_debug("mm watch: %s: pfn 0x%llx was region %u page 0x%llx: invalidated",
 		 rec->event < NPF_MM_NR_EVENTS ? event_name[rec->event] : "?",
 		 (unsigned long long)rec->pfn, rec->region_id, (unsigned long long)rec->addr);
-	doom(rec->region_id, rec->addr);
+	doom(rec->region_id, rec->addr, rec->pfn);
 	if (rec->flags & NPF_MM_SHARED) {
 		struct sharer **pp = &shared[rec->pfn % SHARED_BUCKETS], *sh;
 
@@ -332,7 +389,7 @@ static int handle_record(void *ctx, void *data, size_t len)
 				pp = &sh->next;
 				continue;
 			}
-			doom(sh->region_id, sh->va);
+			doom(sh->region_id, sh->va, rec->pfn);
 			*pp = sh->next;
 			free(sh);
 			nshared--;
@@ -576,10 +633,11 @@ void mmwatch_device_detached(void)
 		return;
 	if (skel) {
 		mm_ring_ready(NULL);
-		pr_info("mm watch detached: %llu page frees, %llu swap-outs, %llu KSM merges invalidated entries; %llu sweeps; %llu pages swapped in to be tracked, %llu mapped untracked, %llu raced",
+		pr_info("mm watch detached: %llu page frees, %llu swap-outs, %llu KSM merges reported (%llu of them for pages discarded or mapped again since); %llu sweeps; %llu pages swapped in to be tracked, %llu mapped untracked, %llu raced",
 			(unsigned long long)handled[NPF_MM_PAGE_FREE],
 			(unsigned long long)handled[NPF_MM_SWAP_WRITE],
-			(unsigned long long)handled[NPF_MM_KSM_MERGE], (unsigned long long)sweeps,
+			(unsigned long long)handled[NPF_MM_KSM_MERGE],
+			(unsigned long long)superseded, (unsigned long long)sweeps,
 			(unsigned long long)swapins, (unsigned long long)untracked,
 			(unsigned long long)raced);
 	}
@@ -666,8 +724,10 @@ static void track(struct npfd_region *r, __u64 va, __u64 n, unsigned int tries)
 	if (!read_pagemap(r->mm, va, again, n))
 		return;
 	for (i = 0; i < n; i++)
-		if ((ent[i] & PM_PRESENT) && (again[i] & (PM_PRESENT | PM_PFN_MASK)) !=
-						     (ent[i] & (PM_PRESENT | PM_PFN_MASK))) {
+		/* Discarded meanwhile (no frame, not in swap): userfaultfd's REMOVE says so. */
+		if ((ent[i] & PM_PRESENT) && (again[i] & (PM_PRESENT | PM_SWAP)) &&
+		    (again[i] & (PM_PRESENT | PM_PFN_MASK)) !=
+			    (ent[i] & (PM_PRESENT | PM_PFN_MASK))) {
 			raced++;
 			device_range_removed(r, va + i * NPF_PAGE_SIZE,
 					     va + (i + 1) * NPF_PAGE_SIZE);

@@ -16,7 +16,7 @@ static long compact(char *buf, __u64 len, int fd, const __u64 *before, __u8 *mov
 	int tries, err;
 
 	FX_ASSERT(after, "calloc");
-	for (tries = 0; tries < 3 && !count; tries++) {
+	for (tries = 0; tries < 5 && !count; tries++) {
 		err = mm_write_file("/proc/sys/vm/compact_memory", "1");
 		if (err) {
 			snprintf(mm_skip_reason, sizeof(mm_skip_reason),
@@ -30,14 +30,14 @@ static long compact(char *buf, __u64 len, int fd, const __u64 *before, __u8 *mov
 	free(after);
 	if (!count)
 		snprintf(mm_skip_reason, sizeof(mm_skip_reason),
-			 "compaction (3 tries) migrated none of the region's %llu pages",
+			 "compaction (5 tries) migrated none of the region's %llu pages",
 			 (unsigned long long)n);
 	return count ? count : -1;
 }
 
 static const struct mm_event ev = {
 	.name = "migration (compact_memory)",
-	.len = 8UL << 20,
+	.len = 16UL << 20,
 	.key = mm_key_distinct,
 	.trigger = compact,
 };
