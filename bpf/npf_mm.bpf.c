@@ -112,19 +112,15 @@ int npf_mm_swap_write(struct trace_event_raw_mm_vmscan_write_folio *ctx)
 }
 
 /*
- * KSM: the frame that becomes the shared KSM page stays but is write
- * protected (a device write would change every sharer's copy); the frame
- * merged into an existing KSM page is freed. Both are reported.
+ * KSM: each merge reports the frame that becomes (or already is) the
+ * shared KSM page and stays in place, write protected: a device write to
+ * it would change every sharer's copy. The frames merged into it are
+ * freed (mm_page_free). ksm:ksm_merge_one_page reports the same frames
+ * here and is not needed (tests/mm_dev_ksm passes without it, fails
+ * without this one).
  */
-SEC("tp/ksm/ksm_merge_one_page")
-int npf_mm_ksm_merge(struct trace_event_raw_ksm_merge_one_page *ctx)
-{
-	report(ctx->pfn, NPF_MM_KSM_MERGE);
-	return 0;
-}
-
 SEC("tp/ksm/ksm_merge_with_ksm_page")
-int npf_mm_ksm_merge_ksm(struct trace_event_raw_ksm_merge_with_ksm_page *ctx)
+int npf_mm_ksm_merge(struct trace_event_raw_ksm_merge_with_ksm_page *ctx)
 {
 	report(ctx->pfn, NPF_MM_KSM_MERGE);
 	return 0;

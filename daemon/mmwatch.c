@@ -619,11 +619,11 @@ void mmwatch_device_attached(void)
 	err = load();
 	if (err) {
 		/* The device still works; the kernel's moves go unseen. Say it each time. */
-		pr_err("mm watch: cannot load or attach bpf/npf_mm.bpf.c (%s): devices will not hear of pages the kernel reclaims, migrates or merges; check that tracefs is mounted and the tracepoints kmem:mm_page_free, vmscan:mm_vmscan_write_folio and ksm:ksm_merge_* exist",
+		pr_err("mm watch: cannot load or attach bpf/npf_mm.bpf.c (%s): devices will not hear of pages the kernel reclaims, migrates or merges; check that tracefs is mounted and the tracepoints kmem:mm_page_free, vmscan:mm_vmscan_write_folio and ksm:ksm_merge_with_ksm_page exist",
 		       strerror(-err));
 		return;
 	}
-	pr_info("mm watch attached (kmem:mm_page_free, vmscan:mm_vmscan_write_folio, ksm:ksm_merge_*)");
+	pr_info("mm watch attached (kmem:mm_page_free, vmscan:mm_vmscan_write_folio, ksm:ksm_merge_with_ksm_page)");
 }
 
 /* A device was detached or retired: the last one takes the watch down. */

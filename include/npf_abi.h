@@ -240,7 +240,7 @@ struct npf_global_stats {
 enum npf_mm_event {
 	NPF_MM_PAGE_FREE = 0,	/* kmem:mm_page_free: reclaim, migration, collapse, KSM */
 	NPF_MM_SWAP_WRITE = 1,	/* vmscan:mm_vmscan_write_folio: swap-out written */
-	NPF_MM_KSM_MERGE = 2,	/* ksm:ksm_merge_one_page / ksm_merge_with_ksm_page */
+	NPF_MM_KSM_MERGE = 2,	/* ksm:ksm_merge_with_ksm_page */
 	NPF_MM_NR_EVENTS = 3,
 };
 
