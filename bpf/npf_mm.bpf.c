@@ -27,7 +27,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 1 << 20); /* npfd may resize before load */
+	__uint(max_entries, 1 << 20); /* 4 GiB of device-mapped pages; beyond, npfd warns */
 	__type(key, __u64);	      /* pfn */
 	__type(value, struct npf_mm_page);
 } npf_mm_pfns SEC(".maps");

@@ -51,7 +51,7 @@ static int rb_src = -1;
 static unsigned int nr_devices;
 static __u64 lost_seen;
 static bool pfn_warned, full_warned;
-static __u64 untracked;	 /* entries mapped whose page was not resident (in swap) */
+static __u64 untracked;	 /* entries mapped whose frame npfd could not track */
 static __u64 raced;	 /* frames freed before the BPF side could see them */
 static __u64 sweeps;	 /* regions swept for pages unmapped but not yet freed */
 static __u64 superseded; /* records for pages discarded or mapped again since */
@@ -538,15 +538,26 @@ fail:
 	swapin_buf = NULL;
 }
 
-/* At exit only: reads in flight end with their process or with npfd's. */
+/* With the watch: reads in flight are cancelled (io_uring_queue_exit), their descriptors closed. */
 static void swapin_exit(void)
 {
+	unsigned int i;
+
 	if (!swapin_ok)
 		return;
 	source_del(swapin_src);
 	io_uring_queue_exit(&swapin_ring);
 	close(swapin_efd);
+	swapin_efd = -1;
 	munmap(swapin_buf, CHUNK * NPF_PAGE_SIZE);
+	swapin_buf = NULL;
+	for (i = 0; i < SWAPIN_MAX; i++)
+		if (slots[i].n) {
+			close(slots[i].fd);
+			slots[i].n = 0;
+		}
+	swapin_inflight = 0;
+	queue_len = 0;
 	swapin_ok = false;
 }
 
@@ -559,6 +570,7 @@ static void unload(void)
 		unlink(pin_path);
 	pin_path[0] = 0;
 	nmapped = 0;
+	swapin_exit(); /* npfd without devices holds no descriptor for the watch */
 	sharers_clear();
 	if (rb_src >= 0)
 		source_del(rb_src);
@@ -781,7 +793,6 @@ void mmwatch_flush(void)
 void mmwatch_close(void)
 {
 	unload();
-	swapin_exit();
 	free(doomed);
 	doomed = NULL;
 	ndoomed = doomed_cap = 0;
