@@ -56,6 +56,11 @@ static __u64 raced;	 /* frames freed before the BPF side could see them */
 static __u64 sweeps;	 /* regions swept for pages unmapped but not yet freed */
 static __u64 superseded; /* records for pages discarded or mapped again since */
 static __u64 handled[NPF_MM_NR_EVENTS];
+/*
+ * The shared zero page (UFFDIO_ZEROPAGE maps it for read faults): never
+ * freed nor moved, mapped by any number of pages; not tracked.
+ */
+static __u64 zero_pfn;
 
 /*
  * Swap-in on the device's behalf. device.c maps a page npfd once installed
@@ -174,6 +179,16 @@ static void track_shared(int fd, __u64 pfn, __u32 region_id, __u64 va)
 	sharer_add(pfn, region_id, va);
 }
 
+static bool sharer_has(__u64 pfn, __u32 region_id, __u64 va)
+{
+	struct sharer *s;
+
+	for (s = shared[pfn % SHARED_BUCKETS]; s; s = s->next)
+		if (s->pfn == pfn && s->region_id == region_id && s->va == va)
+			return true;
+	return false;
+}
+
 static void sharers_clear(void)
 {
 	struct sharer *s, *next;
@@ -223,8 +238,11 @@ static void invalidate_range(__u32 region_id, __u64 addr, __u64 end)
 	struct npfd_region *r = region_find_id(region_id);
 
 	/* A region since unregistered: its devices were invalidated then. */
-	if (r && addr >= r->start && end - r->start <= r->length)
+	if (r && addr >= r->start && end - r->start <= r->length) {
+		pr_debug("mm watch: region %u: invalidating 0x%llx-0x%llx", region_id,
+			 (unsigned long long)addr, (unsigned long long)end);
 		device_range_removed(r, addr, end);
+	}
 }
 
 static void doom(__u32 region_id, __u64 addr, __u64 pfn);
@@ -303,9 +321,17 @@ static bool still_mapped_for(const struct doomed *d, struct pm_window *win)
 	if (!(e & (PM_PRESENT | PM_SWAP)))
 		return false;
 	q = e & PM_PFN_MASK;
+	/* Mapped again since, by npfd (the zero page), or tracked again for this page. */
+	if ((e & PM_PRESENT) && q == zero_pfn)
+		return false;
+	if ((e & PM_PRESENT) && sharer_has(q, d->region_id, d->addr))
+		return false;
 	if ((e & PM_PRESENT) && !bpf_map_lookup_elem(bpf_map__fd(skel->maps.npf_mm_pfns), &q, &v) &&
 	    !(v.flags & NPF_MM_SHARED) && v.region_id == d->region_id && v.addr == d->addr)
 		return false;
+	pr_debug("mm watch: region %u page 0x%llx: frame 0x%llx gone, pagemap 0x%llx: invalidating",
+		 d->region_id, (unsigned long long)d->addr, (unsigned long long)d->pfn,
+		 (unsigned long long)e);
 	return true;
 }
 
@@ -582,6 +608,27 @@ static void unload(void)
 	lost_seen = 0;
 }
 
+/* The zero page's frame: what a read of a never-written anonymous page maps. */
+static void learn_zero_pfn(void)
+{
+	volatile char *z = mmap(NULL, NPF_PAGE_SIZE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	__u64 ent = 0;
+	int fd;
+
+	if (z == MAP_FAILED)
+		return;
+	(void)*z;
+	fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 &&
+	    pread(fd, &ent, sizeof(ent), (off_t)((uintptr_t)z >> NPF_PAGE_SHIFT) * 8) ==
+		    sizeof(ent) &&
+	    (ent & PM_PRESENT))
+		zero_pfn = ent & PM_PFN_MASK;
+	if (fd >= 0)
+		close(fd);
+	munmap((void *)z, NPF_PAGE_SIZE);
+}
+
 static int load(void)
 {
 	int err;
@@ -606,6 +653,8 @@ static int load(void)
 	}
 	if (!swapin_ok)
 		swapin_init();
+	if (!zero_pfn)
+		learn_zero_pfn();
 	if (npfd.opt.bpffs) {
 		snprintf(pin_path, sizeof(pin_path), "%s/npf_mm_pfns", npfd.opt.bpffs);
 		unlink(pin_path); /* left by an npfd that was killed */
@@ -715,6 +764,8 @@ static void track(struct npfd_region *r, __u64 va, __u64 n, unsigned int tries)
 			untracked++;
 			continue;
 		}
+		if ((ent[i] & PM_PFN_MASK) == zero_pfn)
+			continue;
 		if (!(ent[i] & PM_EXCLUSIVE)) {
 			track_shared(fd, ent[i] & PM_PFN_MASK, r->id, va + i * NPF_PAGE_SIZE);
 			continue;
@@ -741,6 +792,10 @@ static void track(struct npfd_region *r, __u64 va, __u64 n, unsigned int tries)
 		    (again[i] & (PM_PRESENT | PM_PFN_MASK)) !=
 			    (ent[i] & (PM_PRESENT | PM_PFN_MASK))) {
 			raced++;
+			pr_debug(
+				"mm watch: region %u page 0x%llx: frame 0x%llx became 0x%llx while tracked: invalidating",
+				r->id, (unsigned long long)(va + i * NPF_PAGE_SIZE),
+				(unsigned long long)ent[i], (unsigned long long)again[i]);
 			device_range_removed(r, va + i * NPF_PAGE_SIZE,
 					     va + (i + 1) * NPF_PAGE_SIZE);
 		}
