@@ -39,6 +39,7 @@
 #include <unistd.h>
 #include <linux/futex.h>
 #include "npfd.h"
+#include "mmwatch.h"
 #include "npf_nic_abi.h"
 #include "wire_check.h"
 
@@ -234,6 +235,7 @@ static void device_retire(struct npfd_device *d, bool wait_for_ack, struct npfd_
 	d->retiring = true;
 	d->region = NULL;
 	nretiring++;
+	mmwatch_device_detached();
 	answer_groups_of(d, NPF_PR_INVALID);
 	err = invalidate(d, 0, d->npages, &seq);
 	if (d->resp_posted) {
@@ -380,6 +382,7 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 	d->info.start = d->start;
 	d->info.npages = d->npages;
 	list_add_tail(&d->node, &devices);
+	mmwatch_device_attached();
 	*out = d->info;
 	pr_info("pid %d: device %u attached to region %u: 0x%llx, %llu pages", c->pid, d->id, r->id,
 		(unsigned long long)d->start, (unsigned long long)d->npages);
@@ -467,6 +470,8 @@ void device_pages_installed(struct npfd_region *r, __u64 start, __u64 npages)
 		for (i = lo; i < hi; i += NPF_PAGE_SIZE)
 			if (pte_set(d, (i - d->start) >> NPF_PAGE_SHIFT, true))
 				d->info.pages_mapped++;
+		if (lo < hi)
+			mmwatch_mapped(r, lo, (hi - lo) >> NPF_PAGE_SHIFT);
 	}
 }
 
@@ -517,6 +522,7 @@ static __u64 queue_missing(struct npfd_device *d, __u64 first, __u64 last, __u64
 			if (exists) {
 				if (pte_set(d, i + j, true))
 					d->info.pages_mapped++;
+				mmwatch_mapped(d->region, page, 1);
 			} else {
 				resolve_queue(mm, page, raised, write);
 				/* A policy may answer early (pio, pi4): the device asks again. */

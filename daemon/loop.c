@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 #include "npfd.h"
+#include "mmwatch.h"
 
 #define MAX_SOURCES 4096
 #define USER_DATA_IGNORE (~0ULL)
@@ -235,6 +236,7 @@ int loop_run(void)
 			resolve_poll_hot();
 		resolve_flush();
 		device_flush();
+		mmwatch_flush();
 		control_flush();
 	}
 	return 0;

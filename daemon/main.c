@@ -16,6 +16,7 @@
 #include "config.h"
 #include "npf_features.h"
 #include "npfd.h"
+#include "mmwatch.h"
 #include "npf_nic_abi.h"
 #include "npf_version.h"
 
@@ -180,6 +181,7 @@ int main(int argc, char **argv)
 	}
 	sd_notify(0, "STOPPING=1");
 	control_close();
+	mmwatch_close();
 	collect_close();
 	resolve_exit();
 	return err ? 1 : 0;

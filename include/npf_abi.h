@@ -231,6 +231,41 @@ struct npf_global_stats {
 				  * SIGBUS. Not in npf_status (libnpf's ABI): bpftool shows it */
 };
 
+/*
+ * mm watch (bpf/npf_mm.bpf.c -> daemon/mmwatch.c): the kernel freed or moved
+ * a page frame that a device maps. npf_mm_pfns maps each such frame (PFN)
+ * to the region page npfd mapped it for; a hit deletes the entry and sends
+ * one record.
+ */
+enum npf_mm_event {
+	NPF_MM_PAGE_FREE = 0,	/* kmem:mm_page_free: reclaim, migration, collapse, KSM */
+	NPF_MM_SWAP_WRITE = 1,	/* vmscan:mm_vmscan_write_folio: swap-out written */
+	NPF_MM_KSM_MERGE = 2,	/* ksm:ksm_merge_with_ksm_page */
+	NPF_MM_NR_EVENTS = 3,
+};
+
+#define NPF_MM_SHARED 1 /* several device pages map the frame (KSM): npfd keeps the list */
+
+struct npf_mm_page {
+	__u64 addr;	 /* the page's address in the region's process */
+	__u32 region_id; /* npf_region_info.id */
+	__u32 flags;	 /* NPF_MM_SHARED: addr and region_id are one of them */
+};
+
+struct npf_mm_record {
+	__u64 pfn;
+	__u64 addr;
+	__u32 region_id;
+	__u16 event; /* enum npf_mm_event */
+	__u16 flags; /* npf_mm_page.flags */
+};
+
+/* npf_mm_stats[0] */
+struct npf_mm_stats {
+	__u64 hits[NPF_MM_NR_EVENTS]; /* tracked frames reported, per event */
+	__u64 lost;		      /* ring full: npfd must invalidate everything */
+};
+
 /* ------------------------------------------------------------------ */
 /* Control protocol: libnpf/npfctl <-> npfd, SOCK_SEQPACKET            */
 /* ------------------------------------------------------------------ */
