@@ -61,6 +61,13 @@ struct npfd_device {
 	__u64 *pte;
 	__u64 start, npages;
 	__u64 inval_seq;
+	/*
+	 * Invalidations the ring had no room for, posted in order as the NIC
+	 * frees slots (device_flush): never dropped, or a DMA could still be
+	 * in flight to a page npfd let go.
+	 */
+	struct npf_inval_request *backlog;
+	unsigned int nbacklog, backlog_cap;
 	bool resp_posted; /* responses posted since the last wake */
 	struct npf_device_info info;
 };
@@ -80,6 +87,10 @@ static struct list_head devices = LIST_HEAD_INIT(devices);
 static struct list_head groups = LIST_HEAD_INIT(groups);
 static __u32 next_device_id;
 static unsigned int nretiring; /* devices waiting for an acknowledgement */
+static unsigned int nbacklogged; /* devices with invalidations waiting for ring slots */
+
+/* A backlog past this many requests becomes one request for the whole device. */
+#define INVAL_BACKLOG_MAX 1024
 
 /*
  * Wake the NIC on a ring's tail that npfd has just stored, if it sleeps:
@@ -139,33 +150,85 @@ static int post_response(struct npfd_device *d, __u64 cookie, __u32 status)
 	return 0;
 }
 
+/* Post as many backlogged invalidations as the ring has slots for, in order. */
+static void inval_post_backlog(struct npfd_device *d)
+{
+	struct npf_inval_ring *ir = &d->hdr->inval;
+	__u32 head = __atomic_load_n(&ir->head, __ATOMIC_ACQUIRE), tail = ir->tail;
+	unsigned int i = 0;
+
+	while (i < d->nbacklog && tail - head < NPF_NIC_RING_SIZE)
+		ir->ent[tail++ % NPF_NIC_RING_SIZE] = d->backlog[i++];
+	if (!i)
+		return;
+	memmove(d->backlog, d->backlog + i, (d->nbacklog - i) * sizeof(*d->backlog));
+	d->nbacklog -= i;
+	if (!d->nbacklog)
+		nbacklogged--;
+	__atomic_store_n(&ir->tail, tail, __ATOMIC_RELEASE);
+	nic_wake(d, &ir->tail);
+}
+
 /*
- * Clear [first, first + n) and tell the NIC. Returns 0 and the
- * invalidation's sequence number in *seq_out, whose acknowledgement
- * (acked_seq >= it) means no DMA to those pages is in flight, or -EAGAIN
- * when the ring is full (the entries are cleared all the same).
+ * Queue an invalidation that found the ring full. The NIC acknowledges by
+ * sequence number, so a backlog grown past its bound can be folded into one
+ * request for the whole device carrying the newest sequence: whoever waits
+ * for an older one is answered by that acknowledgement too.
+ */
+static int inval_defer(struct npfd_device *d, const struct npf_inval_request *req)
+{
+	if (!d->nbacklog)
+		nbacklogged++;
+	if (d->nbacklog == INVAL_BACKLOG_MAX) {
+		d->backlog[0] = (struct npf_inval_request){
+			.seq = req->seq, .first_page = 0, .npages = d->npages};
+		d->nbacklog = 1;
+		return 0;
+	}
+	if (d->nbacklog == d->backlog_cap) {
+		unsigned int cap = d->backlog_cap ? d->backlog_cap * 2 : 16;
+		void *p = realloc(d->backlog, cap * sizeof(*d->backlog));
+
+		if (!p) {
+			if (!d->nbacklog)
+				nbacklogged--;
+			return -ENOMEM;
+		}
+		d->backlog = p;
+		d->backlog_cap = cap;
+	}
+	d->backlog[d->nbacklog++] = *req;
+	return 0;
+}
+
+/*
+ * Clear [first, first + n) and tell the NIC, at once or, when its ring is
+ * full, as soon as it has room. Returns 0 and the invalidation's sequence
+ * number in *seq_out, whose acknowledgement (acked_seq >= it) means no DMA
+ * to those pages is in flight; -ENOMEM only if it could not be queued (the
+ * entries are cleared all the same).
  */
 static int invalidate(struct npfd_device *d, __u64 first, __u64 n, __u64 *seq_out)
 {
-	struct npf_inval_ring *ir = &d->hdr->inval;
-	__u32 head, tail = ir->tail;
-	__u64 i, seq;
+	struct npf_inval_request req;
+	int err;
 
-	for (i = first; i < first + n && i < d->npages; i++)
+	for (__u64 i = first; i < first + n && i < d->npages; i++)
 		pte_set(d, i, false);
-	head = __atomic_load_n(&ir->head, __ATOMIC_ACQUIRE);
-	if (tail - head >= NPF_NIC_RING_SIZE) {
-		pr_warn("device %u: invalidation ring full: the NIC is not acknowledging", d->id);
-		return -EAGAIN;
+	req = (struct npf_inval_request){.seq = d->inval_seq + 1, .first_page = first, .npages = n};
+	/* Behind a backlog too, so that the NIC sees them in order. */
+	err = inval_defer(d, &req);
+	if (err) {
+		pr_warn("device %u: cannot queue an invalidation: %s", d->id, strerror(-err));
+		return err;
 	}
-	seq = ++d->inval_seq;
-	ir->ent[tail % NPF_NIC_RING_SIZE] =
-		(struct npf_inval_request){.seq = seq, .first_page = first, .npages = n};
-	__atomic_store_n(&ir->tail, tail + 1, __ATOMIC_RELEASE);
-	nic_wake(d, &ir->tail);
+	d->inval_seq = req.seq;
+	inval_post_backlog(d);
+	if (d->nbacklog)
+		pr_debug("device %u: invalidation ring full, %u waiting", d->id, d->nbacklog);
 	d->info.invalidations++;
 	if (seq_out)
-		*seq_out = seq;
+		*seq_out = req.seq;
 	return 0;
 }
 
@@ -185,6 +248,9 @@ static void answer_groups_of(struct npfd_device *d, __u32 status)
 
 static void device_free(struct npfd_device *d)
 {
+	if (d->nbacklog)
+		nbacklogged--;
+	free(d->backlog);
 	list_del_init(&d->node);
 	munmap(d->hdr, d->map_len);
 	free(d);
@@ -246,7 +312,7 @@ static void device_retire(struct npfd_device *d, bool wait_for_ack, struct npfd_
 		if (w)
 			wait_fail(
 				w, err,
-				"device %u is detached, but its invalidation ring is full (the NIC is not acknowledging): DMA to its pages may still be in flight",
+				"device %u is detached, but its invalidation could not be queued (out of memory): DMA to its pages may still be in flight",
 				d->id);
 		w = NULL;
 		wait_for_ack = false;
@@ -599,7 +665,7 @@ void device_record(const struct npf_fault_record *rec)
 /* Is something due soon (a policy's decision, an acknowledgement)? The loop comes back quickly. */
 bool device_awaiting(void)
 {
-	return nawait != 0 || nretiring != 0;
+	return nawait != 0 || nretiring != 0 || nbacklogged != 0;
 }
 
 void device_await_expire(void)
@@ -702,6 +768,8 @@ void device_flush(void)
 	}
 	list_for_each_entry(d, &devices, node)
 	{
+		if (d->nbacklog)
+			inval_post_backlog(d);
 		if (!d->resp_posted)
 			continue;
 		d->resp_posted = false;
