@@ -85,7 +85,6 @@ struct group {
 
 static struct list_head devices = LIST_HEAD_INIT(devices);
 static struct list_head groups = LIST_HEAD_INIT(groups);
-static __u32 next_device_id;
 static unsigned int nretiring; /* devices waiting for an acknowledgement */
 static unsigned int nbacklogged; /* devices with invalidations waiting for ring slots */
 
@@ -384,8 +383,13 @@ void device_mm_gone(struct npfd_mm *mm)
 	}
 }
 
-int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req, int fd,
-		  struct npf_device_info *out, char *err, size_t errlen)
+/*
+ * adopt_id: the device was attached through an earlier npfd and puts that
+ * id in its page requests; keep it (an id npfd hands out is never reused,
+ * see id_alloc()) or refuse.
+ */
+int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req, __u32 adopt_id,
+		  int fd, struct npf_device_info *out, char *err, size_t errlen)
 {
 	struct npfd_region *r = region_find_id(req->region_id);
 	struct npf_iopt_header hdr;
@@ -399,6 +403,16 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 		return refuse(err, errlen, EINVAL, "unknown flags 0x%x", req->flags);
 	if (!r || !c->mm || r->mm != c->mm)
 		return refuse(err, errlen, ENOENT, "no region %u of this client", req->region_id);
+	if (adopt_id && (d = device_find(adopt_id))) {
+		/* handed over within this npfd (the client reconnected): it is there */
+		if (d->mm == c->mm && d->region == r && !d->detached && !d->retiring) {
+			*out = d->info;
+			return 0;
+		}
+		return refuse(err, errlen, EEXIST,
+			      "device id %u is in use by another device: the device must be attached again and told its new id",
+			      adopt_id);
+	}
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (size_t)st.st_size < sizeof(hdr))
 		return refuse(err, errlen, EINVAL,
 			    "the descriptor is not an IO page table (a memfd of at least %zu bytes)",
@@ -435,7 +449,9 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 	}
 	d->region = r;
 	d->mm = c->mm;
-	d->id = ++next_device_id;
+	if (adopt_id)
+		id_taken(&npfd.next_device_id, adopt_id);
+	d->id = adopt_id ? adopt_id : id_alloc(&npfd.next_device_id);
 	d->hdr = map;
 	d->map_len = need;
 	d->pte = (__u64 *)((char *)map + hdr.pte_offset);
@@ -450,7 +466,8 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 	list_add_tail(&d->node, &devices);
 	mmwatch_device_attached();
 	*out = d->info;
-	pr_info("pid %d: device %u attached to region %u: 0x%llx, %llu pages", c->pid, d->id, r->id,
+	pr_info("pid %d: device %u %s region %u: 0x%llx, %llu pages", c->pid, d->id,
+		adopt_id ? "adopted in" : "attached to", r->id,
 		(unsigned long long)d->start, (unsigned long long)d->npages);
 	return 0;
 }
