@@ -939,8 +939,10 @@ static void fallback_start(struct npf_client *c, const char *why)
 	if (c->serving)
 		return;
 	c->serving = 1;
-	pr_warn("%s: %s this process's faults itself until npfd is back", why,
-		c->fallback == NPF_FALLBACK_SIGBUS ? "SIGBUS for" : "libnpf serves");
+	pr_warn("%s: %s until npfd is back", why,
+		c->fallback == NPF_FALLBACK_SIGBUS
+			? "each fault of this process gets SIGBUS (fallback: sigbus)"
+			: "libnpf serves this process's faults itself");
 	wake_all(c);
 }
 

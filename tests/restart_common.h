@@ -83,6 +83,29 @@ static inline void rs_npfd_kill(struct rs_npfd *d, int sig)
 	d->pid = 0;
 }
 
+/* SIGSTOP npfd and wait until it is stopped ('T' in /proc/PID/stat). */
+static inline void rs_npfd_stop_signal(struct rs_npfd *d)
+{
+	char path[64], buf[512], *p;
+	int i;
+
+	TH_ASSERT(!kill(d->pid, SIGSTOP), "SIGSTOP npfd: %s", strerror(errno));
+	snprintf(path, sizeof(path), "/proc/%d/stat", d->pid);
+	for (i = 0; i < 5000; i++) {
+		FILE *f = fopen(path, "r");
+		size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+
+		if (f)
+			fclose(f);
+		buf[n] = 0;
+		p = strrchr(buf, ')');
+		if (p && p[1] == ' ' && p[2] == 'T')
+			return;
+		usleep(1000);
+	}
+	th_fail("npfd did not stop");
+}
+
 static inline void rs_npfd_dump_log(struct rs_npfd *d)
 {
 	char cmd[256];
@@ -105,7 +128,7 @@ static inline void rs_npfd_cleanup(struct rs_npfd *d)
 
 /* ---- what libnpf says (npf_set_print): counted, and kept for a failure ---- */
 
-static int rs_reconnects, rs_fallbacks, rs_sigbus;
+static int rs_reconnects, rs_fallbacks, rs_handbacks, rs_sigbus;
 static char rs_last_warn[512];
 
 static inline int rs_print(enum npf_print_level level, const char *fmt, va_list ap)
@@ -115,8 +138,10 @@ static inline int rs_print(enum npf_print_level level, const char *fmt, va_list 
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	if (strstr(buf, "reconnected to npfd"))
 		__atomic_fetch_add(&rs_reconnects, 1, __ATOMIC_RELAXED);
-	if (strstr(buf, "faults itself"))
+	if (strstr(buf, "until npfd is back"))
 		__atomic_fetch_add(&rs_fallbacks, 1, __ATOMIC_RELAXED);
+	if (strstr(buf, "serves this process's faults again"))
+		__atomic_fetch_add(&rs_handbacks, 1, __ATOMIC_RELAXED);
 	if (strstr(buf, "SIGBUS to thread"))
 		__atomic_fetch_add(&rs_sigbus, 1, __ATOMIC_RELAXED);
 	if (level == NPF_WARN)
