@@ -547,7 +547,8 @@ static int reconnect(struct npf_client *c)
 			.region = {.start = r->start, .length = r->length,
 				   .file_offset = r->file_offset, .backing = r->backing,
 				   .flags = r->flags, .fault_around_kib = r->fault_around_kib},
-			.region_id = r->npfd_id};
+			.region_id = r->npfd_id,
+			.flags = i + 1 < c->nregions ? NPF_ADOPT_MORE : 0};
 		struct npf_region_info info;
 		int fds[2] = {c->uffd, r->fd};
 

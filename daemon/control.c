@@ -725,7 +725,8 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 			struct npf_region_adopt_req *ar = body;
 			struct npf_region_info info;
 
-			if (hdr->type == NPF_MSG_REGION_ADOPT && (!ar->region_id || ar->flags)) {
+			if (hdr->type == NPF_MSG_REGION_ADOPT &&
+			    (!ar->region_id || (ar->flags & ~NPF_ADOPT_MORE))) {
 				rc = -EINVAL;
 				snprintf(err, sizeof(err),
 					 "adopting a region needs its earlier id and no flags (id %u, flags 0x%x)",
@@ -735,6 +736,9 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 			rc = region_register(c, body, fds, nfds,
 					     hdr->type == NPF_MSG_REGION_ADOPT ? ar->region_id : 0,
 					     &info, err, sizeof(err));
+			/* the last adoption, done or refused, ends the adopting */
+			if (hdr->type == NPF_MSG_REGION_ADOPT && c->mm)
+				c->mm->adopting = (ar->flags & NPF_ADOPT_MORE) != 0;
 			if (!rc)
 				memcpy(reply_item(&rp, sizeof(info)), &info, sizeof(info));
 			else

@@ -78,6 +78,7 @@ struct npfd_mm {
 	__u32 nr_regions;
 	bool forked;
 	bool dead; /* torn down; freed at the end of the loop iteration */
+	bool adopting; /* more regions are being adopted: faults outside them wait */
 	int src;   /* event-loop source id of uffd */
 	int pid_src;
 	struct nic_probe *nic_probe; /* the uprobe on its executable's npf_nic_fault_report() */

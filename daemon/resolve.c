@@ -1013,7 +1013,11 @@ void resolve_flush(void)
 				 * (copy-on-write). Install writable zeroed pages instead.
 				 */
 				src = zeros;
-			else if (!rn->region)
+			else if (!rn->region && rn->mm->adopting) {
+				/* maybe a region not adopted yet (a file's page): its adoption wakes it */
+				rn->status = -EINPROGRESS;
+				continue;
+			} else if (!rn->region)
 				pr_warn_rl(
 					"pid %d: fault at 0x%llx is outside every region: zero-filled",
 					rn->mm->tgid, (unsigned long long)rn->start);
@@ -1039,8 +1043,8 @@ void resolve_flush(void)
 					faults[kept++] = faults[k];
 				continue;
 			}
-			if (rn->status == -ESRCH)
-				continue; /* the process is gone: nobody waits */
+			if (rn->status == -ESRCH || rn->status == -EINPROGRESS)
+				continue; /* the process is gone, or waits for an adoption */
 			if (rn->status && rn->status != -ENOENT && !rn->unservable)
 				pr_warn_rl("pid %d: installing 0x%llx+%u pages failed: %s",
 					   rn->mm->tgid, (unsigned long long)rn->start, rn->npages,

@@ -361,8 +361,16 @@ struct npf_region_req {
 struct npf_region_adopt_req {
 	struct npf_region_req region;
 	__u32 region_id; /* the id the earlier npfd gave */
-	__u32 flags;	 /* none defined yet: must be 0 */
+	__u32 flags;	 /* NPF_ADOPT_* */
 };
+
+/*
+ * More regions of this userfaultfd follow: until the last one (without the
+ * flag), a fault outside every adopted region is left waiting for its
+ * region's adoption (which wakes it) instead of being zero-filled -- it may
+ * be a file's page.
+ */
+#define NPF_ADOPT_MORE 0x1
 
 struct npf_region_id_req {
 	__u32 region_id;

@@ -15,6 +15,11 @@
  * last npfd must be the one serving them.
  *
  * Usage: restart_kill [CYCLES [INTERVAL_MS]]   (default 30, 500)
+ *        restart_kill --client SECONDS DIR [--no-nic]
+ *   The same workloads against the npfd at $NPF_SOCKET, which someone else
+ *   kills and restarts (tests/restart_systemd.sh: systemd's Restart=), for
+ *   SECONDS, files in DIR; prints "reconnects N served M" for the caller.
+ *   --no-nic: the CPU workload only.
  */
 #include "restart_common.h"
 #include "nic_fixture.h"
@@ -163,7 +168,12 @@ static uint64_t nic_rounds(int ctl)
 
 int main(int argc, char **argv)
 {
-	int cycles = argc > 1 ? atoi(argv[1]) : 30, interval = argc > 2 ? atoi(argv[2]) : 500;
+	bool client = argc > 3 && !strcmp(argv[1], "--client");
+	int cycles = argc > 1 && !client ? atoi(argv[1]) : 30;
+	int interval = argc > 2 && !client ? atoi(argv[2]) : 500;
+	double secs = client ? atof(argv[2]) : 0;
+	const char *dir = client ? argv[3] : NULL;
+	bool with_nic = !(client && argc > 4 && !strcmp(argv[4], "--no-nic"));
 	struct npf_region_stats_full *sf;
 	struct npf_client *c;
 	struct rs_work w = {0};
@@ -172,11 +182,15 @@ int main(int argc, char **argv)
 	pid_t nic;
 	size_t n, i;
 	__u64 served = 0;
+	double t0;
 
-	th_require_root();
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	npf_set_print(rs_print);
-	rs_npfd_start(&d);
+	if (!client) {
+		th_require_root();
+		rs_npfd_start(&d);
+		dir = d.dir;
+	}
 
 	/*
 	 * The NIC pair, forked before this process has threads: a supervisor
@@ -184,9 +198,9 @@ int main(int argc, char **argv)
 	 * sv and stops when the parent writes one.
 	 */
 	TH_ASSERT(!socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), "socketpair");
-	nic = fork();
+	nic = with_nic ? fork() : 0;
 	TH_ASSERT(nic >= 0, "fork: %s", strerror(errno));
-	if (!nic) {
+	if (with_nic && !nic) {
 		close(sv[0]);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		_exit(fx_pair(nic_initiator, nic_target, &sv[1], 300));
@@ -194,13 +208,21 @@ int main(int argc, char **argv)
 	close(sv[1]);
 
 	c = connect_adopting();
-	rs_work_start(&w, c, d.dir, 64ULL << 20);
+	rs_work_start(&w, c, dir, 64ULL << 20);
 	TH_ASSERT(rs_progress(&w, 2000, 20), "the CPU workload makes no progress before any kill");
-	for (i = 0; nic_rounds(sv[0]) < 2 && i < 2000; i++)
+	for (i = 0; with_nic && nic_rounds(sv[0]) < 2 && i < 2000; i++)
 		usleep(10000);
-	TH_ASSERT(nic_rounds(sv[0]) >= 2, "the NIC pair makes no progress before any kill");
+	TH_ASSERT(!with_nic || nic_rounds(sv[0]) >= 2,
+		  "the NIC pair makes no progress before any kill");
+	printf("workloads running\n");
 
-	for (k = 0; k < cycles; k++) {
+	/* --client: npfd is killed by someone else; the workload must never stop for long */
+	for (t0 = th_now(); client && th_now() - t0 < secs;) {
+		usleep(500 * 1000);
+		TH_ASSERT(rs_progress(&w, 100, 20),
+			  "the CPU workload made no progress for 20 s (last warning: %s)", rs_last_warn);
+	}
+	for (k = 0; !client && k < cycles; k++) {
 		usleep((useconds_t)interval * 1000);
 		rs_npfd_kill(&d, SIGKILL);
 		usleep(20000); /* faults pile up with nobody to serve them */
@@ -212,16 +234,20 @@ int main(int argc, char **argv)
 		}
 	}
 	rounds0 = nic_rounds(sv[0]);
-	for (i = 0; nic_rounds(sv[0]) < rounds0 + 2 && i < 3000; i++)
+	for (i = 0; with_nic && nic_rounds(sv[0]) < rounds0 + 2 && i < 3000; i++)
 		usleep(10000);
-	if (nic_rounds(sv[0]) < rounds0 + 2) {
-		rs_npfd_dump_log(&d);
+	if (with_nic && nic_rounds(sv[0]) < rounds0 + 2) {
+		if (!client)
+			rs_npfd_dump_log(&d);
 		th_fail("the NIC pair made no progress after the last restart");
 	}
-	TH_ASSERT(write(sv[0], "S", 1) == 1, "stop the NIC pair");
-	waitpid(nic, &st, 0);
+	TH_ASSERT(!with_nic || write(sv[0], "S", 1) == 1, "stop the NIC pair");
+	st = 0;
+	if (with_nic)
+		waitpid(nic, &st, 0);
 	if (!WIFEXITED(st) || WEXITSTATUS(st)) {
-		rs_npfd_dump_log(&d);
+		if (!client)
+			rs_npfd_dump_log(&d);
 		th_fail("the NIC pair failed (status 0x%x)", st);
 	}
 
@@ -232,14 +258,19 @@ int main(int argc, char **argv)
 		if (sf[i].stats.tgid == (__u32)getpid())
 			served += sf[i].stats.uffd_faults;
 	free(sf);
-	printf("%d kills; %llu touches checked; %d reconnects of this client; the last npfd served %llu of its faults; %llu NIC rounds of %llu MiB checked\n",
-	       cycles, (unsigned long long)rs_touches(&w), rs_reconnects, (unsigned long long)served,
+	printf("%d kills%s; %llu touches checked; %d reconnects of this client; the last npfd served %llu of its faults; %llu NIC rounds of %llu MiB checked\n",
+	       client ? 0 : cycles, client ? " here (npfd killed by the caller)" : "",
+	       (unsigned long long)rs_touches(&w), rs_reconnects, (unsigned long long)served,
 	       (unsigned long long)nic_rounds(sv[0]), NIC_BYTES >> 20);
-	TH_ASSERT(rs_reconnects >= cycles, "libnpf reconnected %d times for %d kills", rs_reconnects,
-		  cycles);
+	TH_ASSERT(client || rs_reconnects >= cycles, "libnpf reconnected %d times for %d kills",
+		  rs_reconnects, cycles);
 	TH_ASSERT(!rs_fallbacks, "libnpf's fallback served faults: npfd did not adopt in time");
 	TH_ASSERT(served > 0, "the last npfd served none of this client's faults: not adopted");
 	npf_client__close(c);
+	if (client) {
+		printf("reconnects %d served %llu\n", rs_reconnects, (unsigned long long)served);
+		return 0;
+	}
 	rs_npfd_kill(&d, SIGTERM);
 	rs_npfd_cleanup(&d);
 	printf("ok\n");
