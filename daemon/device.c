@@ -103,12 +103,18 @@ static void nic_wake(struct npfd_device *d, __u32 *tail)
 		syscall(SYS_futex, tail, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-static struct npfd_device *device_find(__u32 id)
+/*
+ * A device of process tgid. Ids npfd hands out are unique, but an adopted
+ * device keeps the id it had, which only its own process can claim: so a
+ * device is always named by (process, id), and a process that claims
+ * another's id cannot take the other's device or its page requests.
+ */
+static struct npfd_device *device_of(pid_t tgid, __u32 id)
 {
 	struct npfd_device *d;
 
 	list_for_each_entry(d, &devices, node)
-		if (d->id == id)
+		if (d->id == id && !d->orphaned && d->mm->tgid == tgid) /* orphaned: mm freed */
 			return d;
 	return NULL;
 }
@@ -403,14 +409,14 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 		return refuse(err, errlen, EINVAL, "unknown flags 0x%x", req->flags);
 	if (!r || !c->mm || r->mm != c->mm)
 		return refuse(err, errlen, ENOENT, "no region %u of this client", req->region_id);
-	if (adopt_id && (d = device_find(adopt_id))) {
+	if (adopt_id && (d = device_of(c->mm->tgid, adopt_id))) {
 		/* handed over within this npfd (the client reconnected): it is there */
 		if (d->mm == c->mm && d->region == r && !d->detached && !d->retiring) {
 			*out = d->info;
 			return 0;
 		}
 		return refuse(err, errlen, EEXIST,
-			      "device id %u is in use by another device: the device must be attached again and told its new id",
+			      "device id %u is in use by another device of this process: the device must be attached again and told its new id",
 			      adopt_id);
 	}
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (size_t)st.st_size < sizeof(hdr))
@@ -474,7 +480,7 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 
 int device_detach(struct npfd_client *c, __u32 id, struct npfd_wait *w, char *err, size_t errlen)
 {
-	struct npfd_device *d = device_find(id);
+	struct npfd_device *d = c->mm ? device_of(c->mm->tgid, id) : NULL;
 
 	if (!d || d->detached || !c->mm || d->mm != c->mm)
 		return refuse(err, errlen, ENOENT, "no device %u of this client", id);
@@ -707,7 +713,7 @@ void device_await_expire(void)
 /* A device page request and its decision. */
 static void device_request(const struct npf_fault_record *rec)
 {
-	struct npfd_device *d = device_find(rec->device_id);
+	struct npfd_device *d = device_of((pid_t)rec->tgid, rec->device_id);
 	struct npf_policy_decision dec;
 	__u64 first, last;
 	struct group *g;
