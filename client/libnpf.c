@@ -35,6 +35,8 @@
 #include <time.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -43,8 +45,10 @@
 #include <linux/userfaultfd.h>
 #include "npf.h"
 #include "npf_fdpass.h"
+#include "npf_nic_abi.h"
 #include "npf_socket.h"
 #include "npf_uffd.h"
+
 #ifndef UFFD_USER_MODE_ONLY
 #define UFFD_USER_MODE_ONLY 1
 #endif
@@ -78,6 +82,8 @@ struct lib_device {
 	__u32 id;	 /* the device's id: in every page request it makes */
 	__u32 region_id; /* the caller's region id */
 	int fd;		 /* a duplicate of the IO page table */
+	void *map;	 /* the fallback's mapping of it (see fallback_removed()), or NULL */
+	size_t map_len;
 };
 
 struct npf_client {
@@ -717,6 +723,13 @@ static __u32 npfd_region_id(struct npf_client *c, __u32 id)
 	return r ? r->npfd_id : id;
 }
 
+static void device_put(struct lib_device *d)
+{
+	if (d->map)
+		munmap(d->map, d->map_len);
+	close(d->fd);
+}
+
 static void region_forget(struct npf_client *c, size_t i)
 {
 	size_t k;
@@ -724,7 +737,7 @@ static void region_forget(struct npf_client *c, size_t i)
 	pthread_mutex_lock(&c->tab_lock);
 	for (k = 0; k < c->ndevices;) {
 		if (c->devices[k].region_id == c->regions[i].id) {
-			close(c->devices[k].fd);
+			device_put(&c->devices[k]);
 			c->devices[k] = c->devices[--c->ndevices];
 			continue;
 		}
@@ -739,7 +752,7 @@ static void region_forget(struct npf_client *c, size_t i)
 static void device_forget(struct npf_client *c, size_t i)
 {
 	pthread_mutex_lock(&c->tab_lock);
-	close(c->devices[i].fd);
+	device_put(&c->devices[i]);
 	c->devices[i] = c->devices[--c->ndevices];
 	pthread_mutex_unlock(&c->tab_lock);
 }
@@ -836,6 +849,62 @@ static void fallback_sigbus(struct npf_client *c, __u32 tid, __u64 addr, const c
 		kill(getpid(), SIGBUS);
 }
 
+/*
+ * Pages of [start, end) left the address space (MADV_DONTNEED, munmap)
+ * while npfd is away: no device may keep using them. Their IO page table
+ * entries are cleared (version bumped) as npfd would; the device then asks
+ * for the pages again, and the next npfd answers. Nothing else of the
+ * table is touched: the invalidation ring and its sequence are npfd's.
+ */
+static void fallback_removed(struct npf_client *c, __u64 start, __u64 end)
+{
+	size_t k;
+
+	pthread_mutex_lock(&c->tab_lock);
+	for (k = 0; k < c->ndevices; k++) {
+		struct lib_device *d = &c->devices[k];
+		struct npf_iopt_header *h;
+		__u64 *pte, lo, hi, i;
+		struct stat st;
+
+		if (!d->map) {
+			if (fstat(d->fd, &st) || (size_t)st.st_size < sizeof(*h))
+				continue;
+			d->map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+				      d->fd, 0);
+			if (d->map == MAP_FAILED) {
+				d->map = NULL;
+				pr_warn("device %u: cannot map its IO page table: %s", d->id,
+					strerror(errno));
+				continue;
+			}
+			d->map_len = (size_t)st.st_size;
+		}
+		h = d->map;
+		if (h->magic != NPF_IOPT_MAGIC || h->pte_offset < sizeof(*h) ||
+		    h->npages > (d->map_len - h->pte_offset) / sizeof(__u64))
+			continue;
+		pte = (__u64 *)((char *)d->map + h->pte_offset);
+		lo = start > h->start ? start : h->start;
+		hi = h->start + h->npages * NPF_PAGE_SIZE;
+		if (end < hi)
+			hi = end;
+		for (i = lo; i < hi; i += NPF_PAGE_SIZE) {
+			__u64 *e = &pte[(i - h->start) >> NPF_PAGE_SHIFT];
+			__u64 old = __atomic_load_n(e, __ATOMIC_RELAXED), val;
+
+			do {
+				if (!(old & NPF_PTE_PRESENT))
+					break;
+				val = (((old >> NPF_PTE_VERSION_SHIFT) + 1) << NPF_PTE_VERSION_SHIFT) |
+				      (old & (NPF_PTE_ACCESSED | NPF_PTE_DIRTY));
+			} while (!__atomic_compare_exchange_n(e, &old, val, false, __ATOMIC_RELEASE,
+							      __ATOMIC_RELAXED));
+		}
+	}
+	pthread_mutex_unlock(&c->tab_lock);
+}
+
 /* munmap of [start, end) read by the fallback: regions inside go, those cut shrink. */
 static void fallback_unmap(struct npf_client *c, __u64 start, __u64 end)
 {
@@ -898,9 +967,14 @@ static void fallback_serve(struct npf_client *c)
 				break;
 			}
 			case UFFD_EVENT_UNMAP:
+				fallback_removed(c, m->arg.remove.start, m->arg.remove.end);
 				fallback_unmap(c, m->arg.remove.start, m->arg.remove.end);
 				break;
+			case UFFD_EVENT_REMOVE:
+				fallback_removed(c, m->arg.remove.start, m->arg.remove.end);
+				break;
 			case UFFD_EVENT_REMAP:
+				fallback_removed(c, m->arg.remap.from, m->arg.remap.from + m->arg.remap.len);
 				fallback_unmap(c, m->arg.remap.from, m->arg.remap.from + m->arg.remap.len);
 				pr_warn("a registered range moved (mremap) while npfd was away: it is no longer served");
 				break;
@@ -908,7 +982,7 @@ static void fallback_serve(struct npf_client *c)
 				pr_warn("fork() while npfd was away: the child's registration is dropped (its untouched pages read as zeros)");
 				close((int)m->arg.fork.ufd);
 				break;
-			default: /* REMOVE: the pages are gone, a later touch faults again */
+			default:
 				break;
 			}
 		}
@@ -1140,7 +1214,7 @@ void npf_client__close(struct npf_client *c)
 			close(c->regions[i].fd);
 	}
 	for (i = 0; i < c->ndevices; i++)
-		close(c->devices[i].fd);
+		device_put(&c->devices[i]);
 	close(c->sock);
 	if (c->uffd >= 0)
 		close(c->uffd);

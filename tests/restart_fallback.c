@@ -5,8 +5,11 @@
  * file page read from the file, never zeros); a client that asked for
  * NPF_FALLBACK_SIGBUS instead gets SIGBUS on its next fault, after a
  * message through npf_set_print(), in bounded time -- never a silent hang.
+ * Pages dropped while npfd is away (MADV_DONTNEED, read by the fallback) are
+ * taken from the devices: their IO page table entries are cleared.
  */
 #include "restart_common.h"
+#include "nic_fixture.h"
 
 #define FALLBACK_MS 1000
 
@@ -43,7 +46,12 @@ int main(void)
 	NPF_OPTS(npf_client_opts, o, .fallback_ms = FALLBACK_MS);
 	struct rs_work w = {0};
 	struct npf_client *c;
-	int sv[2], st = 0;
+	struct fx_ep ep = {0};
+	struct fx_iopt iopt;
+	struct nic_mr *mr;
+	char *dev_mem;
+	int sv[2], st = 0, present;
+	__u64 i;
 	double t0;
 	pid_t kid;
 	char ch;
@@ -69,6 +77,19 @@ int main(void)
 	rs_work_start(&w, c, d.dir, 64ULL << 20);
 	TH_ASSERT(rs_progress(&w, 2000, 20), "no progress with npfd running");
 
+	/* A device over a region whose pages npfd installs (the CPU touches them). */
+	dev_mem = fx_alloc(1 << 20);
+	i = (__u64)fx_npf_register(c, dev_mem, 1 << 20, NULL);
+	fx_ep_open(&ep, NULL);
+	mr = fx_npf_mr(c, &ep, (int)i, dev_mem, 1 << 20, NIC_ACCESS_LOCAL_WRITE, NULL);
+	fx_iopt_map(&iopt, mr);
+	for (i = 0; i < (1 << 20); i += 4096)
+		dev_mem[i] = 1;
+	for (i = 0, present = 0; i < 256; i++)
+		present += !!(__atomic_load_n(&iopt.pte[i], __ATOMIC_ACQUIRE) & NPF_PTE_PRESENT);
+	printf("device: %d of 256 entries present once the CPU touched the pages\n", present);
+	TH_ASSERT(present >= 200, "npfd set only %d of 256 device entries present", present);
+
 	rs_npfd_kill(&d, SIGKILL);
 	t0 = th_now();
 	TH_ASSERT(write(sv[0], "G", 1) == 1, "tell the SIGBUS client");
@@ -79,6 +100,20 @@ int main(void)
 	       rs_fallbacks, th_now() - t0);
 	TH_ASSERT(rs_fallbacks == 1, "fallbacks: %d, want 1", rs_fallbacks);
 	rs_work_stop(&w, 10);
+
+	/* npfd away, the fallback reads the REMOVE: the device must lose the pages */
+	TH_ASSERT(!madvise(dev_mem, 1 << 20, MADV_DONTNEED), "madvise: %s", strerror(errno));
+	/* reading the event lets madvise return: the entries go just after (as with npfd) */
+	for (t0 = th_now(), present = 1; present && th_now() - t0 < 2; usleep(1000))
+		for (i = 0, present = 0; i < 256; i++)
+			present += !!(__atomic_load_n(&iopt.pte[i], __ATOMIC_ACQUIRE) &
+				      NPF_PTE_PRESENT);
+	printf("device: %d of 256 entries present after MADV_DONTNEED with npfd away\n", present);
+	TH_ASSERT(!present, "%d device entries still present for pages that left the process",
+		  present);
+	for (i = 0; i < (1 << 20); i += 4096)
+		TH_ASSERT(dev_mem[i] == 0, "a dropped anonymous page does not read zeros");
+	nic_close(ep.nic);
 
 	while (waitpid(kid, &st, WNOHANG) == 0 && th_now() - t0 < 15)
 		usleep(10000);
