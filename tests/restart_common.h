@@ -275,16 +275,21 @@ static inline void rs_work_start(struct rs_work *w, struct npf_client *c, const 
 	w->anon_marked = calloc(len / 4096, 1);
 	TH_ASSERT(w->file_mem != MAP_FAILED && w->anon_mem != MAP_FAILED && w->anon_marked,
 		  "mmap: %s", strerror(errno));
+	/*
+	 * The anonymous region first: libnpf hands regions to a new npfd in
+	 * this order, so the file region's faults may reach npfd before the
+	 * file region is adopted -- and must not be zero-filled.
+	 */
+	{
+		NPF_OPTS(npf_region_opts, o, .name = "rs-anon");
+		id = npf_client__register(c, w->anon_mem, len, &o);
+		TH_ASSERT(id > 0, "register the anonymous region: %s", npf_client__errmsg(c));
+	}
 	{
 		NPF_OPTS(npf_region_opts, o, .backing = NPF_BACKING_FILE, .backing_fd = w->file_fd,
 			 .name = "rs-file");
 		id = npf_client__register(c, w->file_mem, len, &o);
 		TH_ASSERT(id > 0, "register the file region: %s", npf_client__errmsg(c));
-	}
-	{
-		NPF_OPTS(npf_region_opts, o, .name = "rs-anon");
-		id = npf_client__register(c, w->anon_mem, len, &o);
-		TH_ASSERT(id > 0, "register the anonymous region: %s", npf_client__errmsg(c));
 	}
 	/* the library keeps its own reference: the caller's may go */
 	close(w->file_fd);

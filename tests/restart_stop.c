@@ -16,6 +16,14 @@
 
 static struct rs_npfd d;
 
+/* The runner's timeout: a stopped npfd would not act on its SIGTERM (death signal). */
+static void on_term(int sig)
+{
+	if (d.pid > 0)
+		kill(d.pid, SIGKILL);
+	_exit(128 + sig);
+}
+
 static __u64 uffd_faults(struct npf_client *c)
 {
 	struct npf_region_stats_full *sf;
@@ -65,6 +73,8 @@ int main(void)
 	th_require_root();
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	npf_set_print(rs_print);
+	signal(SIGTERM, on_term);
+	signal(SIGINT, on_term);
 	rs_npfd_start(&d);
 	c = npf_client__connect(&o);
 	TH_ASSERT(c, "connect: %s", strerror(errno));
