@@ -114,7 +114,7 @@ static struct npfd_device *device_of(pid_t tgid, __u32 id)
 	struct npfd_device *d;
 
 	list_for_each_entry(d, &devices, node)
-		if (d->id == id && !d->orphaned && d->mm->tgid == tgid) /* orphaned: mm freed */
+		if (d->id == id && d->mm && !d->orphaned && d->mm->tgid == tgid)
 			return d;
 	return NULL;
 }
