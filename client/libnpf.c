@@ -62,10 +62,10 @@
 
 #define DEFAULT_TIMEOUT_MS 5000
 #define DEFAULT_FALLBACK_MS 5000
-#define MONITOR_TICK_MS 100	 /* how often a connected monitor looks for stalled faults */
-#define RECONNECT_MIN_MS 10	 /* backoff between attempts to reach a restarted npfd */
+#define MONITOR_TICK_MS 100 /* how often a connected monitor looks for stalled faults */
+#define RECONNECT_MIN_MS 10 /* backoff between attempts to reach a restarted npfd */
 #define RECONNECT_MAX_MS 200
-#define PROBE_EVERY_MS 1000	 /* in fallback with npfd connected: is it answering again? */
+#define PROBE_EVERY_MS 1000 /* in fallback with npfd connected: is it answering again? */
 
 /* A region as this process registered it: what a new npfd is given to adopt. */
 struct lib_region {
@@ -109,9 +109,9 @@ struct npf_client {
 
 	pthread_t monitor;
 	bool monitor_running;
-	int wake_fd;	/* eventfd: npf_client__close() stops the monitor */
-	int serving;	/* the monitor serves faults itself (fallback) */
-	char *page;	/* the fallback's page buffer (never registered memory) */
+	int wake_fd; /* eventfd: npf_client__close() stops the monitor */
+	int serving; /* the monitor serves faults itself (fallback) */
+	char *page;  /* the fallback's page buffer (never registered memory) */
 };
 
 static npf_print_fn_t print_fn;
@@ -254,8 +254,8 @@ struct npf_client *npf_client__connect(const struct npf_client_opts *opts)
 				"NPF_FALLBACK_MS", DEFAULT_FALLBACK_MS);
 	c->fallback = OPTS_GET(opts, struct npf_client_opts, fallback, NPF_FALLBACK_DEFAULT);
 	if (c->fallback == NPF_FALLBACK_DEFAULT)
-		c->fallback = fb_env && !strcasecmp(fb_env, "sigbus") ? NPF_FALLBACK_SIGBUS
-								       : NPF_FALLBACK_SERVE;
+		c->fallback = fb_env && !strcasecmp(fb_env, "sigbus") ? NPF_FALLBACK_SIGBUS :
+									NPF_FALLBACK_SERVE;
 	if (c->fallback != NPF_FALLBACK_SERVE && c->fallback != NPF_FALLBACK_SIGBUS) {
 		free(c);
 		errno = EINVAL;
@@ -319,9 +319,10 @@ static __u64 deadline_of(const struct npf_client *c, int ms)
 static int lost(struct npf_client *c, int err, const char *what)
 {
 	__atomic_store_n(&c->connected, 0, __ATOMIC_RELEASE);
-	return set_err(c, err,
-		       "%s: npfd at %s closed the connection (it died or was restarted); this process's regions are kept and handed to npfd when it is back",
-		       what, c->path);
+	return set_err(
+		c, err,
+		"%s: npfd at %s closed the connection (it died or was restarted); this process's regions are kept and handed to npfd when it is back",
+		what, c->path);
 }
 
 static int send_request(struct npf_client *c, __u16 type, const void *body, size_t body_len,
@@ -352,11 +353,12 @@ static int send_request(struct npf_client *c, __u16 type, const void *body, size
 		if (n >= 0 || (errno != EINTR && errno != EAGAIN))
 			break;
 		if (errno == EAGAIN && (err = wait_ready(c->sock, POLLOUT, deadline)))
-			return set_err(c, -err,
-				       err == -ETIMEDOUT
-					       ? "npfd at %s did not take a request within %d ms (is it stopped or hung?)"
-					       : "cannot send a request to npfd at %s (%d ms): %s",
-				       c->path, c->timeout_ms, strerror(-err));
+			return set_err(
+				c, -err,
+				err == -ETIMEDOUT ?
+					"npfd at %s did not take a request within %d ms (is it stopped or hung?)" :
+					"cannot send a request to npfd at %s (%d ms): %s",
+				c->path, c->timeout_ms, strerror(-err));
 	}
 	if (n < 0 && (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN))
 		return lost(c, ECONNRESET, "cannot send a request");
@@ -392,9 +394,10 @@ static ssize_t recv_reply(struct npf_client *c, __u32 seq, __u64 deadline)
 		if (n < 0 && errno == EAGAIN) {
 			err = wait_ready(c->sock, POLLIN, deadline);
 			if (err == -ETIMEDOUT)
-				return set_err(c, ETIMEDOUT,
-					       "npfd at %s did not answer within %d ms (is it stopped or hung?); set timeout_ms or NPF_TIMEOUT_MS to wait longer",
-					       c->path, c->timeout_ms);
+				return set_err(
+					c, ETIMEDOUT,
+					"npfd at %s did not answer within %d ms (is it stopped or hung?); set timeout_ms or NPF_TIMEOUT_MS to wait longer",
+					c->path, c->timeout_ms);
 			if (err)
 				return set_err(c, -err, "cannot wait for npfd's reply: %s",
 					       strerror(-err));
@@ -403,7 +406,8 @@ static ssize_t recv_reply(struct npf_client *c, __u32 seq, __u64 deadline)
 		if (n < 0 && errno == ECONNRESET)
 			return lost(c, ECONNRESET, "no reply");
 		if (n < 0)
-			return set_err(c, errno, "cannot receive npfd's reply: %s", strerror(errno));
+			return set_err(c, errno, "cannot receive npfd's reply: %s",
+				       strerror(errno));
 		/* Replies carry no descriptors: do not leak any that arrive anyway. */
 		npf_fdpass_take(&mh, NULL, 0);
 		if (n == 0)
@@ -539,9 +543,10 @@ static int reconnect(struct npf_client *c)
 
 	fd = open_socket(c->path);
 	if (fd < 0)
-		return set_err(c, -fd,
-			       "npfd at %s is not running (%s); this process's regions are kept and handed to npfd when it is back",
-			       c->path, strerror(-fd));
+		return set_err(
+			c, -fd,
+			"npfd at %s is not running (%s); this process's regions are kept and handed to npfd when it is back",
+			c->path, strerror(-fd));
 	close(c->sock);
 	c->sock = fd;
 	c->conn_gen++;
@@ -588,8 +593,8 @@ static int reconnect(struct npf_client *c)
 			if (c->regions[k].id == d->region_id)
 				req.region_id = c->regions[k].npfd_id;
 		err = req.region_id ? request_one_raw(c, NPF_MSG_DEVICE_ADOPT, &req, sizeof(req),
-						      &d->fd, 1, &info, sizeof(info))
-				    : set_err(c, ENOENT, "its region %u is gone", d->region_id);
+						      &d->fd, 1, &info, sizeof(info)) :
+				      set_err(c, ENOENT, "its region %u is gone", d->region_id);
 		if (err == -ECONNRESET || err == -ETIMEDOUT || err == -EPROTO)
 			return err;
 		if (err) {
@@ -612,9 +617,10 @@ static int connection(struct npf_client *c)
 		return 0;
 	/* With regions, the monitor reconnects (it alone, so the fallback never races it). */
 	if (c->monitor_running)
-		return set_err(c, ENOTCONN,
-			       "npfd at %s is away (it died or was restarted): libnpf is reconnecting in the background and hands this process's regions to it when it is back",
-			       c->path);
+		return set_err(
+			c, ENOTCONN,
+			"npfd at %s is away (it died or was restarted): libnpf is reconnecting in the background and hands this process's regions to it when it is back",
+			c->path);
 	return reconnect(c);
 }
 
@@ -623,8 +629,8 @@ static int npf_request(struct npf_client *c, __u16 type, const void *body, size_
 {
 	int err = connection(c);
 
-	return err ? err
-		   : request_raw(c, type, body, body_len, fds, nfds, item_size, items, count,
+	return err ? err :
+		     request_raw(c, type, body, body_len, fds, nfds, item_size, items, count,
 				 c->timeout_ms);
 }
 
@@ -777,15 +783,16 @@ static void *grow(void *arr, size_t *cap, size_t n, size_t size)
 static int fallback_page(struct npf_client *c, __u64 addr, char *why, size_t whylen)
 {
 	struct lib_region r = {.fd = -1};
-	struct uffdio_copy cp = {.dst = addr, .src = (__u64)(unsigned long)c->page,
-				 .len = NPF_PAGE_SIZE};
+	struct uffdio_copy cp = {
+		.dst = addr, .src = (__u64)(unsigned long)c->page, .len = NPF_PAGE_SIZE};
 	bool found = false;
 	size_t i;
 	int fd = -1;
 
 	pthread_mutex_lock(&c->tab_lock);
 	for (i = 0; i < c->nregions; i++)
-		if (addr >= c->regions[i].start && addr - c->regions[i].start < c->regions[i].length) {
+		if (addr >= c->regions[i].start &&
+		    addr - c->regions[i].start < c->regions[i].length) {
 			r = c->regions[i];
 			found = true;
 			/* the fd must outlive the lock: a concurrent unregister closes it */
@@ -806,10 +813,12 @@ static int fallback_page(struct npf_client *c, __u64 addr, char *why, size_t why
 			if (n < 0 && errno == EINTR)
 				continue;
 			if (n <= 0) {
-				snprintf(why, whylen,
-					 "cannot read page 0x%llx of region %u from its backing file at offset %lld: %s",
-					 (unsigned long long)addr, r.id, (long long)(off + (off_t)got),
-					 n ? strerror(errno) : "end of file");
+				snprintf(
+					why, whylen,
+					"cannot read page 0x%llx of region %u from its backing file at offset %lld: %s",
+					(unsigned long long)addr, r.id,
+					(long long)(off + (off_t)got),
+					n ? strerror(errno) : "end of file");
 				close(fd);
 				return -EIO;
 			}
@@ -896,7 +905,8 @@ static void fallback_removed(struct npf_client *c, __u64 start, __u64 end)
 			do {
 				if (!(old & NPF_PTE_PRESENT))
 					break;
-				val = (((old >> NPF_PTE_VERSION_SHIFT) + 1) << NPF_PTE_VERSION_SHIFT) |
+				val = (((old >> NPF_PTE_VERSION_SHIFT) + 1)
+				       << NPF_PTE_VERSION_SHIFT) |
 				      (old & (NPF_PTE_ACCESSED | NPF_PTE_DIRTY));
 			} while (!__atomic_compare_exchange_n(e, &old, val, false, __ATOMIC_RELEASE,
 							      __ATOMIC_RELAXED));
@@ -957,9 +967,10 @@ static void fallback_serve(struct npf_client *c)
 				__u32 tid = m->arg.pagefault.feat.ptid;
 
 				if (c->fallback == NPF_FALLBACK_SIGBUS) {
-					snprintf(why, sizeof(why),
-						 "npfd at %s is away and this client's fallback is SIGBUS",
-						 c->path);
+					snprintf(
+						why, sizeof(why),
+						"npfd at %s is away and this client's fallback is SIGBUS",
+						c->path);
 					fallback_sigbus(c, tid, addr, why);
 				} else if (fallback_page(c, addr, why, sizeof(why))) {
 					fallback_sigbus(c, tid, addr, why);
@@ -974,8 +985,10 @@ static void fallback_serve(struct npf_client *c)
 				fallback_removed(c, m->arg.remove.start, m->arg.remove.end);
 				break;
 			case UFFD_EVENT_REMAP:
-				fallback_removed(c, m->arg.remap.from, m->arg.remap.from + m->arg.remap.len);
-				fallback_unmap(c, m->arg.remap.from, m->arg.remap.from + m->arg.remap.len);
+				fallback_removed(c, m->arg.remap.from,
+						 m->arg.remap.from + m->arg.remap.len);
+				fallback_unmap(c, m->arg.remap.from,
+					       m->arg.remap.from + m->arg.remap.len);
 				pr_warn("a registered range moved (mremap) while npfd was away: it is no longer served");
 				break;
 			case UFFD_EVENT_FORK:
@@ -1015,9 +1028,9 @@ static void fallback_start(struct npf_client *c, const char *why)
 		return;
 	c->serving = 1;
 	pr_warn("%s: %s until npfd is back", why,
-		c->fallback == NPF_FALLBACK_SIGBUS
-			? "each fault of this process gets SIGBUS (fallback: sigbus)"
-			: "libnpf serves this process's faults itself");
+		c->fallback == NPF_FALLBACK_SIGBUS ?
+			"each fault of this process gets SIGBUS (fallback: sigbus)" :
+			"libnpf serves this process's faults itself");
 	wake_all(c);
 }
 
@@ -1075,20 +1088,23 @@ static void *monitor(void *arg)
 				if (!__atomic_load_n(&c->connected, __ATOMIC_ACQUIRE) &&
 				    reconnect(c) == 0) {
 					pthread_mutex_unlock(&c->lock);
-					fallback_stop(c, "npfd is back and adopted this process's regions");
+					fallback_stop(
+						c,
+						"npfd is back and adopted this process's regions");
 					down_since = stall_since = 0;
 					backoff = RECONNECT_MIN_MS;
 					continue;
 				}
 				pthread_mutex_unlock(&c->lock);
 				next_try = now_ms() + (__u64)backoff;
-				backoff = backoff * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : backoff * 2;
+				backoff = backoff * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS :
+									   backoff * 2;
 			}
 			if (c->fallback_ms >= 0 && t - down_since >= (__u64)c->fallback_ms) {
 				char why[160];
 
-				snprintf(why, sizeof(why), "npfd at %s has been away for %d ms", c->path,
-					 c->fallback_ms);
+				snprintf(why, sizeof(why), "npfd at %s has been away for %d ms",
+					 c->path, c->fallback_ms);
 				fallback_start(c, why);
 			}
 			t = now_ms();
@@ -1156,9 +1172,10 @@ static void *monitor(void *arg)
 		if (t - stall_since >= (__u64)c->fallback_ms && probe(c) == -ETIMEDOUT) {
 			char why[200];
 
-			snprintf(why, sizeof(why),
-				 "npfd at %s has left faults unread for %d ms and does not answer (stopped?)",
-				 c->path, c->fallback_ms);
+			snprintf(
+				why, sizeof(why),
+				"npfd at %s has left faults unread for %d ms and does not answer (stopped?)",
+				c->path, c->fallback_ms);
 			last_probe = now_ms();
 			fallback_start(c, why);
 		}

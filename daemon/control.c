@@ -728,9 +728,10 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 			if (hdr->type == NPF_MSG_REGION_ADOPT &&
 			    (!ar->region_id || (ar->flags & ~NPF_ADOPT_MORE))) {
 				rc = -EINVAL;
-				snprintf(err, sizeof(err),
-					 "adopting a region needs its earlier id and no flags (id %u, flags 0x%x)",
-					 ar->region_id, ar->flags);
+				snprintf(
+					err, sizeof(err),
+					"adopting a region needs its earlier id and no flags (id %u, flags 0x%x)",
+					ar->region_id, ar->flags);
 				break;
 			}
 			rc = region_register(c, body, fds, nfds,

@@ -415,9 +415,10 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 			*out = d->info;
 			return 0;
 		}
-		return refuse(err, errlen, EEXIST,
-			      "device id %u is in use by another device of this process: the device must be attached again and told its new id",
-			      adopt_id);
+		return refuse(
+			err, errlen, EEXIST,
+			"device id %u is in use by another device of this process: the device must be attached again and told its new id",
+			adopt_id);
 	}
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (size_t)st.st_size < sizeof(hdr))
 		return refuse(err, errlen, EINVAL,
@@ -473,8 +474,8 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 	mmwatch_device_attached();
 	*out = d->info;
 	pr_info("pid %d: device %u %s region %u: 0x%llx, %llu pages", c->pid, d->id,
-		adopt_id ? "adopted in" : "attached to", r->id,
-		(unsigned long long)d->start, (unsigned long long)d->npages);
+		adopt_id ? "adopted in" : "attached to", r->id, (unsigned long long)d->start,
+		(unsigned long long)d->npages);
 	return 0;
 }
 

@@ -340,8 +340,7 @@ static struct npfd_mm *mm_hand_over(struct npfd_client *c, ino_t ino)
 {
 	struct npfd_mm *mm;
 
-	list_for_each_entry(mm, &npfd.mms, node)
-	{
+	list_for_each_entry(mm, &npfd.mms, node) {
 		if (mm->dead || mm->uffd_ino != ino || mm->tgid != c->pid || mm->forked)
 			continue;
 		if (mm->owner && mm->owner != c && mm->owner->mm == mm)
@@ -450,8 +449,7 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	uffd = c->mm ? c->mm->uffd : fds[0];
 
 	if (c->mm)
-		list_for_each_entry(it, &c->mm->regions, node)
-		{
+		list_for_each_entry(it, &c->mm->regions, node) {
 			if (adopt_id && it->start == start && it->length == len &&
 			    it->backing == req->backing) {
 				region_info(it, out); /* handed over with its mm */
@@ -483,9 +481,10 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	}
 
 	if (adopt_id && !registered_in(c->pid, start, end))
-		return refuse(err, errlen, ENOENT,
-			      "region %u (0x%llx-0x%llx) is no longer registered with a userfaultfd: unmapped or unregistered while npfd was away",
-			      adopt_id, (unsigned long long)start, (unsigned long long)end);
+		return refuse(
+			err, errlen, ENOENT,
+			"region %u (0x%llx-0x%llx) is no longer registered with a userfaultfd: unmapped or unregistered while npfd was away",
+			adopt_id, (unsigned long long)start, (unsigned long long)end);
 	reg.range.start = start;
 	reg.range.len = len;
 	reg.mode = UFFDIO_REGISTER_MODE_MISSING;

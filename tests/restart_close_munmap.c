@@ -94,9 +94,10 @@ static int npfd_polls(pid_t pid)
 	char cmd[256], buf[64] = "";
 	FILE *f;
 
-	snprintf(cmd, sizeof(cmd),
-		 "for f in /proc/%d/fdinfo/*; do grep -q SqMask $f && grep -c 'op=6,' $f; done | sort -n | tail -n 1",
-		 pid);
+	snprintf(
+		cmd, sizeof(cmd),
+		"for f in /proc/%d/fdinfo/*; do grep -q SqMask $f && grep -c 'op=6,' $f; done | sort -n | tail -n 1",
+		pid);
 	f = popen(cmd, "r");
 	if (!f || !fgets(buf, sizeof(buf), f))
 		th_fail("cannot read npfd's io_uring fdinfo");
@@ -136,8 +137,12 @@ int main(void)
 				       r, buf);
 				if (getenv("NPF_DEBUG_HANG")) {
 					char cmd[256];
-					snprintf(cmd, sizeof(cmd), "ls -l /proc/%d/fd; cat /proc/%d/stack; for f in /proc/%d/fdinfo/*; do grep -l -q SqMask $f && cat $f; done; ls -l /proc/%d/fd", d.pid, d.pid, d.pid, pid);
-					if (system(cmd)) {}
+					snprintf(
+						cmd, sizeof(cmd),
+						"ls -l /proc/%d/fd; cat /proc/%d/stack; for f in /proc/%d/fdinfo/*; do grep -l -q SqMask $f && cat $f; done; ls -l /proc/%d/fd",
+						d.pid, d.pid, d.pid, pid);
+					if (system(cmd)) {
+					}
 				}
 				kill(pid, SIGKILL);
 				waitpid(pid, &st, 0);
@@ -192,8 +197,10 @@ int main(void)
 	       ROUNDS, hung, failed, polls1, polls0);
 	TH_ASSERT(!hung && !failed, "%d of %d munmaps after the connection's end hung, %d failed",
 		  hung, ROUNDS, failed);
-	TH_ASSERT(polls1 == polls0, "npfd's ring holds %d polls after the clients went, %d before: event sources leaked",
-		  polls1, polls0);
+	TH_ASSERT(
+		polls1 == polls0,
+		"npfd's ring holds %d polls after the clients went, %d before: event sources leaked",
+		polls1, polls0);
 	TH_ASSERT(th_npfd_alive(&d), "npfd died");
 	th_npfd_stop(&d);
 	printf("ok\n");

@@ -215,7 +215,8 @@ static inline void *rs_thread(void *arg)
 			if (pg[i] != rs_word(p, i))
 				th_fail("file region page %llu word %llu: read 0x%llx, want 0x%llx (a file page replaced?)",
 					(unsigned long long)p, (unsigned long long)i,
-					(unsigned long long)pg[i], (unsigned long long)rs_word(p, i));
+					(unsigned long long)pg[i],
+					(unsigned long long)rs_word(p, i));
 		/* drop it now and then: its next touch faults again (a REMOVE event first) */
 		if (!(seed & (3ULL << 20)))
 			TH_ASSERT(!madvise((char *)pg, 4096, MADV_DONTNEED), "madvise: %s",

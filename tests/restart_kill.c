@@ -85,7 +85,8 @@ static int nic_target(int sock, void *arg)
 	fx_send(sock, &r, sizeof(r));
 	for (round = 1;; round++) {
 		/* through npfd: the REMOVE event clears the device's entries (or waits for npfd) */
-		FX_ASSERT(!madvise(s.mem, NIC_BYTES, MADV_DONTNEED), "madvise: %s", strerror(errno));
+		FX_ASSERT(!madvise(s.mem, NIC_BYTES, MADV_DONTNEED), "madvise: %s",
+			  strerror(errno));
 		go = (__u32)round;
 		fx_send(sock, &go, sizeof(go));
 		fx_recv(sock, &go, sizeof(go)); /* written, or 0: stop */
@@ -96,8 +97,8 @@ static int nic_target(int sock, void *arg)
 				printf("nic target round %llu: byte %llu is 0x%02x, want 0x%02x\n",
 				       (unsigned long long)round, (unsigned long long)off,
 				       (uint8_t)s.mem[off], nic_pattern(round, off));
-		FX_ASSERT(!bad, "nic target: %llu bytes differ in round %llu", (unsigned long long)bad,
-			  (unsigned long long)round);
+		FX_ASSERT(!bad, "nic target: %llu bytes differ in round %llu",
+			  (unsigned long long)bad, (unsigned long long)round);
 	}
 	printf("nic target: %llu rounds of %llu MiB checked, %d reconnects\n",
 	       (unsigned long long)round - 1, NIC_BYTES >> 20, rs_reconnects);
@@ -128,7 +129,8 @@ static int nic_initiator(int sock, void *arg)
 			fx_send(sock, &round, sizeof(round));
 			break;
 		}
-		FX_ASSERT(!madvise(s.mem, NIC_BYTES, MADV_DONTNEED), "madvise: %s", strerror(errno));
+		FX_ASSERT(!madvise(s.mem, NIC_BYTES, MADV_DONTNEED), "madvise: %s",
+			  strerror(errno));
 		for (off = 0; off < NIC_BYTES; off++)
 			s.mem[off] = (char)nic_pattern(round, off);
 		for (i = 0; i < NIC_BYTES / WR_BYTES; i++)
@@ -139,15 +141,17 @@ static int nic_initiator(int sock, void *arg)
 			struct nic_wc wc;
 
 			fx_wait_wc(s.ep.cq, &wc, 60000);
-			FX_ASSERT(wc.status == NIC_WC_SUCCESS, "round %u: WR %llu completed with %s",
-				  round, (unsigned long long)wc.wr_id, nic_wc_status_str(wc.status));
+			FX_ASSERT(wc.status == NIC_WC_SUCCESS,
+				  "round %u: WR %llu completed with %s", round,
+				  (unsigned long long)wc.wr_id, nic_wc_status_str(wc.status));
 		}
 		fx_send(sock, &round, sizeof(round));
 		if (write(ctl, "R", 1) != 1) /* progress, for the parent */
 			_exit(1);
 	}
 	printf("nic initiator: %d reconnects\n", rs_reconnects);
-	FX_ASSERT(!rs_fallbacks, "nic initiator: libnpf's fallback served faults: npfd did not adopt");
+	FX_ASSERT(!rs_fallbacks,
+		  "nic initiator: libnpf's fallback served faults: npfd did not adopt");
 	RETRY(npf_client__detach_device(s.npf, (__u32)s.device));
 	nic_close(s.ep.nic);
 	npf_client__close(s.npf);
@@ -220,7 +224,8 @@ int main(int argc, char **argv)
 	for (t0 = th_now(); client && th_now() - t0 < secs;) {
 		usleep(500 * 1000);
 		TH_ASSERT(rs_progress(&w, 100, 20),
-			  "the CPU workload made no progress for 20 s (last warning: %s)", rs_last_warn);
+			  "the CPU workload made no progress for 20 s (last warning: %s)",
+			  rs_last_warn);
 	}
 	for (k = 0; !client && k < cycles; k++) {
 		usleep((useconds_t)interval * 1000);

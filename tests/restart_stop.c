@@ -135,7 +135,8 @@ int main(void)
 	kill(d.pid, SIGCONT);
 	for (t0 = th_now(); !rs_handbacks && th_now() - t0 < 10;)
 		usleep(10000);
-	TH_ASSERT(rs_handbacks, "libnpf did not hand the faults back to npfd within 10 s of SIGCONT");
+	TH_ASSERT(rs_handbacks,
+		  "libnpf did not hand the faults back to npfd within 10 s of SIGCONT");
 	before = uffd_faults(c);
 	TH_ASSERT(rs_progress(&w, 2000, 20), "no progress once npfd runs again");
 	printf("npfd serves again: %llu faults before, %llu after\n", (unsigned long long)before,
@@ -150,7 +151,8 @@ int main(void)
 	TH_ASSERT(!pthread_create(&th, NULL, close_and_unmap, &cl), "thread");
 	while (!cl.done && th_now() - t0 < 5)
 		usleep(1000);
-	TH_ASSERT(cl.done, "npf_client__close() + munmap() with npfd stopped still blocked after 5 s");
+	TH_ASSERT(cl.done,
+		  "npf_client__close() + munmap() with npfd stopped still blocked after 5 s");
 	pthread_join(th, NULL);
 	printf("close + munmap with npfd stopped: %.3f s; %llu touches checked\n", th_now() - t0,
 	       (unsigned long long)rs_touches(&w));
