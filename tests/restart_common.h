@@ -315,6 +315,12 @@ static inline void rs_work_stop(struct rs_work *w, double secs)
 			  "workload thread %d is stuck (in a fault nobody serves?)", i);
 }
 
+static inline void rs_work_free(struct rs_work *w)
+{
+	free(w->anon_marked);
+	w->anon_marked = NULL;
+}
+
 /* Wait until the workload has made `more` touches, at most secs; false if it did not. */
 static inline bool rs_progress(struct rs_work *w, uint64_t more, double secs)
 {

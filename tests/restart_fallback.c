@@ -52,7 +52,7 @@ int main(void)
 	char *dev_mem;
 	int sv[2], st = 0, present;
 	__u64 i;
-	double t0;
+	double t0, t1;
 	pid_t kid;
 	char ch;
 
@@ -104,7 +104,7 @@ int main(void)
 	/* npfd away, the fallback reads the REMOVE: the device must lose the pages */
 	TH_ASSERT(!madvise(dev_mem, 1 << 20, MADV_DONTNEED), "madvise: %s", strerror(errno));
 	/* reading the event lets madvise return: the entries go just after (as with npfd) */
-	for (t0 = th_now(), present = 1; present && th_now() - t0 < 2; usleep(1000))
+	for (t1 = th_now(), present = 1; present && th_now() - t1 < 2; usleep(1000))
 		for (i = 0, present = 0; i < 256; i++)
 			present += !!(__atomic_load_n(&iopt.pte[i], __ATOMIC_ACQUIRE) &
 				      NPF_PTE_PRESENT);
@@ -113,6 +113,9 @@ int main(void)
 		  present);
 	for (i = 0; i < (1 << 20); i += 4096)
 		TH_ASSERT(dev_mem[i] == 0, "a dropped anonymous page does not read zeros");
+	nic_dereg_mr(mr);
+	nic_destroy_cq(ep.cq);
+	nic_dealloc_pd(ep.pd);
 	nic_close(ep.nic);
 
 	while (waitpid(kid, &st, WNOHANG) == 0 && th_now() - t0 < 15)
@@ -129,6 +132,7 @@ int main(void)
 	npf_client__close(c);
 	TH_ASSERT(!munmap(w.file_mem, w.len) && !munmap(w.anon_mem, w.len), "munmap");
 	printf("%llu touches checked\n", (unsigned long long)rs_touches(&w));
+	rs_work_free(&w);
 	rs_npfd_cleanup(&d);
 	printf("ok\n");
 	return 0;

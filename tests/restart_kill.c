@@ -272,6 +272,7 @@ int main(int argc, char **argv)
 	TH_ASSERT(!rs_fallbacks, "libnpf's fallback served faults: npfd did not adopt in time");
 	TH_ASSERT(served > 0, "the last npfd served none of this client's faults: not adopted");
 	npf_client__close(c);
+	rs_work_free(&w);
 	if (client) {
 		printf("reconnects %d served %llu\n", rs_reconnects, (unsigned long long)served);
 		return 0;

@@ -156,6 +156,7 @@ int main(void)
 	pthread_join(th, NULL);
 	printf("close + munmap with npfd stopped: %.3f s; %llu touches checked\n", th_now() - t0,
 	       (unsigned long long)rs_touches(&w));
+	rs_work_free(&w);
 	kill(d.pid, SIGCONT);
 	rs_npfd_kill(&d, SIGTERM);
 	rs_npfd_cleanup(&d);
