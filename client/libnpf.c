@@ -74,7 +74,7 @@ struct lib_region {
 	__u64 start, length, file_offset;
 	__u32 backing;
 	__u32 flags, fault_around_kib; /* as registered (NPF_REGION_*) */
-	int fd; /* a duplicate of the backing file, or -1 */
+	int fd;			       /* a duplicate of the backing file, or -1 */
 	char name[NPF_NAME_LEN];
 };
 
@@ -555,9 +555,12 @@ static int reconnect(struct npf_client *c)
 	for (i = 0; i < c->nregions;) {
 		struct lib_region *r = &c->regions[i];
 		struct npf_region_adopt_req req = {
-			.region = {.start = r->start, .length = r->length,
-				   .file_offset = r->file_offset, .backing = r->backing,
-				   .flags = r->flags, .fault_around_kib = r->fault_around_kib},
+			.region = {.start = r->start,
+				   .length = r->length,
+				   .file_offset = r->file_offset,
+				   .backing = r->backing,
+				   .flags = r->flags,
+				   .fault_around_kib = r->fault_around_kib},
 			.region_id = r->npfd_id,
 			.flags = i + 1 < c->nregions ? NPF_ADOPT_MORE : 0};
 		struct npf_region_info info;
@@ -1328,10 +1331,15 @@ int npf_client__register(struct npf_client *c, void *addr, size_t len,
 		goto out;
 	}
 	pthread_mutex_lock(&c->tab_lock);
-	c->regions[c->nregions++] = (struct lib_region){
-		.id = info.region_id, .npfd_id = info.region_id, .start = req.start,
-		.length = req.length, .file_offset = req.file_offset, .backing = req.backing,
-		.flags = req.flags, .fault_around_kib = req.fault_around_kib, .fd = dup_fd};
+	c->regions[c->nregions++] = (struct lib_region){.id = info.region_id,
+							.npfd_id = info.region_id,
+							.start = req.start,
+							.length = req.length,
+							.file_offset = req.file_offset,
+							.backing = req.backing,
+							.flags = req.flags,
+							.fault_around_kib = req.fault_around_kib,
+							.fd = dup_fd};
 	memcpy(c->regions[c->nregions - 1].name, req.name, sizeof(req.name));
 	pthread_mutex_unlock(&c->tab_lock);
 	dup_fd = -1;
