@@ -1004,6 +1004,14 @@ void resolve_flush(void)
 						(__u64)rn->npages * NPF_PAGE_SIZE;
 				continue;
 			}
+			if (!rn->region && rn->mm->adopting) {
+				/*
+				 * Maybe a region not adopted yet (a file's page: not
+				 * zeros, even for a write): its adoption wakes it.
+				 */
+				rn->status = -EINPROGRESS;
+				continue;
+			}
 			if (rn->region && rn->region->backing == NPF_BACKING_FILE)
 				src = staging + (size_t)rn->staging * NPF_PAGE_SIZE;
 			else if (rn->write)
@@ -1013,11 +1021,7 @@ void resolve_flush(void)
 				 * (copy-on-write). Install writable zeroed pages instead.
 				 */
 				src = zeros;
-			else if (!rn->region && rn->mm->adopting) {
-				/* maybe a region not adopted yet (a file's page): its adoption wakes it */
-				rn->status = -EINPROGRESS;
-				continue;
-			} else if (!rn->region)
+			else if (!rn->region)
 				pr_warn_rl(
 					"pid %d: fault at 0x%llx is outside every region: zero-filled",
 					rn->mm->tgid, (unsigned long long)rn->start);

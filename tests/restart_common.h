@@ -110,7 +110,7 @@ static inline void rs_npfd_dump_log(struct rs_npfd *d)
 {
 	char cmd[256];
 
-	snprintf(cmd, sizeof(cmd), "echo '--- npfd log (last 40 lines):'; tail -n 40 %s", d->log);
+	snprintf(cmd, sizeof(cmd), "echo '--- npfd log (last 150 lines):'; tail -n 150 %s", d->log);
 	if (system(cmd) < 0)
 		perror("system");
 }
@@ -211,6 +211,12 @@ static inline void *rs_thread(void *arg)
 		if (p >= pages)
 			continue;
 		pg = (const uint64_t *)(w->file_mem + p * 4096);
+		/*
+		 * Half the touches write first (the file's own word back): a write
+		 * fault must be served from the file too, never with zeros.
+		 */
+		if (seed & (1ULL << 40))
+			*(volatile uint64_t *)pg = rs_word(p, 0);
 		for (i = 0; i < 512; i++)
 			if (pg[i] != rs_word(p, i))
 				th_fail("file region page %llu word %llu: read 0x%llx, want 0x%llx (a file page replaced?)",
