@@ -6,16 +6,37 @@
  * first region is registered, one userfaultfd for this process. Each
  * request is one message and gets exactly one reply message; requests on a
  * client are serialized, so replies cannot be confused between threads.
+ * Every wait for npfd is bounded (timeout_ms): a reply that comes after its
+ * request gave up is recognised by its sequence number and dropped.
+ *
+ * npfd may die or be restarted. The kernel keeps a userfaultfd's faults
+ * pending while any holder of it lives, and this library holds the
+ * process's: so it also keeps what it registered (ranges, a duplicate of
+ * each backing file and IO page table) and, once npfd is back, hands it
+ * all to the new npfd (NPF_MSG_REGION_ADOPT / NPF_MSG_DEVICE_ADOPT), which
+ * wakes the stalled threads. One monitor thread per client with regions
+ * watches the connection (it never touches registered memory): it
+ * reconnects with backoff and, when npfd stays away longer than
+ * fallback_ms (or stops reading the faults and answering), serves the
+ * faults itself until npfd is back: zeros, or a pread() of the backing
+ * file, installed with UFFDIO_COPY -- never zeros for a file's page.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -24,8 +45,10 @@
 #include <linux/userfaultfd.h>
 #include "npf.h"
 #include "npf_fdpass.h"
+#include "npf_nic_abi.h"
 #include "npf_socket.h"
 #include "npf_uffd.h"
+
 #ifndef UFFD_USER_MODE_ONLY
 #define UFFD_USER_MODE_ONLY 1
 #endif
@@ -37,13 +60,58 @@
 
 #define offsetofend(TYPE, FIELD) (offsetof(TYPE, FIELD) + sizeof(((TYPE *)0)->FIELD))
 
+#define DEFAULT_TIMEOUT_MS 5000
+#define DEFAULT_FALLBACK_MS 5000
+#define MONITOR_TICK_MS 100 /* how often a connected monitor looks for stalled faults */
+#define RECONNECT_MIN_MS 10 /* backoff between attempts to reach a restarted npfd */
+#define RECONNECT_MAX_MS 200
+#define PROBE_EVERY_MS 1000 /* in fallback with npfd connected: is it answering again? */
+
+/* A region as this process registered it: what a new npfd is given to adopt. */
+struct lib_region {
+	__u32 id;      /* the caller's id: the one npfd answered at registration */
+	__u32 npfd_id; /* the current npfd's id (the same unless it was taken) */
+	__u64 start, length, file_offset;
+	__u32 backing;
+	__u32 flags, fault_around_kib; /* as registered (NPF_REGION_*) */
+	int fd;			       /* a duplicate of the backing file, or -1 */
+	char name[NPF_NAME_LEN];
+};
+
+struct lib_device {
+	__u32 id;	 /* the device's id: in every page request it makes */
+	__u32 region_id; /* the caller's region id */
+	int fd;		 /* a duplicate of the IO page table */
+	void *map;	 /* the fallback's mapping of it (see fallback_removed()), or NULL */
+	size_t map_len;
+};
+
 struct npf_client {
 	int sock;
 	int uffd; /* -1 until the first register */
 	__u32 seq;
-	pthread_mutex_t lock; /* one request in flight; guards seq, uffd, errmsg, buf */
+	pthread_mutex_t lock; /* one request in flight; guards seq, sock, errmsg, buf, tables */
 	char *buf;	      /* NPF_MSG_MAX bytes: the reply being received */
 	char errmsg[NPF_ERRMSG_LEN];
+
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	int timeout_ms, fallback_ms;
+	__u32 fallback;
+	int connected;	/* 0 once npfd's end closed; set again by reconnect() */
+	__u32 conn_gen; /* bumped by every reconnect() */
+
+	/* What was registered, for adoption; also read by the fallback (tab_lock). */
+	pthread_mutex_t tab_lock;
+	struct lib_region *regions;
+	size_t nregions, regions_cap;
+	struct lib_device *devices;
+	size_t ndevices, devices_cap;
+
+	pthread_t monitor;
+	bool monitor_running;
+	int wake_fd; /* eventfd: npf_client__close() stops the monitor */
+	int serving; /* the monitor serves faults itself (fallback) */
+	char *page;  /* the fallback's page buffer (never registered memory) */
 };
 
 static npf_print_fn_t print_fn;
@@ -72,6 +140,8 @@ __attribute__((format(printf, 2, 3))) static void pr(enum npf_print_level level,
 }
 
 #define pr_debug(fmt, ...) pr(NPF_DEBUG, "libnpf: " fmt "\n", ##__VA_ARGS__)
+#define pr_info(fmt, ...) pr(NPF_INFO, "libnpf: " fmt "\n", ##__VA_ARGS__)
+#define pr_warn(fmt, ...) pr(NPF_WARN, "libnpf: " fmt "\n", ##__VA_ARGS__)
 
 /* Record why the current operation failed, for npf_client__errmsg(); returns -err. */
 __attribute__((format(printf, 3, 4))) static int set_err(struct npf_client *c, int err,
@@ -84,6 +154,14 @@ __attribute__((format(printf, 3, 4))) static int set_err(struct npf_client *c, i
 	va_end(ap);
 	pr_debug("%s", c->errmsg);
 	return -err;
+}
+
+static __u64 now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__u64)ts.tv_sec * 1000 + (__u64)ts.tv_nsec / 1000000;
 }
 
 /*
@@ -110,61 +188,99 @@ static bool opts_valid(const void *opts, size_t known)
 #define OPTS_HAS(opts, TYPE, FIELD) ((opts) && (opts)->sz >= offsetofend(TYPE, FIELD))
 #define OPTS_GET(opts, TYPE, FIELD, DFLT) (OPTS_HAS(opts, TYPE, FIELD) ? (opts)->FIELD : (DFLT))
 
-struct npf_client *npf_client__connect(const struct npf_client_opts *opts)
+/* An option: the caller's value, else the environment's, else the default. */
+static int opt_ms(int val, const char *env, int dflt)
+{
+	const char *s = getenv(env);
+	char *end;
+	long v;
+
+	if (val)
+		return val;
+	if (!s || !*s)
+		return dflt;
+	v = strtol(s, &end, 10);
+	if (*end || v == 0 || v < -1 || v > 3600 * 1000) {
+		pr_warn("ignoring %s=%s (milliseconds, or -1 for none); using %d", env, s, dflt);
+		return dflt;
+	}
+	return (int)v;
+}
+
+static int open_socket(const char *path)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd, err;
+
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	/* non-blocking: a listener that does not accept (a stopped npfd) fails at once */
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		err = errno == EAGAIN ? ETIMEDOUT : errno;
+		close(fd);
+		return -err;
+	}
+	return fd;
+}
+
+struct npf_client *npf_client__connect(const struct npf_client_opts *opts)
+{
 	const char *path = OPTS_GET(opts, struct npf_client_opts, socket_path, NULL);
+	const char *fb_env = getenv("NPF_FALLBACK");
 	struct npf_client *c;
-	int err;
+	int fd;
 
 	if (!opts_valid(opts, sizeof(struct npf_client_opts))) {
 		errno = EINVAL;
 		return NULL;
 	}
 	path = npf_socket_path(path);
-	if (strlen(path) >= sizeof(sa.sun_path)) {
+	if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
 		errno = ENAMETOOLONG;
 		return NULL;
 	}
-	memcpy(sa.sun_path, path, strlen(path) + 1);
 
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
 	c->uffd = -1;
+	c->wake_fd = -1;
+	memcpy(c->path, path, strlen(path) + 1);
+	c->timeout_ms = opt_ms(OPTS_GET(opts, struct npf_client_opts, timeout_ms, 0),
+			       "NPF_TIMEOUT_MS", DEFAULT_TIMEOUT_MS);
+	c->fallback_ms = opt_ms(OPTS_GET(opts, struct npf_client_opts, fallback_ms, 0),
+				"NPF_FALLBACK_MS", DEFAULT_FALLBACK_MS);
+	c->fallback = OPTS_GET(opts, struct npf_client_opts, fallback, NPF_FALLBACK_DEFAULT);
+	if (c->fallback == NPF_FALLBACK_DEFAULT)
+		c->fallback = fb_env && !strcasecmp(fb_env, "sigbus") ? NPF_FALLBACK_SIGBUS :
+									NPF_FALLBACK_SERVE;
+	if (c->fallback != NPF_FALLBACK_SERVE && c->fallback != NPF_FALLBACK_SIGBUS) {
+		free(c);
+		errno = EINVAL;
+		return NULL;
+	}
 	c->buf = malloc(NPF_MSG_MAX);
 	if (!c->buf) {
 		free(c);
 		errno = ENOMEM;
 		return NULL;
 	}
-	c->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (c->sock < 0 || connect(c->sock, (struct sockaddr *)&sa, sizeof(sa))) {
-		err = errno;
-		pr_debug("cannot connect to npfd at %s: %s", path, strerror(err));
-		if (c->sock >= 0)
-			close(c->sock);
+	fd = open_socket(path);
+	if (fd < 0) {
+		pr_debug("cannot connect to npfd at %s: %s", path, strerror(-fd));
 		free(c->buf);
 		free(c);
-		errno = err;
+		errno = -fd;
 		return NULL;
 	}
+	c->sock = fd;
+	c->connected = 1;
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->tab_lock, NULL);
 	pr_debug("connected to npfd at %s", path);
 	return c;
-}
-
-void npf_client__close(struct npf_client *c)
-{
-	if (!c)
-		return;
-	/* npfd drops every region of a connection when it closes. */
-	close(c->sock);
-	if (c->uffd >= 0)
-		close(c->uffd);
-	pthread_mutex_destroy(&c->lock);
-	free(c->buf);
-	free(c);
 }
 
 const char *npf_client__errmsg(const struct npf_client *c)
@@ -172,8 +288,45 @@ const char *npf_client__errmsg(const struct npf_client *c)
 	return c ? c->errmsg : "";
 }
 
+/* Wait until fd is ready for ev, or the deadline (ms, CLOCK_MONOTONIC; 0: none). */
+static int wait_ready(int fd, short ev, __u64 deadline)
+{
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = ev};
+		int left = -1, n;
+
+		if (deadline) {
+			__u64 t = now_ms();
+
+			if (t >= deadline)
+				return -ETIMEDOUT;
+			left = (int)(deadline - t);
+		}
+		n = poll(&p, 1, left);
+		if (n > 0)
+			return 0;
+		if (n < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+static __u64 deadline_of(const struct npf_client *c, int ms)
+{
+	return ms < 0 ? 0 : now_ms() + (__u64)ms;
+}
+
+/* npfd's end of the connection is gone: the monitor (or the next call) reconnects. */
+static int lost(struct npf_client *c, int err, const char *what)
+{
+	__atomic_store_n(&c->connected, 0, __ATOMIC_RELEASE);
+	return set_err(
+		c, err,
+		"%s: npfd at %s closed the connection (it died or was restarted); this process's regions are kept and handed to npfd when it is back",
+		what, c->path);
+}
+
 static int send_request(struct npf_client *c, __u16 type, const void *body, size_t body_len,
-			const int *fds, int nfds)
+			const int *fds, int nfds, __u64 deadline)
 {
 	struct npf_msg_hdr hdr = {
 		.magic = NPF_PROTO_MAGIC,
@@ -192,11 +345,23 @@ static int send_request(struct npf_client *c, __u16 type, const void *body, size
 	};
 	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = body_len ? 2 : 1};
 	ssize_t n;
+	int err;
 
 	npf_fdpass_put(&mh, cbuf.buf, fds, nfds);
-	do
-		n = sendmsg(c->sock, &mh, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
+	for (;;) {
+		n = sendmsg(c->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n >= 0 || (errno != EINTR && errno != EAGAIN))
+			break;
+		if (errno == EAGAIN && (err = wait_ready(c->sock, POLLOUT, deadline)))
+			return set_err(
+				c, -err,
+				err == -ETIMEDOUT ?
+					"npfd at %s did not take a request within %d ms (is it stopped or hung?)" :
+					"cannot send a request to npfd at %s (%d ms): %s",
+				c->path, c->timeout_ms, strerror(-err));
+	}
+	if (n < 0 && (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN))
+		return lost(c, ECONNRESET, "cannot send a request");
 	if (n < 0)
 		return set_err(c, errno, "cannot send a request to npfd: %s", strerror(errno));
 	if ((size_t)n != hdr.len)
@@ -204,9 +369,10 @@ static int send_request(struct npf_client *c, __u16 type, const void *body, size
 	return 0;
 }
 
-/* Receive one reply into c->buf; returns its length. */
-static ssize_t recv_reply(struct npf_client *c)
+/* Receive the reply to request seq into c->buf; returns its length. */
+static ssize_t recv_reply(struct npf_client *c, __u32 seq, __u64 deadline)
 {
+	const struct npf_msg_hdr *hdr = (const struct npf_msg_hdr *)c->buf;
 	union {
 		char buf[NPF_FDPASS_SPACE];
 		struct cmsghdr align;
@@ -214,21 +380,46 @@ static ssize_t recv_reply(struct npf_client *c)
 	struct iovec iov = {.iov_base = c->buf, .iov_len = NPF_MSG_MAX};
 	struct msghdr mh;
 	ssize_t n;
+	int err;
 
-	do {
+	for (;;) {
 		memset(&mh, 0, sizeof(mh));
 		mh.msg_iov = &iov;
 		mh.msg_iovlen = 1;
 		mh.msg_control = cbuf.buf;
 		mh.msg_controllen = sizeof(cbuf.buf);
-		n = recvmsg(c->sock, &mh, MSG_TRUNC | MSG_CMSG_CLOEXEC);
-	} while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return set_err(c, errno, "cannot receive npfd's reply: %s", strerror(errno));
-	/* Replies carry no descriptors: do not leak any that arrive anyway. */
-	npf_fdpass_take(&mh, NULL, 0);
-	if (n == 0)
-		return set_err(c, ECONNRESET, "npfd closed the connection");
+		n = recvmsg(c->sock, &mh, MSG_TRUNC | MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			err = wait_ready(c->sock, POLLIN, deadline);
+			if (err == -ETIMEDOUT)
+				return set_err(
+					c, ETIMEDOUT,
+					"npfd at %s did not answer within %d ms (is it stopped or hung?); set timeout_ms or NPF_TIMEOUT_MS to wait longer",
+					c->path, c->timeout_ms);
+			if (err)
+				return set_err(c, -err, "cannot wait for npfd's reply: %s",
+					       strerror(-err));
+			continue;
+		}
+		if (n < 0 && errno == ECONNRESET)
+			return lost(c, ECONNRESET, "no reply");
+		if (n < 0)
+			return set_err(c, errno, "cannot receive npfd's reply: %s",
+				       strerror(errno));
+		/* Replies carry no descriptors: do not leak any that arrive anyway. */
+		npf_fdpass_take(&mh, NULL, 0);
+		if (n == 0)
+			return lost(c, ECONNRESET, "no reply");
+		/* The late reply of a request that timed out: not ours, drop it. */
+		if ((size_t)n >= sizeof(*hdr) && hdr->magic == NPF_PROTO_MAGIC &&
+		    (__s32)(seq - hdr->seq) > 0) {
+			pr_debug("dropping npfd's late reply to request %u", hdr->seq);
+			continue;
+		}
+		break;
+	}
 	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
 		return set_err(c, EPROTO, "malformed reply from npfd: %zd bytes, more than %d",
 			       n, NPF_MSG_MAX);
@@ -236,25 +427,27 @@ static ssize_t recv_reply(struct npf_client *c)
 }
 
 /*
- * Send one request and wait for its reply. On success the reply's payload
- * (count items of item_size bytes) is copied into a malloc()ed array that
- * the caller owns; when npfd refuses, its reason goes to c->errmsg and its
- * status is returned.
+ * Send one request and wait for its reply, on the current connection. On
+ * success the reply's payload (count items of item_size bytes) is copied
+ * into a malloc()ed array that the caller owns; when npfd refuses, its
+ * reason goes to c->errmsg and its status is returned.
  */
-static int npf_request(struct npf_client *c, __u16 type, const void *body, size_t body_len,
-		       const int *fds, int nfds, size_t item_size, void **items, size_t *count)
+static int request_raw(struct npf_client *c, __u16 type, const void *body, size_t body_len,
+		       const int *fds, int nfds, size_t item_size, void **items, size_t *count,
+		       int timeout_ms)
 {
 	const struct npf_msg_hdr *hdr = (const struct npf_msg_hdr *)c->buf;
 	const struct npf_reply *rep = (const struct npf_reply *)(hdr + 1);
+	__u64 deadline = deadline_of(c, timeout_ms);
 	__u32 seq = c->seq + 1;
 	ssize_t n;
 	size_t want;
 	int err;
 
-	err = send_request(c, type, body, body_len, fds, nfds);
+	err = send_request(c, type, body, body_len, fds, nfds, deadline);
 	if (err)
 		return err;
-	n = recv_reply(c);
+	n = recv_reply(c, seq, deadline);
 	if (n < 0)
 		return (int)n;
 
@@ -313,14 +506,14 @@ static int npf_request(struct npf_client *c, __u16 type, const void *body, size_
 }
 
 /* A request whose reply is exactly one item, copied to out. */
-static int request_one(struct npf_client *c, __u16 type, const void *body, size_t body_len,
-		       const int *fds, int nfds, void *out, size_t size)
+static int request_one_raw(struct npf_client *c, __u16 type, const void *body, size_t body_len,
+			   const int *fds, int nfds, void *out, size_t size)
 {
 	void *items;
 	size_t count;
 	int err;
 
-	err = npf_request(c, type, body, body_len, fds, nfds, size, &items, &count);
+	err = request_raw(c, type, body, body_len, fds, nfds, size, &items, &count, c->timeout_ms);
 	if (err)
 		return err;
 	if (count != 1) {
@@ -331,6 +524,125 @@ static int request_one(struct npf_client *c, __u16 type, const void *body, size_
 	memcpy(out, items, size);
 	free(items);
 	return 0;
+}
+
+static void region_forget(struct npf_client *c, size_t i);
+static void device_forget(struct npf_client *c, size_t i);
+
+/*
+ * A new connection to npfd, and everything this process had registered
+ * handed to it. Called with c->lock held, when the old connection is gone.
+ * A region the new npfd refuses (its memory was unmapped meanwhile, say)
+ * is forgotten and unregistered in the kernel: a thread faulting on it
+ * then gets the kernel's answer instead of waiting for ever.
+ */
+static int reconnect(struct npf_client *c)
+{
+	size_t i;
+	int fd, err;
+
+	fd = open_socket(c->path);
+	if (fd < 0)
+		return set_err(
+			c, -fd,
+			"npfd at %s is not running (%s); this process's regions are kept and handed to npfd when it is back",
+			c->path, strerror(-fd));
+	close(c->sock);
+	c->sock = fd;
+	c->conn_gen++;
+	__atomic_store_n(&c->connected, 1, __ATOMIC_RELEASE);
+
+	for (i = 0; i < c->nregions;) {
+		struct lib_region *r = &c->regions[i];
+		struct npf_region_adopt_req req = {
+			.region = {.start = r->start,
+				   .length = r->length,
+				   .file_offset = r->file_offset,
+				   .backing = r->backing,
+				   .flags = r->flags,
+				   .fault_around_kib = r->fault_around_kib},
+			.region_id = r->npfd_id,
+			.flags = i + 1 < c->nregions ? NPF_ADOPT_MORE : 0};
+		struct npf_region_info info;
+		int fds[2] = {c->uffd, r->fd};
+
+		memcpy(req.region.name, r->name, sizeof(req.region.name));
+		err = request_one_raw(c, NPF_MSG_REGION_ADOPT, &req, sizeof(req), fds,
+				      r->backing == NPF_BACKING_FILE ? 2 : 1, &info, sizeof(info));
+		if (err == -ECONNRESET || err == -ETIMEDOUT || err == -EPROTO)
+			return err; /* this connection failed too: tried again later */
+		if (err) {
+			struct uffdio_range range = {.start = r->start, .len = r->length};
+
+			pr_warn("region %u (%p+0x%llx) lost: npfd at %s refused to adopt it: %s",
+				r->id, (void *)(unsigned long)r->start,
+				(unsigned long long)r->length, c->path, c->errmsg);
+			ioctl(c->uffd, UFFDIO_UNREGISTER, &range);
+			region_forget(c, i);
+			continue;
+		}
+		if (info.region_id != r->npfd_id)
+			pr_info("region %u is region %u for the new npfd", r->id, info.region_id);
+		r->npfd_id = info.region_id;
+		i++;
+	}
+	for (i = 0; i < c->ndevices;) {
+		struct lib_device *d = &c->devices[i];
+		struct npf_device_adopt_req req = {.device_id = d->id};
+		struct npf_device_info info;
+		size_t k;
+
+		for (k = 0; k < c->nregions; k++)
+			if (c->regions[k].id == d->region_id)
+				req.region_id = c->regions[k].npfd_id;
+		err = req.region_id ? request_one_raw(c, NPF_MSG_DEVICE_ADOPT, &req, sizeof(req),
+						      &d->fd, 1, &info, sizeof(info)) :
+				      set_err(c, ENOENT, "its region %u is gone", d->region_id);
+		if (err == -ECONNRESET || err == -ETIMEDOUT || err == -EPROTO)
+			return err;
+		if (err) {
+			pr_warn("device %u lost: npfd at %s refused to adopt it: %s (its page requests go unanswered; attach it again)",
+				d->id, c->path, c->errmsg);
+			device_forget(c, i);
+			continue;
+		}
+		i++;
+	}
+	pr_info("reconnected to npfd at %s: %zu regions and %zu devices adopted", c->path,
+		c->nregions, c->ndevices);
+	return 0;
+}
+
+/* With c->lock held: a connection to npfd, reconnecting (and adopting) if it was lost. */
+static int connection(struct npf_client *c)
+{
+	if (__atomic_load_n(&c->connected, __ATOMIC_ACQUIRE))
+		return 0;
+	/* With regions, the monitor reconnects (it alone, so the fallback never races it). */
+	if (c->monitor_running)
+		return set_err(
+			c, ENOTCONN,
+			"npfd at %s is away (it died or was restarted): libnpf is reconnecting in the background and hands this process's regions to it when it is back",
+			c->path);
+	return reconnect(c);
+}
+
+static int npf_request(struct npf_client *c, __u16 type, const void *body, size_t body_len,
+		       const int *fds, int nfds, size_t item_size, void **items, size_t *count)
+{
+	int err = connection(c);
+
+	return err ? err :
+		     request_raw(c, type, body, body_len, fds, nfds, item_size, items, count,
+				 c->timeout_ms);
+}
+
+static int request_one(struct npf_client *c, __u16 type, const void *body, size_t body_len,
+		       const int *fds, int nfds, void *out, size_t size)
+{
+	int err = connection(c);
+
+	return err ? err : request_one_raw(c, type, body, body_len, fds, nfds, out, size);
 }
 
 static int create_uffd(void)
@@ -400,6 +712,543 @@ static int client_uffd(struct npf_client *c)
 	return 0;
 }
 
+/* ---- what this process registered (for adoption and the fallback) ---- */
+
+static struct lib_region *region_of_id(struct npf_client *c, __u32 id)
+{
+	size_t i;
+
+	for (i = 0; i < c->nregions; i++)
+		if (c->regions[i].id == id)
+			return &c->regions[i];
+	return NULL;
+}
+
+/* The current npfd's id of the caller's region id (the same unless it changed). */
+static __u32 npfd_region_id(struct npf_client *c, __u32 id)
+{
+	struct lib_region *r = region_of_id(c, id);
+
+	return r ? r->npfd_id : id;
+}
+
+static void device_put(struct lib_device *d)
+{
+	if (d->map)
+		munmap(d->map, d->map_len);
+	close(d->fd);
+}
+
+static void region_forget(struct npf_client *c, size_t i)
+{
+	size_t k;
+
+	pthread_mutex_lock(&c->tab_lock);
+	for (k = 0; k < c->ndevices;) {
+		if (c->devices[k].region_id == c->regions[i].id) {
+			device_put(&c->devices[k]);
+			c->devices[k] = c->devices[--c->ndevices];
+			continue;
+		}
+		k++;
+	}
+	if (c->regions[i].fd >= 0)
+		close(c->regions[i].fd);
+	c->regions[i] = c->regions[--c->nregions];
+	pthread_mutex_unlock(&c->tab_lock);
+}
+
+static void device_forget(struct npf_client *c, size_t i)
+{
+	pthread_mutex_lock(&c->tab_lock);
+	device_put(&c->devices[i]);
+	c->devices[i] = c->devices[--c->ndevices];
+	pthread_mutex_unlock(&c->tab_lock);
+}
+
+static void *grow(void *arr, size_t *cap, size_t n, size_t size)
+{
+	size_t ncap;
+	void *p;
+
+	if (n < *cap)
+		return arr;
+	ncap = *cap ? *cap * 2 : 8;
+	p = realloc(arr, ncap * size);
+	if (p)
+		*cap = ncap;
+	return p;
+}
+
+/* ---- the fallback: faults served in-process while npfd is away ---- */
+
+/* Install one page at addr: zeros, or the backing file's bytes. 0, or -errno to SIGBUS. */
+static int fallback_page(struct npf_client *c, __u64 addr, char *why, size_t whylen)
+{
+	struct lib_region r = {.fd = -1};
+	struct uffdio_copy cp = {
+		.dst = addr, .src = (__u64)(unsigned long)c->page, .len = NPF_PAGE_SIZE};
+	bool found = false;
+	size_t i;
+	int fd = -1;
+
+	pthread_mutex_lock(&c->tab_lock);
+	for (i = 0; i < c->nregions; i++)
+		if (addr >= c->regions[i].start &&
+		    addr - c->regions[i].start < c->regions[i].length) {
+			r = c->regions[i];
+			found = true;
+			/* the fd must outlive the lock: a concurrent unregister closes it */
+			if (r.fd >= 0)
+				fd = fcntl(r.fd, F_DUPFD_CLOEXEC, 0);
+			break;
+		}
+	pthread_mutex_unlock(&c->tab_lock);
+
+	memset(c->page, 0, NPF_PAGE_SIZE);
+	if (found && r.backing == NPF_BACKING_FILE) {
+		off_t off = (off_t)(r.file_offset + (addr - r.start));
+		size_t got = 0;
+
+		while (fd >= 0 && got < NPF_PAGE_SIZE) {
+			ssize_t n = pread(fd, c->page + got, NPF_PAGE_SIZE - got, off + (off_t)got);
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				snprintf(
+					why, whylen,
+					"cannot read page 0x%llx of region %u from its backing file at offset %lld: %s",
+					(unsigned long long)addr, r.id,
+					(long long)(off + (off_t)got),
+					n ? strerror(errno) : "end of file");
+				close(fd);
+				return -EIO;
+			}
+			got += (size_t)n;
+		}
+		if (fd < 0) {
+			snprintf(why, whylen, "region %u: no backing file descriptor (%s)", r.id,
+				 strerror(errno));
+			return -EBADF;
+		}
+		close(fd);
+	}
+	if (!ioctl(c->uffd, UFFDIO_COPY, &cp))
+		return 0;
+	if (errno == EEXIST || errno == EAGAIN || errno == ENOENT || errno == ESRCH) {
+		/*
+		 * There already (npfd was quicker: nothing is overwritten), or
+		 * an mm event is pending (EAGAIN): wake the thread, it faults
+		 * again if it must and is served after the event.
+		 */
+		struct uffdio_range range = {.start = addr, .len = NPF_PAGE_SIZE};
+
+		ioctl(c->uffd, UFFDIO_WAKE, &range);
+		return 0;
+	}
+	snprintf(why, whylen, "cannot install page 0x%llx: UFFDIO_COPY: %s",
+		 (unsigned long long)addr, strerror(errno));
+	return -errno;
+}
+
+static void fallback_sigbus(struct npf_client *c, __u32 tid, __u64 addr, const char *why)
+{
+	pr_warn("SIGBUS to thread %u at 0x%llx: %s", tid, (unsigned long long)addr, why);
+	if (tid)
+		syscall(SYS_tgkill, getpid(), tid, SIGBUS);
+	else
+		kill(getpid(), SIGBUS);
+}
+
+/*
+ * Pages of [start, end) left the address space (MADV_DONTNEED, munmap)
+ * while npfd is away: no device may keep using them. Their IO page table
+ * entries are cleared (version bumped) as npfd would; the device then asks
+ * for the pages again, and the next npfd answers. Nothing else of the
+ * table is touched: the invalidation ring and its sequence are npfd's.
+ */
+static void fallback_removed(struct npf_client *c, __u64 start, __u64 end)
+{
+	size_t k;
+
+	pthread_mutex_lock(&c->tab_lock);
+	for (k = 0; k < c->ndevices; k++) {
+		struct lib_device *d = &c->devices[k];
+		struct npf_iopt_header *h;
+		__u64 *pte, lo, hi, i;
+		struct stat st;
+
+		if (!d->map) {
+			if (fstat(d->fd, &st) || (size_t)st.st_size < sizeof(*h))
+				continue;
+			d->map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+				      d->fd, 0);
+			if (d->map == MAP_FAILED) {
+				d->map = NULL;
+				pr_warn("device %u: cannot map its IO page table: %s", d->id,
+					strerror(errno));
+				continue;
+			}
+			d->map_len = (size_t)st.st_size;
+		}
+		h = d->map;
+		if (h->magic != NPF_IOPT_MAGIC || h->pte_offset < sizeof(*h) ||
+		    h->npages > (d->map_len - h->pte_offset) / sizeof(__u64))
+			continue;
+		pte = (__u64 *)((char *)d->map + h->pte_offset);
+		lo = start > h->start ? start : h->start;
+		hi = h->start + h->npages * NPF_PAGE_SIZE;
+		if (end < hi)
+			hi = end;
+		for (i = lo; i < hi; i += NPF_PAGE_SIZE) {
+			__u64 *e = &pte[(i - h->start) >> NPF_PAGE_SHIFT];
+			__u64 old = __atomic_load_n(e, __ATOMIC_RELAXED), val;
+
+			do {
+				if (!(old & NPF_PTE_PRESENT))
+					break;
+				val = (((old >> NPF_PTE_VERSION_SHIFT) + 1)
+				       << NPF_PTE_VERSION_SHIFT) |
+				      (old & (NPF_PTE_ACCESSED | NPF_PTE_DIRTY));
+			} while (!__atomic_compare_exchange_n(e, &old, val, false, __ATOMIC_RELEASE,
+							      __ATOMIC_RELAXED));
+		}
+	}
+	pthread_mutex_unlock(&c->tab_lock);
+}
+
+/* munmap of [start, end) read by the fallback: regions inside go, those cut shrink. */
+static void fallback_unmap(struct npf_client *c, __u64 start, __u64 end)
+{
+	size_t i;
+
+	pthread_mutex_lock(&c->tab_lock);
+	for (i = 0; i < c->nregions;) {
+		struct lib_region *r = &c->regions[i];
+		__u64 rs = r->start, re = r->start + r->length;
+
+		if (end <= rs || start >= re) {
+			i++;
+			continue;
+		}
+		if (start <= rs && end >= re) {
+			pthread_mutex_unlock(&c->tab_lock);
+			region_forget(c, i);
+			pthread_mutex_lock(&c->tab_lock);
+			continue;
+		}
+		if (start <= rs) {
+			r->file_offset += end - rs;
+			r->start = end;
+			r->length = re - end;
+		} else if (end >= re) {
+			r->length = start - rs;
+		}
+		i++;
+	}
+	pthread_mutex_unlock(&c->tab_lock);
+}
+
+/* Read and handle what the userfaultfd holds now (the monitor, in fallback). */
+static void fallback_serve(struct npf_client *c)
+{
+	struct uffd_msg msgs[16];
+
+	for (;;) {
+		ssize_t n = read(c->uffd, msgs, sizeof(msgs)), i;
+
+		if (n <= 0)
+			return;
+		for (i = 0; i < n / (ssize_t)sizeof(msgs[0]); i++) {
+			struct uffd_msg *m = &msgs[i];
+			char why[256];
+
+			switch (m->event) {
+			case UFFD_EVENT_PAGEFAULT: {
+				__u64 addr = m->arg.pagefault.address & ~(NPF_PAGE_SIZE - 1);
+				__u32 tid = m->arg.pagefault.feat.ptid;
+
+				if (c->fallback == NPF_FALLBACK_SIGBUS) {
+					snprintf(
+						why, sizeof(why),
+						"npfd at %s is away and this client's fallback is SIGBUS",
+						c->path);
+					fallback_sigbus(c, tid, addr, why);
+				} else if (fallback_page(c, addr, why, sizeof(why))) {
+					fallback_sigbus(c, tid, addr, why);
+				}
+				break;
+			}
+			case UFFD_EVENT_UNMAP:
+				fallback_removed(c, m->arg.remove.start, m->arg.remove.end);
+				fallback_unmap(c, m->arg.remove.start, m->arg.remove.end);
+				break;
+			case UFFD_EVENT_REMOVE:
+				fallback_removed(c, m->arg.remove.start, m->arg.remove.end);
+				break;
+			case UFFD_EVENT_REMAP:
+				fallback_removed(c, m->arg.remap.from,
+						 m->arg.remap.from + m->arg.remap.len);
+				fallback_unmap(c, m->arg.remap.from,
+					       m->arg.remap.from + m->arg.remap.len);
+				pr_warn("a registered range moved (mremap) while npfd was away: it is no longer served");
+				break;
+			case UFFD_EVENT_FORK:
+				pr_warn("fork() while npfd was away: the child's registration is dropped (its untouched pages read as zeros)");
+				close((int)m->arg.fork.ufd);
+				break;
+			default:
+				break;
+			}
+		}
+		if (n < (ssize_t)sizeof(msgs))
+			return;
+	}
+}
+
+/*
+ * Faults npfd read but never served sleep until someone wakes them: wake
+ * every range, so that they fault again and whoever serves now sees them.
+ */
+static void wake_all(struct npf_client *c)
+{
+	size_t i;
+
+	pthread_mutex_lock(&c->tab_lock);
+	for (i = 0; i < c->nregions; i++) {
+		struct uffdio_range range = {.start = c->regions[i].start,
+					     .len = c->regions[i].length};
+
+		ioctl(c->uffd, UFFDIO_WAKE, &range);
+	}
+	pthread_mutex_unlock(&c->tab_lock);
+}
+
+static void fallback_start(struct npf_client *c, const char *why)
+{
+	if (c->serving)
+		return;
+	c->serving = 1;
+	pr_warn("%s: %s until npfd is back", why,
+		c->fallback == NPF_FALLBACK_SIGBUS ?
+			"each fault of this process gets SIGBUS (fallback: sigbus)" :
+			"libnpf serves this process's faults itself");
+	wake_all(c);
+}
+
+static void fallback_stop(struct npf_client *c, const char *why)
+{
+	if (!c->serving)
+		return;
+	c->serving = 0;
+	pr_info("%s: npfd serves this process's faults again", why);
+}
+
+/* ---- the monitor thread ---- */
+
+/* Is npfd answering (c->lock is taken only if free: a waiting call says enough)? */
+static int probe(struct npf_client *c)
+{
+	struct npf_status st;
+	void *items;
+	size_t n;
+	int err, ms = c->timeout_ms < 0 || c->timeout_ms > 1000 ? 1000 : c->timeout_ms;
+
+	if (pthread_mutex_trylock(&c->lock))
+		return -EBUSY;
+	err = request_raw(c, NPF_MSG_STATUS, NULL, 0, NULL, 0, sizeof(st), &items, &n, ms);
+	pthread_mutex_unlock(&c->lock);
+	if (!err)
+		free(items);
+	return err;
+}
+
+static int poll_ms(struct pollfd *p, int n, int ms)
+{
+	int r = poll(p, (nfds_t)n, ms);
+
+	return r < 0 && errno == EINTR ? 0 : r;
+}
+
+static void *monitor(void *arg)
+{
+	struct npf_client *c = arg;
+	__u64 down_since = 0, stall_since = 0, next_try = 0, last_probe = 0;
+	int backoff = RECONNECT_MIN_MS;
+
+	for (;;) {
+		struct pollfd p[3];
+		int np = 0, iw, ms;
+		__u64 t = now_ms();
+		bool up = __atomic_load_n(&c->connected, __ATOMIC_ACQUIRE);
+
+		if (!up) {
+			if (!down_since)
+				down_since = t;
+			if (t >= next_try) {
+				pthread_mutex_lock(&c->lock);
+				if (!__atomic_load_n(&c->connected, __ATOMIC_ACQUIRE) &&
+				    reconnect(c) == 0) {
+					pthread_mutex_unlock(&c->lock);
+					fallback_stop(
+						c,
+						"npfd is back and adopted this process's regions");
+					down_since = stall_since = 0;
+					backoff = RECONNECT_MIN_MS;
+					continue;
+				}
+				pthread_mutex_unlock(&c->lock);
+				next_try = now_ms() + (__u64)backoff;
+				backoff = backoff * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS :
+									   backoff * 2;
+			}
+			if (c->fallback_ms >= 0 && t - down_since >= (__u64)c->fallback_ms) {
+				char why[160];
+
+				snprintf(why, sizeof(why), "npfd at %s has been away for %d ms",
+					 c->path, c->fallback_ms);
+				fallback_start(c, why);
+			}
+			t = now_ms();
+			ms = next_try > t ? (int)(next_try - t) : 0;
+			if (c->fallback_ms >= 0 && !c->serving) {
+				__u64 at = down_since + (__u64)c->fallback_ms;
+				int to = at > t ? (int)(at - t) : 0;
+
+				ms = to < ms ? to : ms;
+			}
+		} else {
+			p[np++] = (struct pollfd){.fd = c->sock, .events = POLLRDHUP};
+			ms = c->fallback_ms >= 0 || c->serving ? MONITOR_TICK_MS : -1;
+		}
+		if (c->serving)
+			p[np++] = (struct pollfd){.fd = c->uffd, .events = POLLIN};
+		iw = np;
+		p[np++] = (struct pollfd){.fd = c->wake_fd, .events = POLLIN};
+		if (poll_ms(p, np, ms) < 0)
+			break;
+		if (p[iw].revents)
+			break; /* npf_client__close() */
+		if (c->serving)
+			fallback_serve(c);
+		if (!up)
+			continue;
+		if (p[0].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+			pthread_mutex_lock(&c->lock);
+			__atomic_store_n(&c->connected, 0, __ATOMIC_RELEASE);
+			pthread_mutex_unlock(&c->lock);
+			pr_warn("npfd at %s closed the connection (it died or was restarted): reconnecting",
+				c->path);
+			down_since = now_ms();
+			next_try = 0;
+			continue;
+		}
+		/*
+		 * Connected: is npfd reading the faults? A fault unread for
+		 * fallback_ms while npfd does not answer either (stopped,
+		 * hung) is served here.
+		 */
+		t = now_ms();
+		if (c->serving) {
+			if (t - last_probe >= PROBE_EVERY_MS) {
+				last_probe = t;
+				if (probe(c) == 0)
+					fallback_stop(c, "npfd answers again");
+			}
+			continue;
+		}
+		if (c->fallback_ms < 0)
+			continue;
+		{
+			struct pollfd u = {.fd = c->uffd, .events = POLLIN};
+
+			if (poll(&u, 1, 0) <= 0 || !(u.revents & POLLIN)) {
+				stall_since = 0;
+				continue;
+			}
+		}
+		if (!stall_since) {
+			stall_since = t;
+			continue;
+		}
+		if (t - stall_since >= (__u64)c->fallback_ms && probe(c) == -ETIMEDOUT) {
+			char why[200];
+
+			snprintf(
+				why, sizeof(why),
+				"npfd at %s has left faults unread for %d ms and does not answer (stopped?)",
+				c->path, c->fallback_ms);
+			last_probe = now_ms();
+			fallback_start(c, why);
+		}
+	}
+	return NULL;
+}
+
+/* With c->lock held: the first region starts the monitor. */
+static int monitor_start(struct npf_client *c)
+{
+	int err;
+
+	if (c->monitor_running)
+		return 0;
+	c->page = aligned_alloc(NPF_PAGE_SIZE, NPF_PAGE_SIZE);
+	c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!c->page || c->wake_fd < 0)
+		return set_err(c, ENOMEM, "cannot set up the monitor of npfd's connection: %s",
+			       strerror(errno));
+	err = pthread_create(&c->monitor, NULL, monitor, c);
+	if (err)
+		return set_err(c, err, "cannot start the monitor of npfd's connection: %s",
+			       strerror(err));
+	c->monitor_running = true;
+	return 0;
+}
+
+void npf_client__close(struct npf_client *c)
+{
+	size_t i;
+
+	if (!c)
+		return;
+	if (c->monitor_running) {
+		__u64 one = 1;
+
+		if (write(c->wake_fd, &one, sizeof(one)) != sizeof(one))
+			pr_debug("cannot wake the monitor: %s", strerror(errno));
+		pthread_join(c->monitor, NULL);
+	}
+	/*
+	 * Unregister the ranges here, in this process: a munmap() that
+	 * follows then never involves npfd (a stopped or dying npfd would
+	 * leave it waiting for its UNMAP event to be read). npfd drops every
+	 * region of a connection when it closes.
+	 */
+	for (i = 0; i < c->nregions; i++) {
+		struct uffdio_range range = {.start = c->regions[i].start,
+					     .len = c->regions[i].length};
+
+		ioctl(c->uffd, UFFDIO_UNREGISTER, &range);
+		if (c->regions[i].fd >= 0)
+			close(c->regions[i].fd);
+	}
+	for (i = 0; i < c->ndevices; i++)
+		device_put(&c->devices[i]);
+	close(c->sock);
+	if (c->uffd >= 0)
+		close(c->uffd);
+	if (c->wake_fd >= 0)
+		close(c->wake_fd);
+	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->tab_lock);
+	free(c->regions);
+	free(c->devices);
+	free(c->page);
+	free(c->buf);
+	free(c);
+}
+
 int npf_client__register(struct npf_client *c, void *addr, size_t len,
 			 const struct npf_region_opts *opts)
 {
@@ -408,7 +1257,8 @@ int npf_client__register(struct npf_client *c, void *addr, size_t len,
 	int backing_fd = OPTS_GET(opts, struct npf_region_opts, backing_fd, -1);
 	const char *name = OPTS_GET(opts, struct npf_region_opts, name, NULL);
 	struct npf_region_info info;
-	int fds[2], err, fa;
+	struct lib_region *tab;
+	int fds[2], err, fa, dup_fd = -1;
 
 	if (!c)
 		return -EINVAL;
@@ -446,6 +1296,27 @@ int npf_client__register(struct npf_client *c, void *addr, size_t len,
 	err = client_uffd(c);
 	if (err)
 		goto out;
+	/* Kept for a restarted npfd, and for the fallback: the caller may close its own. */
+	if (req.backing == NPF_BACKING_FILE) {
+		dup_fd = fcntl(backing_fd, F_DUPFD_CLOEXEC, 0);
+		if (dup_fd < 0) {
+			err = set_err(c, errno, "cannot duplicate the backing file descriptor: %s",
+				      strerror(errno));
+			goto out;
+		}
+	}
+	pthread_mutex_lock(&c->tab_lock);
+	tab = grow(c->regions, &c->regions_cap, c->nregions, sizeof(*tab));
+	if (tab)
+		c->regions = tab;
+	pthread_mutex_unlock(&c->tab_lock);
+	if (!tab) {
+		err = set_err(c, ENOMEM, "out of memory");
+		goto out;
+	}
+	err = monitor_start(c);
+	if (err)
+		goto out;
 	fds[0] = c->uffd;
 	fds[1] = backing_fd;
 	/* Without a fault-around of its own, the first version's request: any npfd takes it. */
@@ -459,9 +1330,24 @@ int npf_client__register(struct npf_client *c, void *addr, size_t len,
 			      info.region_id);
 		goto out;
 	}
+	pthread_mutex_lock(&c->tab_lock);
+	c->regions[c->nregions++] = (struct lib_region){.id = info.region_id,
+							.npfd_id = info.region_id,
+							.start = req.start,
+							.length = req.length,
+							.file_offset = req.file_offset,
+							.backing = req.backing,
+							.flags = req.flags,
+							.fault_around_kib = req.fault_around_kib,
+							.fd = dup_fd};
+	memcpy(c->regions[c->nregions - 1].name, req.name, sizeof(req.name));
+	pthread_mutex_unlock(&c->tab_lock);
+	dup_fd = -1;
 	err = (int)info.region_id;
 	pr_debug("registered region %d: %p+0x%zx", err, addr, len);
 out:
+	if (dup_fd >= 0)
+		close(dup_fd);
 	pthread_mutex_unlock(&c->lock);
 	return err;
 }
@@ -469,12 +1355,20 @@ out:
 int npf_client__unregister(struct npf_client *c, __u32 region_id)
 {
 	struct npf_region_id_req req = {.region_id = region_id};
+	size_t i;
 	int err;
 
 	if (!c)
 		return -EINVAL;
 	pthread_mutex_lock(&c->lock);
+	req.region_id = npfd_region_id(c, region_id);
 	err = npf_request(c, NPF_MSG_REGION_UNREGISTER, &req, sizeof(req), NULL, 0, 0, NULL, NULL);
+	if (!err)
+		for (i = 0; i < c->nregions; i++)
+			if (c->regions[i].id == region_id) {
+				region_forget(c, i);
+				break;
+			}
 	pthread_mutex_unlock(&c->lock);
 	return err;
 }
@@ -513,6 +1407,8 @@ int npf_client__stats(struct npf_client *c, __u32 region_id, struct npf_region_s
 	if (!c || !out || !count)
 		return -EINVAL;
 	pthread_mutex_lock(&c->lock);
+	if (region_id)
+		req.region_id = npfd_region_id(c, region_id);
 	err = npf_request(c, NPF_MSG_STATS, &req, sizeof(req), NULL, 0, sizeof(**out),
 			  (void **)out, count);
 	pthread_mutex_unlock(&c->lock);
@@ -523,16 +1419,39 @@ int npf_client__attach_device(struct npf_client *c, __u32 region_id, int iopt_fd
 {
 	struct npf_device_attach_req req = {.region_id = region_id};
 	struct npf_device_info info;
-	int err;
+	struct lib_device *tab;
+	int err, dup_fd;
 
 	if (!c || iopt_fd < 0)
 		return -EINVAL;
 	pthread_mutex_lock(&c->lock);
-	err = request_one(c, NPF_MSG_DEVICE_ATTACH, &req, sizeof(req), &iopt_fd, 1, &info,
-			  sizeof(info));
+	req.region_id = npfd_region_id(c, region_id);
+	/* Kept for a restarted npfd: the device keeps using its id. */
+	dup_fd = fcntl(iopt_fd, F_DUPFD_CLOEXEC, 0);
+	pthread_mutex_lock(&c->tab_lock);
+	tab = grow(c->devices, &c->devices_cap, c->ndevices, sizeof(*tab));
+	if (tab)
+		c->devices = tab;
+	pthread_mutex_unlock(&c->tab_lock);
+	if (dup_fd < 0 || !tab)
+		err = set_err(c, dup_fd < 0 ? errno : ENOMEM,
+			      "cannot keep the IO page table descriptor: %s",
+			      dup_fd < 0 ? strerror(errno) : "out of memory");
+	else
+		err = request_one(c, NPF_MSG_DEVICE_ATTACH, &req, sizeof(req), &iopt_fd, 1, &info,
+				  sizeof(info));
 	if (!err && (!info.device_id || info.device_id > (__u32)0x7fffffff))
 		err = set_err(c, EPROTO, "npfd answered with an invalid device id %u",
 			      info.device_id);
+	if (!err) {
+		pthread_mutex_lock(&c->tab_lock);
+		c->devices[c->ndevices++] = (struct lib_device){
+			.id = info.device_id, .region_id = region_id, .fd = dup_fd};
+		pthread_mutex_unlock(&c->tab_lock);
+		dup_fd = -1;
+	}
+	if (dup_fd >= 0)
+		close(dup_fd);
 	pthread_mutex_unlock(&c->lock);
 	return err ? err : (int)info.device_id;
 }
@@ -540,12 +1459,23 @@ int npf_client__attach_device(struct npf_client *c, __u32 region_id, int iopt_fd
 int npf_client__detach_device(struct npf_client *c, __u32 device_id)
 {
 	struct npf_device_id_req req = {.device_id = device_id};
+	size_t i;
 	int err;
 
 	if (!c)
 		return -EINVAL;
 	pthread_mutex_lock(&c->lock);
 	err = npf_request(c, NPF_MSG_DEVICE_DETACH, &req, sizeof(req), NULL, 0, 0, NULL, NULL);
+	/*
+	 * Forgotten unless npfd could not be asked: even when the NIC did
+	 * not acknowledge, or npfd does not know it, it is not attached.
+	 */
+	if (err != -ECONNRESET && err != -ENOTCONN && err != -ETIMEDOUT)
+		for (i = 0; i < c->ndevices; i++)
+			if (c->devices[i].id == device_id) {
+				device_forget(c, i);
+				break;
+			}
 	pthread_mutex_unlock(&c->lock);
 	return err;
 }
@@ -576,6 +1506,8 @@ int npf_client__policy_load(struct npf_client *c, int obj_fd, __u32 region_id, c
 	if (name)
 		strncpy(req.name, name, sizeof(req.name) - 1);
 	pthread_mutex_lock(&c->lock);
+	if (region_id)
+		req.region_id = npfd_region_id(c, region_id);
 	err = request_one(c, NPF_MSG_POLICY_LOAD, &req, sizeof(req), &obj_fd, obj_fd >= 0 ? 1 : 0,
 			  &st, sizeof(st));
 	pthread_mutex_unlock(&c->lock);

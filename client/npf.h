@@ -43,19 +43,46 @@ NPF_API npf_print_fn_t npf_set_print(npf_print_fn_t fn);
 
 struct npf_client;
 
+/* What libnpf does with faults when npfd stays away (npf_client_opts.fallback). */
+enum npf_fallback {
+	NPF_FALLBACK_DEFAULT = 0, /* $NPF_FALLBACK ("serve" or "sigbus"), else SERVE */
+	NPF_FALLBACK_SERVE = 1,	  /* serve them in-process: zeros, or pread of the backing file */
+	NPF_FALLBACK_SIGBUS = 2,  /* send SIGBUS to the faulting thread, after a message */
+};
+
 struct npf_client_opts {
 	size_t sz;
 	const char *socket_path; /* NULL: $NPF_SOCKET, else NPF_DEFAULT_SOCKET */
+	/*
+	 * How long a call waits for npfd's answer before it fails with
+	 * -ETIMEDOUT (npfd stopped, or hung). 0: $NPF_TIMEOUT_MS, else 5000;
+	 * < 0: for ever.
+	 */
+	int timeout_ms;
+	/*
+	 * How long faults may wait for an npfd that died (or stopped serving)
+	 * before libnpf handles them itself (fallback). 0: $NPF_FALLBACK_MS,
+	 * else 5000; < 0: never (the faulting threads wait for npfd).
+	 */
+	int fallback_ms;
+	__u32 fallback; /* enum npf_fallback */
 };
 
 /*
  * Connect to npfd. Fails with ECONNREFUSED/ENOENT when npfd is not running.
- * The connection lives as long as the object: npfd drops every region of a
- * client whose connection closes (including when the process dies).
+ * npfd drops every region of a client whose connection closes (including
+ * when the process dies). If npfd dies or is restarted, the regions are
+ * not lost: libnpf keeps this process's userfaultfd and what it registered,
+ * reconnects in the background and hands them to the new npfd ("adopt");
+ * faults that arrive meanwhile wait, and after fallback_ms are handled by
+ * libnpf itself until npfd is back. See libnpf(3), RESTARTS.
  */
 NPF_API struct npf_client *npf_client__connect(const struct npf_client_opts *opts);
 
-/* Unregister all regions, close the userfaultfd and the connection. */
+/*
+ * Unregister all regions (in the kernel first, so that a munmap() that
+ * follows never waits for npfd), close the userfaultfd and the connection.
+ */
 NPF_API void npf_client__close(struct npf_client *client);
 
 /* npfd's reason for the last refused request ("" if none). */

@@ -306,7 +306,12 @@ void client_drop(struct npfd_client *c)
 		 * never faulted is dropped with its parent.
 		 */
 		if (mm == c->mm || !mm->tgid)
-			mm_destroy(mm, true);
+			/*
+			 * npfd stopping: the client's ranges stay registered
+			 * with its userfaultfd, for libnpf to hand them to the
+			 * next npfd (or serve them itself meanwhile).
+			 */
+			mm_destroy(mm, !npfd.stop);
 		else
 			mm->owner = NULL;
 	}
@@ -334,7 +339,7 @@ void control_close(void)
 	list_for_each_entry_safe(c, tmp, &npfd.clients, node)
 		client_drop(c);
 	list_for_each_entry_safe(mm, mtmp, &npfd.mms, node)
-		mm_destroy(mm, true);
+		mm_destroy(mm, !npfd.stop);
 	if (npfd.listen_fd > 0) {
 		source_del(npfd.listen_src);
 		close(npfd.listen_fd);
@@ -637,9 +642,25 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 						    ((struct npf_region_id_req *)body)->region_id,
 						    w, err, sizeof(err));
 			break;
-		case NPF_MSG_DEVICE_ATTACH: {
+		case NPF_MSG_DEVICE_ATTACH:
+		case NPF_MSG_DEVICE_ADOPT: {
+			struct npf_device_attach_req areq = *(struct npf_device_attach_req *)body;
 			struct npf_device_info info;
+			__u32 want = 0;
 
+			if (hdr->type == NPF_MSG_DEVICE_ADOPT) {
+				const struct npf_device_adopt_req *ar = body;
+
+				/* an attach, and the id the device already puts in its requests */
+				areq = (struct npf_device_attach_req){.region_id = ar->region_id};
+				want = ar->device_id;
+				if (!want) {
+					rc = -EINVAL;
+					snprintf(err, sizeof(err),
+						 "adopting a device needs its earlier id");
+					break;
+				}
+			}
 			if (nfds != 1) {
 				rc = -EINVAL;
 				snprintf(err, sizeof(err),
@@ -647,7 +668,7 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 					 nfds);
 				break;
 			}
-			rc = device_attach(c, body, fds[0], &info, err, sizeof(err));
+			rc = device_attach(c, &areq, want, fds[0], &info, err, sizeof(err));
 			if (!rc)
 				memcpy(reply_item(&rp, sizeof(info)), &info, sizeof(info));
 			break;
@@ -699,10 +720,26 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 						       ? "enabled"
 						       : "disabled: every fault gets the built-in decision");
 			break;
-		case NPF_MSG_REGION_REGISTER: {
+		case NPF_MSG_REGION_REGISTER:
+		case NPF_MSG_REGION_ADOPT: {
+			struct npf_region_adopt_req *ar = body;
 			struct npf_region_info info;
 
-			rc = region_register(c, body, fds, nfds, &info, err, sizeof(err));
+			if (hdr->type == NPF_MSG_REGION_ADOPT &&
+			    (!ar->region_id || (ar->flags & ~NPF_ADOPT_MORE))) {
+				rc = -EINVAL;
+				snprintf(
+					err, sizeof(err),
+					"adopting a region needs its earlier id and no flags (id %u, flags 0x%x)",
+					ar->region_id, ar->flags);
+				break;
+			}
+			rc = region_register(c, body, fds, nfds,
+					     hdr->type == NPF_MSG_REGION_ADOPT ? ar->region_id : 0,
+					     &info, err, sizeof(err));
+			/* the last adoption, done or refused, ends the adopting */
+			if (hdr->type == NPF_MSG_REGION_ADOPT && c->mm)
+				c->mm->adopting = (ar->flags & NPF_ADOPT_MORE) != 0;
 			if (!rc)
 				memcpy(reply_item(&rp, sizeof(info)), &info, sizeof(info));
 			else

@@ -85,7 +85,6 @@ struct group {
 
 static struct list_head devices = LIST_HEAD_INIT(devices);
 static struct list_head groups = LIST_HEAD_INIT(groups);
-static __u32 next_device_id;
 static unsigned int nretiring; /* devices waiting for an acknowledgement */
 static unsigned int nbacklogged; /* devices with invalidations waiting for ring slots */
 
@@ -104,12 +103,18 @@ static void nic_wake(struct npfd_device *d, __u32 *tail)
 		syscall(SYS_futex, tail, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-static struct npfd_device *device_find(__u32 id)
+/*
+ * A device of process tgid. Ids npfd hands out are unique, but an adopted
+ * device keeps the id it had, which only its own process can claim: so a
+ * device is always named by (process, id), and a process that claims
+ * another's id cannot take the other's device or its page requests.
+ */
+static struct npfd_device *device_of(pid_t tgid, __u32 id)
 {
 	struct npfd_device *d;
 
 	list_for_each_entry(d, &devices, node)
-		if (d->id == id)
+		if (d->id == id && d->mm && !d->orphaned && d->mm->tgid == tgid)
 			return d;
 	return NULL;
 }
@@ -384,8 +389,13 @@ void device_mm_gone(struct npfd_mm *mm)
 	}
 }
 
-int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req, int fd,
-		  struct npf_device_info *out, char *err, size_t errlen)
+/*
+ * adopt_id: the device was attached through an earlier npfd and puts that
+ * id in its page requests; keep it (an id npfd hands out is never reused,
+ * see id_alloc()) or refuse.
+ */
+int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req, __u32 adopt_id,
+		  int fd, struct npf_device_info *out, char *err, size_t errlen)
 {
 	struct npfd_region *r = region_find_id(req->region_id);
 	struct npf_iopt_header hdr;
@@ -399,6 +409,17 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 		return refuse(err, errlen, EINVAL, "unknown flags 0x%x", req->flags);
 	if (!r || !c->mm || r->mm != c->mm)
 		return refuse(err, errlen, ENOENT, "no region %u of this client", req->region_id);
+	if (adopt_id && (d = device_of(c->mm->tgid, adopt_id))) {
+		/* handed over within this npfd (the client reconnected): it is there */
+		if (d->mm == c->mm && d->region == r && !d->detached && !d->retiring) {
+			*out = d->info;
+			return 0;
+		}
+		return refuse(
+			err, errlen, EEXIST,
+			"device id %u is in use by another device of this process: the device must be attached again and told its new id",
+			adopt_id);
+	}
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (size_t)st.st_size < sizeof(hdr))
 		return refuse(err, errlen, EINVAL,
 			    "the descriptor is not an IO page table (a memfd of at least %zu bytes)",
@@ -435,7 +456,9 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 	}
 	d->region = r;
 	d->mm = c->mm;
-	d->id = ++next_device_id;
+	if (adopt_id)
+		id_taken(&npfd.next_device_id, adopt_id);
+	d->id = adopt_id ? adopt_id : id_alloc(&npfd.next_device_id);
 	d->hdr = map;
 	d->map_len = need;
 	d->pte = (__u64 *)((char *)map + hdr.pte_offset);
@@ -450,14 +473,15 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 	list_add_tail(&d->node, &devices);
 	mmwatch_device_attached();
 	*out = d->info;
-	pr_info("pid %d: device %u attached to region %u: 0x%llx, %llu pages", c->pid, d->id, r->id,
-		(unsigned long long)d->start, (unsigned long long)d->npages);
+	pr_info("pid %d: device %u %s region %u: 0x%llx, %llu pages", c->pid, d->id,
+		adopt_id ? "adopted in" : "attached to", r->id, (unsigned long long)d->start,
+		(unsigned long long)d->npages);
 	return 0;
 }
 
 int device_detach(struct npfd_client *c, __u32 id, struct npfd_wait *w, char *err, size_t errlen)
 {
-	struct npfd_device *d = device_find(id);
+	struct npfd_device *d = c->mm ? device_of(c->mm->tgid, id) : NULL;
 
 	if (!d || d->detached || !c->mm || d->mm != c->mm)
 		return refuse(err, errlen, ENOENT, "no device %u of this client", id);
@@ -690,7 +714,7 @@ void device_await_expire(void)
 /* A device page request and its decision. */
 static void device_request(const struct npf_fault_record *rec)
 {
-	struct npfd_device *d = device_find(rec->device_id);
+	struct npfd_device *d = device_of((pid_t)rec->tgid, rec->device_id);
 	struct npf_policy_decision dec;
 	__u64 first, last;
 	struct group *g;

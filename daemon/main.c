@@ -3,6 +3,8 @@
  * npfd: resolves page faults of registered, unpinned memory.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,6 +34,103 @@ __u64 now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (__u64)ts.tv_sec * 1000000000ULL + (__u64)ts.tv_nsec;
+}
+
+/*
+ * Region and device ids are never reused across restarts: a client whose
+ * npfd died adopts its regions and devices under their ids (a device puts
+ * its id in every page request), so a new npfd must not give those ids to
+ * anyone else first. npfd keeps, in npfd.ids beside its socket (a
+ * directory only it may write), a mark above every id it may have handed
+ * out, moved up a block at a time, and starts above the mark it finds.
+ */
+#define IDS_BLOCK 1024
+static int ids_fd = -1;
+static __u32 ids_mark;
+
+static void ids_save(__u32 id)
+{
+	char buf[16];
+	int n;
+
+	ids_mark = (id / IDS_BLOCK + 1) * IDS_BLOCK;
+	if (ids_fd < 0)
+		return;
+	n = snprintf(buf, sizeof(buf), "%10u\n", ids_mark);
+	if (pwrite(ids_fd, buf, (size_t)n, 0) != n)
+		pr_warn("cannot write the id mark: %s (ids may be reused after a restart)",
+			strerror(errno));
+}
+
+static void ids_open(const char *socket_path)
+{
+	char path[PATH_MAX], buf[32] = "";
+	const char *slash = strrchr(socket_path, '/');
+	unsigned long mark = 0;
+	ssize_t n;
+
+	/* the socket's directory, which control_open() checked is npfd's own */
+	snprintf(path, sizeof(path), "%.*snpfd.ids", slash ? (int)(slash - socket_path + 1) : 0,
+		 socket_path);
+	ids_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (ids_fd < 0) {
+		pr_warn("cannot open %s: %s (region and device ids may be reused after a restart)",
+			path, strerror(errno));
+		return;
+	}
+	n = pread(ids_fd, buf, sizeof(buf) - 1, 0);
+	if (n > 0) {
+		buf[n] = '\0';
+		mark = strtoul(buf, NULL, 10);
+	}
+	/* ids stay below 2^31 (libnpf returns them as int); wrap far before */
+	if (mark >= 0x7fff0000UL)
+		mark = 0;
+	npfd.next_region_id = npfd.next_device_id = (__u32)mark;
+	ids_save((__u32)mark);
+	if (mark)
+		pr_info("ids start above %lu (%s)", mark, path);
+}
+
+/*
+ * A clean exit with regions still served keeps the mark: their clients
+ * adopt them in the next npfd. With none, nobody can come back.
+ */
+static void ids_close(bool regions_left)
+{
+	char path[64];
+
+	if (ids_fd < 0 || regions_left)
+		return;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", ids_fd);
+	{
+		char target[PATH_MAX];
+		ssize_t n = readlink(path, target, sizeof(target) - 1);
+
+		if (n > 0) {
+			target[n] = '\0';
+			unlink(target);
+		}
+	}
+	close(ids_fd);
+	ids_fd = -1;
+}
+
+__u32 id_alloc(__u32 *counter)
+{
+	__u32 id = ++*counter;
+
+	if (id >= ids_mark)
+		ids_save(id);
+	return id;
+}
+
+void id_taken(__u32 *counter, __u32 id)
+{
+	if (id > *counter)
+		*counter = id;
+	if (id >= ids_mark)
+		ids_save(id);
 }
 
 static struct npfd_cmdline cmdline;
@@ -173,6 +272,8 @@ int main(int argc, char **argv)
 		config_apply_live(&config);
 	if (!err)
 		err = control_open(npfd.opt.socket_path);
+	if (!err)
+		ids_open(npfd.opt.socket_path);
 	if (!err) {
 		pr_info("ready (pid %d)", getpid());
 		/* BPF loaded, maps pinned, socket listening: clients may come. */
@@ -180,6 +281,7 @@ int main(int argc, char **argv)
 		err = loop_run();
 	}
 	sd_notify(0, "STOPPING=1");
+	ids_close(npfd.nr_regions != 0);
 	control_close();
 	mmwatch_close();
 	collect_close();

@@ -78,6 +78,7 @@ struct npfd_mm {
 	__u32 nr_regions;
 	bool forked;
 	bool dead; /* torn down; freed at the end of the loop iteration */
+	bool adopting; /* more regions are being adopted: faults outside them wait */
 	int src;   /* event-loop source id of uffd */
 	int pid_src;
 	struct nic_probe *nic_probe; /* the uprobe on its executable's npf_nic_fault_report() */
@@ -131,6 +132,7 @@ struct npfd {
 	__u32 nr_clients;
 	__u32 nr_regions;
 	__u32 next_region_id;
+	__u32 next_device_id;
 	__u64 start_ns;
 	__u64 faults_resolved;
 	__u64 batches;
@@ -143,6 +145,9 @@ struct npfd {
 extern struct npfd npfd;
 
 __u64 now_ns(void);
+/* main.c: region and device ids, never reused across restarts (see ids_open()) */
+__u32 id_alloc(__u32 *counter);
+void id_taken(__u32 *counter, __u32 id);
 /* util.c */
 int mkdir_p(const char *path, mode_t mode);
 int refuse(char *err, size_t errlen, int code, const char *fmt, ...)
@@ -182,7 +187,7 @@ void mm_destroy(struct npfd_mm *mm, bool unregister_ranges);
 struct npfd_region *mm_find_region(struct npfd_mm *mm, __u64 addr);
 struct npfd_region *region_find_id(__u32 id);
 int region_register(struct npfd_client *c, const struct npf_region_req *req, int *fds, int nfds,
-		    struct npf_region_info *out, char *err, size_t errlen);
+		    __u32 adopt_id, struct npf_region_info *out, char *err, size_t errlen);
 int region_unregister(struct npfd_client *c, __u32 id, struct npfd_wait *w, char *err,
 		      size_t errlen);
 void region_remove(struct npfd_region *r, bool unregister_range);
@@ -208,8 +213,8 @@ void resolve_set_fault_around(unsigned int kib);
 void resolve_region_gone(struct npfd_region *r);
 
 /* device.c: device memory regions (the software NIC's IO page tables) */
-int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req, int fd,
-		  struct npf_device_info *out, char *err, size_t errlen);
+int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req, __u32 adopt_id,
+		  int fd, struct npf_device_info *out, char *err, size_t errlen);
 int device_detach(struct npfd_client *c, __u32 id, struct npfd_wait *w, char *err, size_t errlen);
 void device_region_gone(struct npfd_region *r, bool process_alive, struct npfd_wait *w);
 void device_retire_stop(void);

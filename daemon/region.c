@@ -84,8 +84,14 @@ static void region_drop(struct npfd_region *r, bool unregister_range, struct npf
 		    errno != ESRCH && errno != EINVAL && errno != ENOMEM)
 			pr_warn("region %u: UFFDIO_UNREGISTER failed: %s", r->id, strerror(errno));
 	}
-	/* Devices first: no DMA may reach the pages once they are not served. */
-	device_region_gone(r, unregister_range && !npfd.stop && process_alive(mm->tgid), w);
+	/*
+	 * Devices first: no DMA may reach the pages once they are not served.
+	 * When npfd stops, the pages stay registered and installed and the
+	 * next npfd adopts the devices: their waiting requests are not
+	 * failed, their entries stay (device_mm_gone() forgets them).
+	 */
+	if (!npfd.stop)
+		device_region_gone(r, unregister_range && process_alive(mm->tgid), w);
 	policy_region_gone(r);
 	list_del_init(&r->node);
 	mm->nr_regions--;
@@ -324,6 +330,29 @@ static int check_uffd(struct npfd_client *c, int uffd, ino_t *ino, char *err, si
 	return 0;
 }
 
+/*
+ * An adopting client whose userfaultfd this npfd already serves through
+ * another connection (libnpf gave up on a connection to a stopped npfd and
+ * made a new one): the address space moves to the new connection, so that
+ * the old one's end does not unregister ranges the client still uses.
+ */
+static struct npfd_mm *mm_hand_over(struct npfd_client *c, ino_t ino)
+{
+	struct npfd_mm *mm;
+
+	list_for_each_entry(mm, &npfd.mms, node) {
+		if (mm->dead || mm->uffd_ino != ino || mm->tgid != c->pid || mm->forked)
+			continue;
+		if (mm->owner && mm->owner != c && mm->owner->mm == mm)
+			mm->owner->mm = NULL;
+		mm->owner = c;
+		c->mm = mm;
+		pr_info("pid %d: its address space moves to its new connection", c->pid);
+		return mm;
+	}
+	return NULL;
+}
+
 static int adopt_uffd(struct npfd_client *c, int uffd, ino_t ino, char *err, size_t errlen)
 {
 	if (fcntl(uffd, F_SETFL, O_NONBLOCK))
@@ -383,8 +412,17 @@ static int check_backing(int fd, __u64 off, __u64 len, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * Register a region, or (adopt_id != 0) adopt one an earlier npfd served:
+ * the same checks, but the range must still be registered with the
+ * client's userfaultfd in the kernel (UFFDIO_REGISTER of a range already
+ * registered with the same userfaultfd is allowed and changes nothing, so
+ * installed pages stay), the earlier id is kept when it is free, and the
+ * range's waiting threads are woken: faults the earlier npfd read and never
+ * served are raised again and served here.
+ */
 int region_register(struct npfd_client *c, const struct npf_region_req *req, int *fds, int nfds,
-		    struct npf_region_info *out, char *err, size_t errlen)
+		    __u32 adopt_id, struct npf_region_info *out, char *err, size_t errlen)
 {
 	__u64 start = req->start, len = req->length, end = start + len;
 	struct uffdio_register reg = {};
@@ -406,16 +444,24 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	ret = uid_limit_check(c->uid, 1, (c->mm ? 0 : 1) + (want_fds == 2), err, errlen);
 	if (ret)
 		return ret;
+	if (adopt_id && !c->mm)
+		mm_hand_over(c, ino);
 	uffd = c->mm ? c->mm->uffd : fds[0];
 
 	if (c->mm)
-		list_for_each_entry(it, &c->mm->regions, node)
+		list_for_each_entry(it, &c->mm->regions, node) {
+			if (adopt_id && it->start == start && it->length == len &&
+			    it->backing == req->backing) {
+				region_info(it, out); /* handed over with its mm */
+				return 0;
+			}
 			if (overlaps(it, start, len))
 				return refuse(err, errlen, EEXIST,
 					    "region 0x%llx-0x%llx overlaps region %u (0x%llx-0x%llx)",
 					    (unsigned long long)start, (unsigned long long)end,
 					    it->id, (unsigned long long)it->start,
 					    (unsigned long long)(it->start + it->length));
+		}
 	if (c->mm && c->mm->nr_regions >= NPF_MAX_RANGES_PER_PROC)
 		return refuse(err, errlen, ENOSPC, "a process may register at most %d regions",
 			    NPF_MAX_RANGES_PER_PROC);
@@ -434,6 +480,11 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 			return ret;
 	}
 
+	if (adopt_id && !registered_in(c->pid, start, end))
+		return refuse(
+			err, errlen, ENOENT,
+			"region %u (0x%llx-0x%llx) is no longer registered with a userfaultfd: unmapped or unregistered while npfd was away",
+			adopt_id, (unsigned long long)start, (unsigned long long)end);
 	reg.range.start = start;
 	reg.range.len = len;
 	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
@@ -459,18 +510,26 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	if (!c->mm) {
 		ret = adopt_uffd(c, uffd, ino, err, errlen);
 		if (ret) {
-			ioctl(uffd, UFFDIO_UNREGISTER, &range);
+			/* an adopted range stays registered: its client serves it meanwhile */
+			if (!adopt_id)
+				ioctl(uffd, UFFDIO_UNREGISTER, &range);
 			return ret;
 		}
 		fds[0] = -1; /* now owned by c->mm */
 	}
 	r = calloc(1, sizeof(*r));
 	if (!r) {
-		ioctl(uffd, UFFDIO_UNREGISTER, &range);
+		if (!adopt_id)
+			ioctl(uffd, UFFDIO_UNREGISTER, &range);
 		return refuse(err, errlen, ENOMEM, "out of memory");
 	}
 	r->mm = c->mm;
-	r->id = ++npfd.next_region_id;
+	if (adopt_id && !region_find_id(adopt_id)) {
+		id_taken(&npfd.next_region_id, adopt_id);
+		r->id = adopt_id;
+	} else {
+		r->id = id_alloc(&npfd.next_region_id);
+	}
 	r->start = start;
 	r->length = len;
 	r->file_offset = req->file_offset;
@@ -491,13 +550,20 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	c->mm->nr_regions++;
 	npfd.nr_regions++;
 	if (!r->installed || collect_slot_alloc(r) || collect_filter_update(c->mm->tgid, c->mm)) {
-		region_remove(r, true);
+		region_remove(r, !adopt_id);
 		return refuse(err, errlen, ENOSPC, "cannot add the region to the BPF maps");
 	}
 	policy_region_registered(r);
 	region_info(r, out);
-	pr_info("pid %d: region %u registered: 0x%llx-0x%llx %s%s%s", c->pid, r->id,
-		(unsigned long long)start, (unsigned long long)end,
+	if (adopt_id) {
+		/* EEXIST from the pages already there is benign: nothing is overwritten */
+		if (ioctl(c->mm->uffd, UFFDIO_WAKE, &range) && errno != ESRCH)
+			pr_warn("region %u: UFFDIO_WAKE after adopting failed: %s", r->id,
+				strerror(errno));
+	}
+	pr_info("pid %d: region %u %s: 0x%llx-0x%llx %s%s%s", c->pid, r->id,
+		adopt_id ? "adopted" : "registered", (unsigned long long)start,
+		(unsigned long long)end,
 		r->backing == NPF_BACKING_FILE ? "file-backed" : "anonymous", r->name[0] ? " " : "",
 		r->name);
 	return 0;
@@ -552,7 +618,7 @@ void mm_forked(struct npfd_mm *parent, int child_uffd)
 			break;
 		*r = *pr;
 		r->mm = mm;
-		r->id = ++npfd.next_region_id;
+		r->id = id_alloc(&npfd.next_region_id);
 		r->file_fd = pr->file_fd >= 0 ? fcntl(pr->file_fd, F_DUPFD_CLOEXEC, 0) : -1;
 		r->stats = NULL;
 		r->map = NULL; /* the child's region maps the file afresh if it needs to */

@@ -1004,6 +1004,14 @@ void resolve_flush(void)
 						(__u64)rn->npages * NPF_PAGE_SIZE;
 				continue;
 			}
+			if (!rn->region && rn->mm->adopting) {
+				/*
+				 * Maybe a region not adopted yet (a file's page: not
+				 * zeros, even for a write): its adoption wakes it.
+				 */
+				rn->status = -EINPROGRESS;
+				continue;
+			}
 			if (rn->region && rn->region->backing == NPF_BACKING_FILE)
 				src = staging + (size_t)rn->staging * NPF_PAGE_SIZE;
 			else if (rn->write)
@@ -1039,8 +1047,8 @@ void resolve_flush(void)
 					faults[kept++] = faults[k];
 				continue;
 			}
-			if (rn->status == -ESRCH)
-				continue; /* the process is gone: nobody waits */
+			if (rn->status == -ESRCH || rn->status == -EINPROGRESS)
+				continue; /* the process is gone, or waits for an adoption */
 			if (rn->status && rn->status != -ENOENT && !rn->unservable)
 				pr_warn_rl("pid %d: installing 0x%llx+%u pages failed: %s",
 					   rn->mm->tgid, (unsigned long long)rn->start, rn->npages,

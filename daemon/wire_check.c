@@ -41,6 +41,10 @@ long wire_body_size(__u16 type)
 		return 0;
 	case NPF_MSG_REGION_REGISTER:
 		return sizeof(struct npf_region_req);
+	case NPF_MSG_REGION_ADOPT:
+		return sizeof(struct npf_region_adopt_req);
+	case NPF_MSG_DEVICE_ADOPT:
+		return sizeof(struct npf_device_adopt_req);
 	case NPF_MSG_REGION_UNREGISTER:
 	case NPF_MSG_STATS:
 		return sizeof(struct npf_region_id_req);
@@ -63,8 +67,10 @@ static int max_fds(__u16 type)
 {
 	switch (type) {
 	case NPF_MSG_REGION_REGISTER:
+	case NPF_MSG_REGION_ADOPT:
 		return 2; /* userfaultfd, backing file */
 	case NPF_MSG_DEVICE_ATTACH:
+	case NPF_MSG_DEVICE_ADOPT:
 		return 1; /* IO page table */
 	case NPF_MSG_POLICY_LOAD:
 		return 1; /* object file; none: choose a loaded policy */

@@ -290,6 +290,13 @@ enum npf_msg_type {
 	NPF_MSG_POLICY_UNLOAD = 10,  /* npf_policy_name_req -> nothing */
 	NPF_MSG_POLICY_LIST = 11,    /* -> npf_policy_status[] */
 	NPF_MSG_POLICY_ENABLE = 12,  /* npf_policy_enable_req: the kill switch -> nothing */
+	/*
+	 * Added in protocol version 1 without a bump (an npfd that predates
+	 * them answers EOPNOTSUPP): a client whose npfd died and came back
+	 * hands its regions and devices to the new npfd.
+	 */
+	NPF_MSG_REGION_ADOPT = 13,   /* npf_region_adopt_req + fds as REGISTER -> npf_region_info */
+	NPF_MSG_DEVICE_ADOPT = 14,   /* npf_device_adopt_req + IO page table fd -> npf_device_info */
 	NPF_MSG_POLICY_HEALTH = 16,  /* -> npf_policy_health[] (the watchdog's view) */
 	NPF_MSG_REPLY = 0x8000,	     /* OR-ed into the request type */
 };
@@ -343,6 +350,28 @@ struct npf_region_req {
 #define NPF_REGION_FAULT_AROUND 0x1
 #define NPF_FAULT_AROUND_MAX_KIB 2048
 
+/*
+ * Adopt a region registered with an earlier npfd (one that died or was
+ * restarted): the same userfaultfd, the range already registered with it in
+ * the kernel, pages already installed left as they are. npfd checks it as a
+ * registration, keeps region_id when it is free (else answers another), and
+ * wakes the range's threads: a fault the earlier npfd read but never served
+ * is raised again.
+ */
+struct npf_region_adopt_req {
+	struct npf_region_req region;
+	__u32 region_id; /* the id the earlier npfd gave */
+	__u32 flags;	 /* NPF_ADOPT_* */
+};
+
+/*
+ * More regions of this userfaultfd follow: until the last one (without the
+ * flag), a fault outside every adopted region is left waiting for its
+ * region's adoption (which wakes it) instead of being zero-filled -- it may
+ * be a file's page.
+ */
+#define NPF_ADOPT_MORE 0x1
+
 struct npf_region_id_req {
 	__u32 region_id;
 	__u32 pad;
@@ -368,6 +397,16 @@ struct npf_region_info {
 struct npf_device_attach_req {
 	__u32 region_id; /* the registered region that contains the MR */
 	__u32 flags;	 /* none defined yet: must be 0 */
+};
+
+/*
+ * Adopt a device attached through an earlier npfd: the device (the NIC's
+ * MR) puts device_id in its page requests, so npfd keeps it or refuses
+ * (EEXIST) rather than answer another.
+ */
+struct npf_device_adopt_req {
+	__u32 region_id; /* the region's id, as the adopting npfd answered it */
+	__u32 device_id; /* the id the earlier npfd gave */
 };
 
 struct npf_device_id_req {
