@@ -3,6 +3,14 @@
  * Shared by the test programs: start a private npfd (own socket directory,
  * own bpffs pin directory), stop it, and report pass / fail / skip the way
  * tests/run.sh expects (exit 0 / 1 / 77, reason on the last line).
+ *
+ * Including it also (a constructor, before main) makes stdout line-buffered,
+ * so that a test killed half-way leaves every line it printed in its log,
+ * and arms an alarm shorter than the runner's time limit: a test that hangs
+ * fails with its own message (and its children -- npfd, the two sides of a
+ * NIC test -- go with it through PR_SET_PDEATHSIG) instead of being killed
+ * silently. The alarm is $NPF_TEST_ALARM seconds (tests/run.sh sets it to
+ * its limit minus a margin), TH_ALARM_DEFAULT when unset, 0 for none.
  */
 #ifndef NPF_TEST_HARNESS_H
 #define NPF_TEST_HARNESS_H
@@ -23,6 +31,34 @@
 #include <unistd.h>
 
 #define TH_SKIP 77
+#define TH_ALARM_DEFAULT 240
+
+static char th_alarm_msg[128];
+static int th_alarm_len;
+
+static void th_on_alarm(int sig)
+{
+	/* async-signal-safe: no stdio; what was printed is already out (line-buffered) */
+	if (write(STDOUT_FILENO, th_alarm_msg, (size_t)th_alarm_len) < 0)
+		_exit(1);
+	_exit(1);
+}
+
+static void __attribute__((constructor)) th_init(void)
+{
+	const char *a = getenv("NPF_TEST_ALARM");
+	unsigned int secs = a ? (unsigned int)strtoul(a, NULL, 10) : TH_ALARM_DEFAULT;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!secs)
+		return;
+	th_alarm_len = snprintf(th_alarm_msg, sizeof(th_alarm_msg),
+				"\nFAIL: the test did not finish within %u s (the harness's alarm, "
+				"$NPF_TEST_ALARM)\n",
+				secs);
+	signal(SIGALRM, th_on_alarm);
+	alarm(secs);
+}
 
 static inline void __attribute__((noreturn, format(printf, 1, 2))) th_skip(const char *fmt, ...)
 {

@@ -1,32 +1,48 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
-# The test runner: every built test program (build/tests/*) and every
-# tests/*.sh, each with a time limit. Output is kept in build/test-logs/ and
-# shown only on failure. Exit 77 means skip; the reason is the last line.
-#   sh tests/run.sh [NAME...]    run some tests only
-#   TEST_TIMEOUT=SECONDS         per-test limit (default 300)
+# The test runner: every built unit test (build/tests/unit/*), every built
+# test program (build/tests/*) and every tests/*.sh, each with a time limit.
+# Output is kept in build/test-logs/ and shown only on failure. Exit 77 means
+# skip; the reason is the last line, and the summary line shows it.
+#   sh tests/run.sh [NAME...]    run some tests only (unit tests: unit/NAME)
+#   TEST_TIMEOUT=SECONDS         per-test limit (default 300); the C tests'
+#                                own alarm ($NPF_TEST_ALARM, tests/harness.h)
+#                                fires 10 s before it, so that a hung test
+#                                fails with its log instead of being killed
+#   NPF_TESTS_NO_SKIP=1          a skip is a failure (.ci/run sets it: on a
+#                                machine that has root, namespaces, systemd,
+#                                BPF and the Prometheus client nothing may
+#                                drop out unnoticed) ...
+#   NPF_TESTS_ALLOW_SKIP="A B"   ... except for the tests named here, whose
+#                                feature the machine genuinely lacks
 set -u
 O=${O:-build}
 export NPF_BIN="$PWD/$O/bin"
 export NPF_TESTS="$PWD/$O/tests"
-logs="$O/test-logs"
-mkdir -p "$logs"
+logs=${NPF_TEST_LOGS:-$O/test-logs} # where each test's output is kept
+mkdir -p "$logs" "$logs/unit"
 limit=${TEST_TIMEOUT:-300}
+if [ "$limit" -gt 20 ]; then alarm=$((limit - 10)); else alarm=$((limit * 3 / 4)); fi
+[ "$alarm" -gt 0 ] || alarm=1
+export NPF_TEST_ALARM=$alarm
+no_skip=${NPF_TESTS_NO_SKIP:-0}
+allow_skip=" ${NPF_TESTS_ALLOW_SKIP:-} "
 
 if [ "$(id -u)" -ne 0 ]; then
-	echo "tests: run as root (npfd loads BPF programs and serves other processes' userfaultfds)" >&2
+	echo "tests: not root: every test that needs npfd will skip (npfd loads BPF programs and serves other processes' userfaultfds)" >&2
+	[ "$no_skip" = 1 ] && echo "tests: NPF_TESTS_NO_SKIP=1: those skips count as failures" >&2
 fi
 
 tests=""
 if [ $# -gt 0 ]; then
 	for n in "$@"; do
-		if [ -x "$O/tests/$n" ]; then tests="$tests $O/tests/$n"
+		if [ -x "$O/tests/$n" ] && [ -f "$O/tests/$n" ]; then tests="$tests $O/tests/$n"
 		elif [ -f "tests/$n.sh" ]; then tests="$tests tests/$n.sh"
 		elif [ -f "tests/$n" ]; then tests="$tests tests/$n"
 		else echo "tests: no test named $n" >&2; exit 2; fi
 	done
 else
-	for t in "$O"/tests/* tests/*.sh; do
+	for t in "$O"/tests/unit/* "$O"/tests/* tests/*.sh; do
 		case "$t" in tests/run.sh) continue ;; esac
 		[ -f "$t" ] && tests="$tests $t"
 	done
@@ -34,7 +50,10 @@ fi
 
 pass=0 fail=0 skip=0
 for t in $tests; do
-	name=$(basename "$t" .sh)
+	case "$t" in
+	"$O"/tests/unit/*) name=unit/$(basename "$t") ;;
+	*) name=$(basename "$t" .sh) ;;
+	esac
 	log="$logs/$name.log"
 	start=$(date +%s.%N)
 	case "$t" in
@@ -43,12 +62,24 @@ for t in $tests; do
 	esac
 	rc=$?
 	secs=$(awk "BEGIN { print $(date +%s.%N) - $start }")
+	why=""
+	if [ $rc -eq 77 ]; then
+		why=$(tail -n 1 "$log")
+		why=${why#SKIP: }
+		[ -n "$why" ] || why="(the test gave no reason: a bug in the test)"
+		case "$allow_skip" in
+		*" $name "*) ;;
+		*) [ "$no_skip" = 1 ] && rc=78 ;;
+		esac
+	fi
 	case $rc in
 	0) pass=$((pass + 1)); printf 'PASS  %-28s %6.2fs\n' "$name" "$secs" ;;
-	77) skip=$((skip + 1)); printf 'SKIP  %-28s %s\n' "$name" "$(tail -n 1 "$log")" ;;
+	77) skip=$((skip + 1)); printf 'SKIP  %-28s %s\n' "$name" "$why" ;;
 	*)
 		fail=$((fail + 1))
-		if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then why="timed out after ${limit}s"; else why="exit $rc"; fi
+		if [ $rc -eq 78 ]; then why="skipped, and NPF_TESTS_NO_SKIP=1 allows no skip (not in NPF_TESTS_ALLOW_SKIP): $why"
+		elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then why="timed out after ${limit}s"
+		else why="exit $rc"; fi
 		printf 'FAIL  %-28s %s\n' "$name" "$why"
 		sed 's/^/    | /' "$log" | tail -n 60
 		;;
