@@ -3,6 +3,9 @@
 #
 #   make            build everything into build/ (installs Debian deps first)
 #   make check      build and run the test suite (as root)
+#   make unit       build and run the unit tests only (no root, no npfd)
+#   make mutate     break the product on purpose, one bug at a time, and show
+#                   which tests catch each (scripts/mutate.sh; slow, as root)
 #   make demo       run npfd plus a real workload and print what happened
 #   make bench      run the benchmarks
 #   make install    install into $(DESTDIR)$(PREFIX) (default /usr/local; the
@@ -158,10 +161,40 @@ $(O)/tests/%: $(O)/obj/tests/%.o $(LIBNIC_A) $(LIBNPF_A)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -luring -lbpf -lpthread
 
-$(O)/tests/unit-%: $(O)/obj/tests/unit/%.o $(LIBCOMMON_A)
+# ------------------------------------------------------------------ #
+# Unit tests: pure code, no root, no npfd. One program per unit:
+# tests/unit/NAME.c, built into $(O)/tests/unit-NAME beside the other tests,
+# so that tests/run.sh runs it with the rest of make check (make unit runs
+# only them); exit 0 pass, 1 fail. tests/unit/unit.h has checks that report
+# every failure and the harness's alarm; headers come from daemon/, bench/,
+# client/, common/ and include/. Each links, in this order, what it names in
+# UNIT_OBJS_NAME (objects from elsewhere, e.g.
+#   UNIT_OBJS_foo := $(O)/obj/nic/nic_wire.o
+# ), libnpfd-core.a (every daemon/*.c but main.c), libnpfcommon.a and
+# libnpf.a: the linker takes only the members the unit uses. A pure function
+# buried in a file with globals moves into a small file of its own
+# (daemon/runs.c, daemon/verifier_log.c) rather than being copied.
+NPFD_CORE_A := $(O)/lib/libnpfd-core.a
+
+$(NPFD_CORE_A): $(patsubst %.c,$(O)/obj/%.o,$(filter-out daemon/main.c,$(DAEMON_SRCS)))
+	$(call msg,AR,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(patsubst %.c,$(O)/obj/%.o,$(UNIT_SRCS)): NPF_CFLAGS += -Idaemon -Ibench -Itests/unit
+
+.SECONDEXPANSION:
+$(O)/tests/unit-%: $(O)/obj/tests/unit/%.o $$(UNIT_OBJS_$$*) $(NPFD_CORE_A) $(LIBCOMMON_A) \
+		   $(LIBNPF_A)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lm
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_NPFD) -lm
+
+unit: $(UNIT_TESTS)
+	$(Q)sh tests/run.sh $(patsubst $(O)/tests/%,%,$(UNIT_TESTS))
+
+mutate: all
+	$(Q)sh scripts/mutate.sh
 
 $(O)/bin/npf-bench-%: $(O)/obj/bench/%.o $(LIBNIC_A) $(LIBNPF_A) $(LIBCOMMON_A)
 	$(call msg,LINK,$@)
@@ -325,7 +358,7 @@ bench: all
 clean:
 	$(Q)rm -rf $(O)
 
-.PHONY: all check check-abi abi-baseline check-sanitize fuzz demo bench clean install uninstall verbs verbs-if-abi
+.PHONY: all check check-abi abi-baseline check-sanitize fuzz unit mutate demo bench clean install uninstall verbs verbs-if-abi
 .DELETE_ON_ERROR:
 .SECONDARY:
 

@@ -30,6 +30,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "npfd.h"
+#include "verifier_log.h"
 #include "policy_object.h"
 
 #define MAX_POLICY_OBJECT (16 << 20)
@@ -81,30 +82,6 @@ static struct npfd_policy *policy_by_id(__u32 id)
 		if (!p->origin && p->st.policy_id == id)
 			return p;
 	return NULL;
-}
-
-/*
- * The verifier's reason: its log ends with the offending instruction, the
- * error line, and a statistics line ("processed N insns ..."); keep the
- * two lines before the statistics, which say what was wrong and where.
- */
-static void verifier_tail(char *log, char *err, size_t errlen)
-{
-	char *end = log + strlen(log), *p, *stats;
-	int lines = 0;
-
-	while (end > log && end[-1] == '\n')
-		*--end = '\0';
-	stats = strstr(log, "\nprocessed ");
-	if (stats)
-		*stats = '\0';
-	for (p = log + strlen(log); p > log; p--)
-		if (p[-1] == '\n' && ++lines == 2)
-			break;
-	snprintf(err + strlen(err), errlen - strlen(err), ": verifier: %s", p);
-	for (p = err; *p; p++)
-		if (*p == '\n')
-			*p = ' ';
 }
 
 /*

@@ -37,6 +37,7 @@
 #include <unistd.h>
 #include <linux/userfaultfd.h>
 #include "npfd.h"
+#include "runs.h"
 
 #ifndef UFFDIO_POISON /* Debian's linux-libc-dev (6.1) predates it; the kernel has it (6.6+) */
 struct uffdio_poison {
@@ -48,32 +49,6 @@ struct uffdio_poison {
 #endif
 
 #define MSGS_PER_READ 64
-#define MAX_RUN_PAGES 512
-
-struct fault {
-	struct npfd_mm *mm;
-	__u64 page;
-	__u64 raised; /* when the fault was raised (BPF), or when npfd read it */
-	__u32 tid;
-	bool write; /* the page will be written at once: install it writable */
-	bool cached; /* file-backed: seen in the page cache when queued */
-};
-
-struct run {
-	struct npfd_mm *mm;
-	struct npfd_region *region; /* NULL: no region covers it (see flush) */
-	__u64 start;
-	__u32 npages;
-	__u32 first, nfaults; /* faults[first .. first + nfaults) */
-	__u32 staging;	      /* first staging page (file runs read with io_uring) */
-	const char *direct;   /* file runs in the page cache: npfd's mapping of the run */
-	int status;	      /* 0, or the -errno that stopped the install */
-	bool woken;	      /* the install ioctl already woke the whole run */
-	bool write;	      /* a fault of the run writes: no read-only zero page */
-	bool unservable;      /* its data cannot be had (the backing read failed) */
-	__u32 valid_pages;    /* unservable: leading pages the read did fill */
-	__u64 done;	      /* bytes installed */
-};
 
 static struct fault *faults;
 static size_t nfaults, faults_cap;
@@ -590,17 +565,6 @@ void resolve_uffd_ready(void *arg)
 	}
 }
 
-static int cmp_fault(const void *a, const void *b)
-{
-	const struct fault *x = a, *y = b;
-
-	if (x->mm != y->mm)
-		return x->mm < y->mm ? -1 : 1;
-	if (x->page != y->page)
-		return x->page < y->page ? -1 : 1;
-	return 0;
-}
-
 /*
  * Install [start, start + len) from src (or zeros). Pages that exist already
  * (EEXIST: another thread's fault, or a retried run) are skipped.
@@ -897,80 +861,6 @@ static int install_bounced(struct run *rn)
 	return install(rn, bounce);
 }
 
-/*
- * Cut faults[pos..] (sorted, deduplicated) into runs, as many as fit the
- * staging buffer. Returns the number of runs; *next is the first fault left
- * for the next round.
- */
-static size_t make_runs(size_t pos, size_t *next)
-{
-	unsigned int staged = 0;
-	size_t i = pos, n = 0;
-
-	while (i < nfaults) {
-		struct fault *f = &faults[i];
-		struct npfd_region *r = mm_find_region(f->mm, f->page);
-		bool file = r && r->backing == NPF_BACKING_FILE;
-		struct run *rn;
-		size_t j = i + 1, k;
-
-		if (file && staged == staging_pages)
-			break; /* staging full: the rest goes in the next round */
-		while (j < nfaults && faults[j].mm == f->mm &&
-		       faults[j].page == faults[j - 1].page + NPF_PAGE_SIZE && j - i < MAX_RUN_PAGES &&
-		       (!r || faults[j].page < r->start + r->length) &&
-		       (!file || staged + (j - i) < staging_pages))
-			j++;
-		if (n == runs_cap) {
-			size_t cap = runs_cap ? runs_cap * 2 : 256;
-			struct run *nr = realloc(runs, cap * sizeof(*nr));
-
-			if (!nr)
-				break;
-			runs = nr;
-			runs_cap = cap;
-		}
-		rn = &runs[n++];
-		*rn = (struct run){.mm = f->mm, .region = r, .start = f->page,
-				   .npages = (__u32)(j - i), .first = (__u32)i,
-				   .nfaults = (__u32)(j - i)};
-		for (k = i; k < j; k++)
-			rn->write |= faults[k].write;
-		if (file)
-			rn->direct = run_in_cache(rn);
-		if (file && !rn->direct) {
-			rn->staging = staged;
-			staged += rn->npages;
-		}
-		i = j;
-	}
-	*next = i;
-	return n;
-}
-
-static void dedupe(void)
-{
-	size_t i, j = 0;
-
-	qsort(faults, nfaults, sizeof(*faults), cmp_fault);
-	for (i = 0; i < nfaults; i++) {
-		struct fault *kept = j ? &faults[j - 1] : NULL;
-
-		if (kept && kept->mm == faults[i].mm && kept->page == faults[i].page) {
-			/* Two faults, one page: one install wakes both; keep what each knew. */
-			kept->write |= faults[i].write;
-			kept->cached |= faults[i].cached;
-			if (!kept->tid && faults[i].tid) {
-				kept->tid = faults[i].tid;
-				kept->raised = faults[i].raised;
-			}
-			continue;
-		}
-		faults[j++] = faults[i];
-	}
-	nfaults = j;
-}
-
 void resolve_flush(void)
 {
 	size_t pos = 0, kept = 0;
@@ -979,13 +869,14 @@ void resolve_flush(void)
 		return;
 	batch_gen++;
 	npfd.batches++;
-	dedupe();
+	nfaults = faults_dedupe(faults, nfaults);
 
 	while (pos < nfaults) {
 		size_t nruns, next, i;
 		__u64 t;
 
-		nruns = make_runs(pos, &next);
+		nruns = runs_make(faults, nfaults, pos, staging_pages, run_in_cache, &runs, &runs_cap,
+				  &next);
 		if (!nruns)
 			break;
 		read_runs(runs, nruns);
