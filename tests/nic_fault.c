@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The software RNIC's fault path through the real npfd, two processes:
- *  1. RDMA WRITE of 1024 never-touched remote pages: ONE page request
- *     (npfd answers one group and maps 1024 entries; the BPF uprobe counts
- *     one device fault for the region), RNR NAK, the sender retries, the
- *     data lands (checksum).
+ *  1. RDMA WRITE of 1024 never-touched remote pages: the responder raises
+ *     ONE page request (its NIC's count; npfd answers one group and maps
+ *     1024 entries; the BPF uprobe counts one device fault for the
+ *     region), RNR NAK, the sender retries, the data lands (checksum).
  *  2. Send-side stall with QP isolation. QP1's WR needs 1024 local pages
  *     that are missing; QP2's 64 WRs use pages npfd mapped before. To hold
  *     npfd's answer back honestly, A stops npfd (SIGSTOP: the real daemon,
@@ -82,14 +82,21 @@ static int side_b(int sock, void *arg)
 	FX_ASSERT(di.pages_mapped == NPG, "npfd mapped %llu entries, expected %lu",
 		  (unsigned long long)di.pages_mapped, NPG);
 	/*
-	 * Open bug (reported): now and then the NIC calls the report site again
-	 * after the answer, for pages of the same WR, and BPF never sees those
-	 * calls. Shown, not failed on, until it is understood.
+	 * The responder raises ONE page request for the WR's 1024 missing
+	 * pages, and BPF sees each one. (A used to go on to part 2 while B took
+	 * these counts, so QP2's first requests were sometimes counted here
+	 * too -- the "BPF saw 1" note this replaces; B now takes its counts
+	 * before A goes on, sync 10.)
 	 */
-	if (st.page_requests != 1)
-		printf("NOTE: the NIC called npf_nic_fault_report %llu times for one WRITE; BPF saw 1\n",
-		       (unsigned long long)st.page_requests);
+	FX_ASSERT(st.page_requests == 1,
+		  "the responder raised %llu page requests for one WRITE over 1024 missing pages, "
+		  "expected 1",
+		  (unsigned long long)st.page_requests);
+	FX_ASSERT(rs.device_faults == st.page_requests,
+		  "the responder raised %llu page requests, BPF counted %llu",
+		  (unsigned long long)st.page_requests, (unsigned long long)rs.device_faults);
 	FX_ASSERT(st.rnr_nak_tx >= 1, "the responder never sent an RNR NAK");
+	fx_sync(sock, 10); /* counts taken: A may go on */
 
 	/* 2: A warms QP2's pages, stops npfd, stalls QP1, runs QP2, continues npfd */
 	fx_sync(sock, 2);
@@ -148,6 +155,7 @@ static int side_a(int sock, void *arg)
 	sum = fx_sum(src, REG);
 	fx_sync(sock, 1);
 	fx_send(sock, &sum, sizeof(sum));
+	fx_sync(sock, 10); /* B has taken part 1's counts: part 2 must not add to them */
 
 	/* 2: warm QP2's pages on both sides (npfd maps them), then hold npfd */
 	post_qp2(qp2, src, mr, &reg[1], 100);

@@ -1,8 +1,10 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 # npfctl policy: load (global and per region), list/show in text and JSON,
-# replace, unload, the kill switch, and the errors a user meets (file not
-# found, no such policy, bad arguments) with their exit codes.
+# replace, unload, the kill switch (disabled, BPF calls no policy: a
+# workload's faults add no decision to seq's count; enabled, they do again),
+# and the errors a user meets (file not found, no such policy, bad arguments)
+# with their exit codes.
 set -u
 . "$(dirname "$0")/lib/npfd.sh"
 POL=$BIN/../policies
@@ -26,9 +28,20 @@ dec=$(ctl -j policy show seq | jq '.invocations')
 ctl policy load "$POL/exact.bpf.o" region "$rid" name bulk >/dev/null || fail "replace exited $?"
 [ "$(ctl -j policy list | jq length)" = 2 ] || fail "replacing by name changed the count"
 
+# The kill switch: a workload run while it is off must not reach seq.
+ws() { "$BIN/npf-workload" --dir "$dir" --size 4 --touches 100 --threads 1 >"$dir/wl2.log" 2>&1 ||
+	fail "workload failed: $(cat "$dir/wl2.log")"; }
 ctl policy disable >/dev/null || fail "disable exited $?"
 ctl policy list | grep -q DISABLED || fail "policy list does not say policies are disabled"
+before=$(ctl -j policy show seq | jq '.invocations')
+ws
+after=$(ctl -j policy show seq | jq '.invocations')
+[ "$after" = "$before" ] || fail "seq made $((after - before)) decisions while policies were disabled"
 ctl policy enable >/dev/null || fail "enable exited $?"
+ws
+again=$(ctl -j policy show seq | jq '.invocations')
+[ "$again" -gt "$after" ] || fail "seq made no decision after policies were enabled again"
+echo "kill switch: seq decisions $before -> $after while disabled -> $again enabled"
 
 ctl policy unload bulk >/dev/null || fail "unload exited $?"
 ctl policy unload bulk >/dev/null 2>"$dir/err"; rc=$?

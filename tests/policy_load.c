@@ -2,7 +2,10 @@
 /*
  * Fault policies through npfd:
  *  1. a sequential scan of a file-backed region takes at least 8x fewer
- *     faults under `seq` than under the built-in exact decision;
+ *     faults under `seq` than under the built-in exact decision; with the
+ *     kill switch off (npf_client__policy_enable(false), npfctl policy
+ *     disable) the same scan takes the built-in decision's faults and seq
+ *     makes no decision, and switched on again seq cuts them again;
  *  2. bad policy objects are refused with the reason (wrong ABI version,
  *     wrong program type, no name, verifier rejection with its log, not an
  *     ELF object), npfd stays up and keeps the policy it had;
@@ -170,7 +173,7 @@ int main(void)
 					    "stride.bpf.o"};
 	struct npf_policy_status *ps;
 	struct npf_client *c;
-	uint64_t f_exact, f_seq, reads = 0;
+	uint64_t f_exact, f_seq, f_off, f_on, dec, reads = 0;
 	pthread_t th[2];
 	size_t n;
 	int i;
@@ -195,6 +198,31 @@ int main(void)
 	       (double)f_exact / (double)(f_seq ? f_seq : 1));
 	TH_ASSERT(f_seq * 8 <= f_exact, "seq cut faults only %.1fx (want >= 8x)",
 		  (double)f_exact / (double)(f_seq ? f_seq : 1));
+
+	/* 1b. the kill switch: BPF must stop calling seq, not only npfctl say DISABLED */
+	TH_ASSERT(npf_client__policy_list(c, &ps, &n) == 0 && n == 1, "policy list");
+	dec = ps[0].invocations;
+	free(ps);
+	TH_ASSERT(npf_client__policy_enable(c, false) == 0, "kill switch off: %s",
+		  npf_client__errmsg(c));
+	f_off = scan(c, "scan-disabled");
+	TH_ASSERT(npf_client__policy_list(c, &ps, &n) == 0 && n == 1, "policy list");
+	printf("with policies disabled: %llu faults, seq made %llu decisions\n",
+	       (unsigned long long)f_off, (unsigned long long)(ps[0].invocations - dec));
+	TH_ASSERT(ps[0].invocations == dec,
+		  "seq made %llu decisions while policies were disabled",
+		  (unsigned long long)(ps[0].invocations - dec));
+	free(ps);
+	TH_ASSERT(f_off * 10 >= f_exact * 9,
+		  "policies disabled: the scan took %llu faults, the built-in decision %llu: "
+		  "a disabled seq still prefetches",
+		  (unsigned long long)f_off, (unsigned long long)f_exact);
+	TH_ASSERT(npf_client__policy_enable(c, true) == 0, "kill switch on: %s",
+		  npf_client__errmsg(c));
+	f_on = scan(c, "scan-enabled");
+	printf("enabled again: %llu faults\n", (unsigned long long)f_on);
+	TH_ASSERT(f_on * 8 <= f_exact, "enabled again: seq cut faults only %.1fx (want >= 8x)",
+		  (double)f_exact / (double)(f_on ? f_on : 1));
 
 	/* 2. bad objects, each refused for its own reason; seq stays */
 	expect_refused(c, "wrong ABI version",
