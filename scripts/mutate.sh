@@ -60,7 +60,7 @@ inval-entries-left-present @@ daemon/device.c @@ s{\tfor \(i = first; i < first 
 detach-no-ack-wait @@ daemon/device.c @@ s{\tif \(!wait\)\n\t\treturn 0;}{\treturn 0;} @@ nic_access nic_inval
 staging-offset-ignored @@ daemon/resolve.c @@ s{src = staging \+ \(size_t\)rn->staging \* NPF_PAGE_SIZE;}{src = staging;} @@ fault_1g file_offset nic_npfd_read_file
 read-from-wrong-file @@ daemon/resolve.c @@ s{io_uring_prep_read_fixed\(sqe, rn->region->file_fd,}{io_uring_prep_read_fixed(sqe, rs[0].region ? rs[0].region->file_fd : -1,} @@ two_clients fault_1g
-pages-copied-miscounted @@ daemon/resolve.c @@ s{r->stats->pages_copied \+= rn->npages;}{r->stats->pages_copied += 1;} @@ fault_1g file_offset
+pages-copied-miscounted @@ daemon/resolve.c @@ s{r->stats->pages_copied \+= rn->npages;}{r->stats->pages_copied += 1;} @@ nic_npfd_read_file fault_1g file_offset
 bpf-cpu-faults-miscounted @@ bpf/npf_collect.bpf.c @@ s{__sync_fetch_and_add\(&st->cpu_faults, 1\)}{__sync_fetch_and_add(&st->cpu_faults, 2)} @@ fault_1g
 remap-not-followed @@ daemon/resolve.c @@ s{r->start = r->start - from \+ to;}{} @@ mm_events
 unmapped-region-kept @@ daemon/resolve.c @@ s{region_remove\(r, false\);\n\t\t\tcontinue;}{continue;} @@ mm_events
