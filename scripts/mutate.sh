@@ -48,7 +48,8 @@ results=$scratch/.results
 # ------------------------------------------------------------------ #
 # The breaks, one per line: NAME @@ FILE @@ PERL SUBSTITUTION (perl -0pe:
 # the whole file at once) @@ TESTS that should catch it. Each is a bug the
-# product could really have; the first ones are the issue-12 list.
+# product could really have; the first ones are the issue-12 list. Lines
+# starting with '#' inside the list are comments.
 breaks() {
 	cat <<'EOF'
 file-offset-ignored @@ daemon/resolve.c @@ s{rn->region->file_offset \+ }{}g @@ file_offset
@@ -74,6 +75,10 @@ fence-ignored @@ nic/nic_rc.c @@ s{if \(\(w->flags & NIC_SEND_FENCE\) \|\| wqe_c
 conflicts-ignored @@ nic/nic_rc.c @@ s{if \(\(w->flags & NIC_SEND_FENCE\) \|\| wqe_conflict\(e, w\)\)}{if (w->flags & NIC_SEND_FENCE)} @@ nic_order
 timeout-no-resend @@ nic/nic_rc.c @@ s{\treq_rewind\(qp, qp->una\);\n\tqp->timer_at = now}{\tqp->timer_at = now} @@ nic_transport nic_order_loss
 udp-payload-truncated @@ nic/nic_wire.c @@ s{sizeof\(\*pkt\) \+ pkt->len, 0,}{sizeof(*pkt) + pkt->len / 2, 0,} @@ nic_udp_netns nic_npfd_netns
+# A race: a device record submitted without a wakeup just before npfd stops
+# polling is found only by this re-check. nic_wakeup aims 400 faults at the
+# poll window's end but hits the microseconds-wide gap only by chance: a
+# known gap (MISSED in the runs of 2026-11-23), kept to show it.
 ring-recheck-skipped @@ daemon/collect.c @@ s{return \*ring_producer_pos != \*ring_consumer_pos;}{return false;} @@ nic_wakeup
 device-records-never-wake @@ bpf/npf_shared_maps.h @@ s{\? BPF_RB_NO_WAKEUP : BPF_RB_FORCE_WAKEUP}{? BPF_RB_NO_WAKEUP : BPF_RB_NO_WAKEUP} @@ nic_wakeup
 prefetch-after-ignored @@ daemon/resolve.c @@ s{for \(i = 1; i <= d.after; i\+\+\)}{for (i = 1; i <= 0; i++)} @@ policy_load
@@ -126,8 +131,10 @@ run_tests() {
 }
 
 want=" $* "
+for n in "$@"; do
+	breaks | grep -q "^$n @@" || { echo "mutate: no break named $n" >&2; exit 2; }
+done
 
-# Every test named in the table (or all), once, unbroken: they must pass.
 # A table line into $name $file $subst $tests.
 parse() {
 	name=$(echo ${1%%@@*}) rest=${1#*@@}
@@ -135,7 +142,9 @@ parse() {
 	subst=$(printf '%s' "${rest%@@*}" | sed 's/^ *//; s/ *$//') tests=${rest##*@@}
 }
 
+# Every test named in the table (or all), once, unbroken: they must pass.
 all_tests=$(breaks | while IFS= read -r line; do
+	case "$line" in '#'* | '') continue ;; esac
 	parse "$line"
 	[ "$want" = "  " ] || case "$want" in *" $name "*) ;; *) continue ;; esac
 	echo $tests
@@ -150,6 +159,7 @@ if [ -n "$bad" ]; then
 fi
 
 breaks | while IFS= read -r line; do
+	case "$line" in '#'* | '') continue ;; esac
 	parse "$line"
 	[ "$want" = "  " ] || case "$want" in *" $name "*) ;; *) continue ;; esac
 	[ "${MUTATE_ALL_TESTS:-0}" = 1 ] && tests=""
