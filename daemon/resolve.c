@@ -875,8 +875,8 @@ void resolve_flush(void)
 		size_t nruns, next, i;
 		__u64 t;
 
-		nruns = runs_make(faults, nfaults, pos, staging_pages, run_in_cache, &runs, &runs_cap,
-				  &next);
+		nruns = runs_make(faults, nfaults, pos, staging_pages, run_in_cache, &runs,
+				  &runs_cap, &next);
 		if (!nruns)
 			break;
 		read_runs(runs, nruns);

@@ -61,9 +61,10 @@ size_t runs_make(const struct fault *faults, size_t nfaults, size_t pos, unsigne
 		if (file && staged == staging_pages)
 			break; /* staging full: the rest goes in the next round */
 		while (j < nfaults && faults[j].mm == f->mm &&
-		       faults[j].page == faults[j - 1].page + NPF_PAGE_SIZE && j - i < MAX_RUN_PAGES &&
-		       (r ? faults[j].page < r->start + r->length
-			  : !mm_find_region(f->mm, faults[j].page)) &&
+		       faults[j].page == faults[j - 1].page + NPF_PAGE_SIZE &&
+		       j - i < MAX_RUN_PAGES &&
+		       (r ? faults[j].page < r->start + r->length :
+			    !mm_find_region(f->mm, faults[j].page)) &&
 		       (!file || staged + (j - i) < staging_pages))
 			j++;
 		if (n == *runs_cap) {
@@ -76,8 +77,11 @@ size_t runs_make(const struct fault *faults, size_t nfaults, size_t pos, unsigne
 			*runs_cap = cap;
 		}
 		rn = &(*runs)[n++];
-		*rn = (struct run){.mm = f->mm, .region = r, .start = f->page,
-				   .npages = (__u32)(j - i), .first = (__u32)i,
+		*rn = (struct run){.mm = f->mm,
+				   .region = r,
+				   .start = f->page,
+				   .npages = (__u32)(j - i),
+				   .first = (__u32)i,
 				   .nfaults = (__u32)(j - i)};
 		for (k = i; k < j; k++)
 			rn->write |= faults[k].write;

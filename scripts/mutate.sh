@@ -58,7 +58,7 @@ kill-switch-ignored-in-bpf @@ bpf/npf_collect.bpf.c @@ s{c && c->enabled && c->i
 responder-request-per-page @@ nic/nic_rc.c @@ s{nic_fault_range\(qp, mr, pkt->vaddr, pkt->msg_len - pkt->offset, DMA_WRITE\)}{nic_fault_range(qp, mr, pkt->vaddr, 4096 - (pkt->vaddr & 4095), DMA_WRITE)} @@ nic_fault
 relaxed-ordering-off @@ nic/nic_rc.c @@ s{bool relaxed = qp->attr.flags & NIC_QP_RELAXED_ORDERING;}{bool relaxed = false;}g @@ nic_order_loss nic_order
 inval-entries-left-present @@ daemon/device.c @@ s{\tfor \(i = first; i < first \+ n && i < d->npages; i\+\+\)\n\t\tpte_set\(d, i, false\);\n}{} @@ nic_inval nic_access
-detach-no-ack-wait @@ daemon/device.c @@ s{\tif \(!wait\)\n\t\treturn 0;}{\treturn 0;} @@ nic_access nic_inval
+detach-no-ack-wait @@ daemon/device.c @@ s{\tif \(!wait_for_ack\)\n\t\tretire_end\(d, 0\);}{\tretire_end(d, 0);} @@ nic_access nic_inval
 staging-offset-ignored @@ daemon/resolve.c @@ s{src = staging \+ \(size_t\)rn->staging \* NPF_PAGE_SIZE;}{src = staging;} @@ fault_1g file_offset nic_npfd_read_file
 read-from-wrong-file @@ daemon/resolve.c @@ s{io_uring_prep_read_fixed\(sqe, rn->region->file_fd,}{io_uring_prep_read_fixed(sqe, rs[0].region ? rs[0].region->file_fd : -1,} @@ two_clients fault_1g
 pages-copied-miscounted @@ daemon/resolve.c @@ s{r->stats->pages_copied \+= rn->npages;}{r->stats->pages_copied += 1;} @@ nic_npfd_read_file fault_1g file_offset
@@ -86,19 +86,20 @@ abi-version-unchecked @@ daemon/policy.c @@ s{if \(info->abi_version != NPF_POLI
 cpu-trace-always-attached @@ daemon/collect.c @@ s{bool want = cpu_trace_always \|\| policy_slots_used;}{bool want = true;} @@ cpu_trace
 reload-not-applied @@ daemon/config.c @@ s{\t\tmemcpy\(field\(cur, o\), cfield\(next, o\), o->size\);\n}{} @@ cpu_trace ops_systemd
 no-ready-notification @@ daemon/main.c @@ s{(clients may come. \*/\n\t\t)sd_notify\(0, "READY=1\\nSTATUS=running"\);}{$1;} @@ ops_systemd
-cmdline-not-over-file @@ daemon/config.c @@ s{\t\tmemcpy\(field\(out, o\), cfield\(&cl->opt, o\), o->size\);\n}{} @@ unit/config ops_config
-uint-range-unchecked @@ daemon/config.c @@ s{ \|\| v < min \|\| v > max\)}{)} @@ unit/config ops_config
+cmdline-not-over-file @@ daemon/config.c @@ s{\t\tmemcpy\(field\(out, o\), cfield\(&cl->opt, o\), o->size\);\n}{} @@ unit-config ops_config
+uint-range-unchecked @@ daemon/config.c @@ s{ \|\| v < min \|\| v > max\)}{)} @@ unit-config ops_config
 device-requests-double-counted @@ daemon/device.c @@ s{g->dev->info.page_requests\+\+;}{g->dev->info.page_requests += 2;} @@ npfctl_device nic_fault
-prometheus-counter-off @@ client/npfctl.c @@ s{\(unsigned long long\)st->faults_resolved\);}{(unsigned long long)st->faults_resolved + 1);} @@ ops_metrics
-status-json-key-renamed @@ client/npfctl.c @@ s{print_u64\("regions", "regions }{print_u64("nregions", "regions } @@ npfctl_cli ops_systemd
+prometheus-counter-off @@ client/npfctl/prometheus.c @@ s{\(unsigned long long\)st->faults_resolved\);}{(unsigned long long)st->faults_resolved + 1);} @@ ops_metrics
+status-json-key-renamed @@ client/npfctl/status.c @@ s{print_u64\("regions", "regions }{print_u64("nregions", "regions } @@ npfctl_cli ops_systemd
 doctor-unprivileged-missing @@ common/features.c @@ s{if \(\(err == EPERM \|\| err == EACCES\) && geteuid\(\) != 0\)}{if (0)} @@ ops_doctor
-clamp-before-off-by-one @@ daemon/policy.c @@ s{d.before = \(__u32\)first;}{d.before = (__u32)first + 1;} @@ unit/clamp
-clamp-stride-limit-65 @@ daemon/policy.c @@ s{d.stride_count > 64 \|\|}{d.stride_count > 65 ||} @@ unit/clamp
-run-length-unlimited @@ daemon/runs.c @@ s{ && j - i < MAX_RUN_PAGES}{} @@ unit/runs
-staging-limit-ignored @@ daemon/runs.c @@ s{\(!file \|\| staged \+ \(j - i\) < staging_pages\)}{1} @@ unit/runs
-dedupe-loses-write @@ daemon/runs.c @@ s{kept->write \|= faults\[i\].write;}{} @@ unit/runs
-verifier-tail-one-line @@ daemon/verifier_log.c @@ s{\+\+lines == 2}{++lines == 1} @@ unit/verifier_log policy_load
-percentile-not-rounded @@ bench/bench.h @@ s{ \+ 0.5\);}{);} @@ unit/percentile
+clamp-before-off-by-one @@ daemon/policy.c @@ s{d.before = \(__u32\)first;}{d.before = (__u32)first + 1;} @@ unit-clamp
+clamp-stride-limit-65 @@ daemon/policy.c @@ s{d.stride_count > 64 \|\|}{d.stride_count > 65 ||} @@ unit-clamp
+run-length-unlimited @@ daemon/runs.c @@ s{j - i < MAX_RUN_PAGES &&}{} @@ unit-runs
+staging-limit-ignored @@ daemon/runs.c @@ s{\(!file \|\| staged \+ \(j - i\) < staging_pages\)}{1} @@ unit-runs
+dedupe-loses-write @@ daemon/runs.c @@ s{kept->write \|= faults\[i\].write;}{} @@ unit-runs
+verifier-tail-one-line @@ daemon/verifier_log.c @@ s{\+\+lines == 2}{++lines == 1} @@ unit-verifier_log policy_load
+json-quote-unescaped @@ common/npf_json.c @@ s{if \(ch == '"' \|\| ch == '\\\\'\)}{if (ch == '\\\\')} @@ unit-json
+percentile-not-rounded @@ bench/bench.h @@ s{ \+ 0.5\);}{);} @@ unit-percentile
 EOF
 }
 

@@ -175,9 +175,8 @@ int main(void)
 			  (unsigned long long)want);
 		/* more than once per page when threads meet on one, but never more than touches */
 		TH_ASSERT(s->cpu_faults <= (uint64_t)THREADS * TOUCHES_PER_THREAD,
-			  "region %u: BPF counted %llu CPU faults for %d touches",
-			  s->region_id, (unsigned long long)s->cpu_faults,
-			  THREADS * TOUCHES_PER_THREAD);
+			  "region %u: BPF counted %llu CPU faults for %d touches", s->region_id,
+			  (unsigned long long)s->cpu_faults, THREADS * TOUCHES_PER_THREAD);
 		if ((int)s->region_id == id_file)
 			TH_ASSERT(s->pages_copied == want && s->bytes_read == want * 4096,
 				  "file region: copied %llu pages / read %llu bytes for %llu pages",

@@ -66,7 +66,8 @@ static void check(const char *mem, uint64_t i, uint64_t off, const char *what)
 
 static char *region(struct npf_client *c, int fd, uint64_t off, const char *name, int *id)
 {
-	char *mem = mmap(NULL, NPG * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *mem =
+		mmap(NULL, NPG * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	NPF_OPTS(npf_region_opts, o, .backing = NPF_BACKING_FILE, .backing_fd = fd,
 		 .file_offset = off, .name = name);
 
@@ -122,7 +123,8 @@ int main(void)
 	TH_ASSERT(!npf_client__stats(c, (__u32)id2, &rs, &n) && n == 1, "stats of region %d", id2);
 	TH_ASSERT(rs[0].stats.pages_copied == NPG && rs[0].stats.bytes_read >= NPG * PG,
 		  "region at 5 GiB: npfd copied %llu pages, read %llu bytes; expected %lu pages",
-		  (unsigned long long)rs[0].stats.pages_copied, (unsigned long long)rs[0].stats.bytes_read, NPG);
+		  (unsigned long long)rs[0].stats.pages_copied,
+		  (unsigned long long)rs[0].stats.bytes_read, NPG);
 	free(rs);
 	npf_client__close(c);
 	close(fd);

@@ -209,8 +209,7 @@ int main(void)
 	TH_ASSERT(npf_client__policy_list(c, &ps, &n) == 0 && n == 1, "policy list");
 	printf("with policies disabled: %llu faults, seq made %llu decisions\n",
 	       (unsigned long long)f_off, (unsigned long long)(ps[0].invocations - dec));
-	TH_ASSERT(ps[0].invocations == dec,
-		  "seq made %llu decisions while policies were disabled",
+	TH_ASSERT(ps[0].invocations == dec, "seq made %llu decisions while policies were disabled",
 		  (unsigned long long)(ps[0].invocations - dec));
 	free(ps);
 	TH_ASSERT(f_off * 10 >= f_exact * 9,

@@ -1,10 +1,10 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
-# The test runner: every built unit test (build/tests/unit/*), every built
-# test program (build/tests/*) and every tests/*.sh, each with a time limit.
+# The test runner: every built test program (build/tests/*, the unit tests
+# among them as unit-NAME) and every tests/*.sh, each with a time limit.
 # Output is kept in build/test-logs/ and shown only on failure. Exit 77 means
 # skip; the reason is the last line, and the summary line shows it.
-#   sh tests/run.sh [NAME...]    run some tests only (unit tests: unit/NAME)
+#   sh tests/run.sh [NAME...]    run some tests only
 #   TEST_TIMEOUT=SECONDS         per-test limit (default 300); the C tests'
 #                                own alarm ($NPF_TEST_ALARM, tests/harness.h)
 #                                fires 10 s before it, so that a hung test
@@ -20,7 +20,7 @@ O=${O:-build}
 export NPF_BIN="$PWD/$O/bin"
 export NPF_TESTS="$PWD/$O/tests"
 logs=${NPF_TEST_LOGS:-$O/test-logs} # where each test's output is kept
-mkdir -p "$logs" "$logs/unit"
+mkdir -p "$logs"
 limit=${TEST_TIMEOUT:-300}
 if [ "$limit" -gt 20 ]; then alarm=$((limit - 10)); else alarm=$((limit * 3 / 4)); fi
 [ "$alarm" -gt 0 ] || alarm=1
@@ -42,7 +42,7 @@ if [ $# -gt 0 ]; then
 		else echo "tests: no test named $n" >&2; exit 2; fi
 	done
 else
-	for t in "$O"/tests/unit/* "$O"/tests/* tests/*.sh; do
+	for t in "$O"/tests/* tests/*.sh; do
 		case "$t" in tests/run.sh) continue ;; esac
 		[ -f "$t" ] && tests="$tests $t"
 	done
@@ -50,10 +50,7 @@ fi
 
 pass=0 fail=0 skip=0
 for t in $tests; do
-	case "$t" in
-	"$O"/tests/unit/*) name=unit/$(basename "$t") ;;
-	*) name=$(basename "$t" .sh) ;;
-	esac
+	name=$(basename "$t" .sh)
 	log="$logs/$name.log"
 	start=$(date +%s.%N)
 	case "$t" in

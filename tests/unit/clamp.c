@@ -26,8 +26,12 @@ int main(void)
 
 	/* fits: unchanged, including max_pages, flags and a negative stride */
 	d = clamp(base, 4096, base + 100 * PGSZ, PGSZ,
-		  (struct npf_policy_decision){.before = 10, .after = 20, .max_pages = 3,
-					       .stride = -2, .stride_count = 5, .flags = 1});
+		  (struct npf_policy_decision){.before = 10,
+					       .after = 20,
+					       .max_pages = 3,
+					       .stride = -2,
+					       .stride_count = 5,
+					       .flags = 1});
 	UT_EQ(d.before, 10, "before that fits");
 	UT_EQ(d.after, 20, "after that fits");
 	UT_EQ(d.max_pages, 3, "max_pages passes");
@@ -68,11 +72,14 @@ int main(void)
 	UT_EQ(d.after, NPF_POLICY_MAX_PREFETCH, "the limit itself passes (after)");
 
 	/* strides */
-	d = clamp(base, 4096, base, PGSZ, (struct npf_policy_decision){.stride = 3, .stride_count = 65});
+	d = clamp(base, 4096, base, PGSZ,
+		  (struct npf_policy_decision){.stride = 3, .stride_count = 65});
 	UT_EQ(d.stride_count, 64, "at most 64 strided pages");
-	d = clamp(base, 4096, base, PGSZ, (struct npf_policy_decision){.stride = 3, .stride_count = 64});
+	d = clamp(base, 4096, base, PGSZ,
+		  (struct npf_policy_decision){.stride = 3, .stride_count = 64});
 	UT_EQ(d.stride_count, 64, "64 strided pages pass");
-	d = clamp(base, 4096, base, PGSZ, (struct npf_policy_decision){.stride = 0, .stride_count = 8});
+	d = clamp(base, 4096, base, PGSZ,
+		  (struct npf_policy_decision){.stride = 0, .stride_count = 8});
 	UT_EQ(d.stride_count, 0, "no strided pages without a stride");
 	d = clamp(base, 4096, base, PGSZ,
 		  (struct npf_policy_decision){.stride = 0, .stride_count = 0xffffffffu});

@@ -104,7 +104,8 @@ static void file_values(void)
 	/* the command line wins, option by option */
 	UT_EQ(load(p, &c, err, sizeof(err), "--poll-us", "7", "-q"), 0, "file + command line");
 	UT_EQ(c.poll_us, 7, "--poll-us over the file's poll-us");
-	UT_EQ(c.staging_pages, 64, "the file's staging-pages stays when the command line is silent");
+	UT_EQ(c.staging_pages, 64,
+	      "the file's staging-pages stays when the command line is silent");
 	UT_EQ(config_log_level(&c), LOG_WARN, "-q over the file's verbose = 2");
 	UT_EQ(load(p, &c, err, sizeof(err), "-v", NULL, NULL), 0, "file + -v");
 	UT_EQ(config_log_level(&c), LOG_INFO + 1, "-v replaces the file's verbose = 2");
@@ -116,8 +117,9 @@ static void file_values(void)
 	UT_EQ(load(p, &c, err, sizeof(err), NULL, NULL, NULL), 0, "quiet file");
 	UT_EQ(config_log_level(&c), LOG_WARN, "quiet overrides verbose in a file");
 	UT_EQ(load(p, &c, err, sizeof(err), "-v", "-v", "-v"), 0, "quiet file, -v -v -v");
-	UT_EQ(config_log_level(&c), LOG_INFO + 2, "-v on the command line undoes the file's quiet; "
-						  "verbose stops at 2");
+	UT_EQ(config_log_level(&c), LOG_INFO + 2,
+	      "-v on the command line undoes the file's quiet; "
+	      "verbose stops at 2");
 }
 
 /* A file that must be refused, with its line number and a word of the reason. */
@@ -127,8 +129,7 @@ static void bad_file(const char *text, const char *line, const char *why)
 	char err[512];
 	const char *p = file("bad.conf", text);
 
-	UT_CHECK(load(p, &c, err, sizeof(err), NULL, NULL, NULL) < 0, "'%s' must be refused",
-		 text);
+	UT_CHECK(load(p, &c, err, sizeof(err), NULL, NULL, NULL) < 0, "'%s' must be refused", text);
 	UT_HAS(err, line, "the error names the file and line");
 	UT_HAS(err, why, "the error says why");
 }

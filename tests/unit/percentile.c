@@ -70,8 +70,8 @@ int main(void)
 	      "interval beyond the bound: not met");
 	UT_EQ(bench_judge((struct bench_ci){0.05, 0.03, 0.07}, aa, 0.05), BENCH_INCONCLUSIVE,
 	      "the bound inside the interval: inconclusive");
-	UT_EQ(bench_judge((struct bench_ci){0.02, 0.01, 0.04},
-			  (struct bench_ci){0, -0.08, 0.02}, 0.05),
+	UT_EQ(bench_judge((struct bench_ci){0.02, 0.01, 0.04}, (struct bench_ci){0, -0.08, 0.02},
+			  0.05),
 	      BENCH_INCONCLUSIVE, "an A/A control noisier than the bound: inconclusive");
 	UT_CHECK(bench_noise_floor((struct bench_ci){0, -0.08, 0.02}) == 0.08,
 		 "the noise floor is the A/A interval's larger end");

@@ -34,7 +34,10 @@ static void region(struct npfd_mm *mm, struct npfd_region *r, __u64 start, __u64
 
 static struct fault fault(struct npfd_mm *mm, __u64 page, __u32 tid, bool write)
 {
-	return (struct fault){.mm = mm, .page = BASE + page * PGSZ, .tid = tid, .raised = page + 1,
+	return (struct fault){.mm = mm,
+			      .page = BASE + page * PGSZ,
+			      .tid = tid,
+			      .raised = page + 1,
 			      .write = write};
 }
 
@@ -133,7 +136,7 @@ static void cutting(void)
 	n = 0;
 	for (i = 0; i < 4; i++)
 		f[n++] = fault(&mm2, 8 + i, 0, false); /* anon2 is 0..9: 8, 9 in it, 10, 11 not */
-	f[n++] = fault(&mm1, 150, 0, false);	   /* just above the file region */
+	f[n++] = fault(&mm1, 150, 0, false);	       /* just above the file region */
 	f[n++] = fault(&mm1, 151, 0, false);
 	nr = cut(n, 0, 1024, &next);
 	UT_EQ(nr, 3, "mm1 150..151 outside; mm2 8..9 in anon2, then 10..11 outside");
@@ -183,8 +186,8 @@ static void cutting(void)
 	UT_EQ(nr, 2, "file runs in the page cache");
 	UT_EQ(next, n, "all placed in one round: they take no staging");
 	if (nr == 2)
-		UT_CHECK(runs[0].direct == cache + 100 * PGSZ && runs[1].direct == cache + 108 * PGSZ &&
-				 runs[1].npages == 5,
+		UT_CHECK(runs[0].direct == cache + 100 * PGSZ &&
+				 runs[1].direct == cache + 108 * PGSZ && runs[1].npages == 5,
 			 "each run copies from its own place in the mapping");
 
 	/* anonymous runs use no staging: a full staging buffer does not stop them */
