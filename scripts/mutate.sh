@@ -53,6 +53,7 @@ results=$scratch/.results
 breaks() {
 	cat <<'EOF'
 file-offset-ignored @@ daemon/resolve.c @@ s{rn->region->file_offset \+ }{}g @@ file_offset
+file-offset-ignored-in-mapping @@ daemon/resolve.c @@ s{MAP_SHARED, r->file_fd, \(off_t\)r->file_offset\);}{MAP_SHARED, r->file_fd, (off_t)0);} @@ file_offset
 head-unmap-offset-kept @@ daemon/resolve.c @@ s{r->file_offset \+= end - rs;}{} @@ file_offset
 kill-switch-ignored-in-bpf @@ bpf/npf_collect.bpf.c @@ s{c && c->enabled && c->installed}{c && c->installed} @@ policy_load policy_cli
 responder-request-per-page @@ nic/nic_rc.c @@ s{nic_fault_range\(qp, mr, pkt->vaddr, pkt->msg_len - pkt->offset, DMA_WRITE\)}{nic_fault_range(qp, mr, pkt->vaddr, 4096 - (pkt->vaddr & 4095), DMA_WRITE)} @@ nic_fault

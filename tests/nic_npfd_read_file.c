@@ -5,7 +5,8 @@
  *  B writes a file, registers a never-touched npf region backed by it
  *    (NPF_BACKING_FILE) and exposes it for REMOTE_READ. B's CPU never
  *    touches the region: every page B's NIC reads faults, and npfd fills
- *    it from the file (io_uring reads) before marking it present.
+ *    it from the file (io_uring reads: the file is dropped from the page
+ *    cache first) before marking it present.
  *  A READs the whole region, 4 MiB per work request, into its own
  *    never-touched npf region (those pages fault too: zero-filled, then
  *    overwritten by the READ responses), and checks every byte against the
@@ -41,6 +42,12 @@ static int side_b(int sock, void *arg)
 			  "write %s: %s", path, strerror(errno));
 	}
 	free(chunk);
+	/*
+	 * Cold: npfd reads it with io_uring, several runs of a request into
+	 * one staging buffer (a warm file would be copied from npfd's mapping).
+	 */
+	FX_ASSERT(!fdatasync(fd) && !posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED),
+		  "drop %s from the page cache: %s", path, strerror(errno));
 	fx_ep_open(&ep, NULL);
 	buf = fx_alloc(total);
 	ro.backing_fd = fd;
