@@ -27,6 +27,9 @@ static void make_file(const char *path, uint64_t salt)
 			buf[i] = ((c << 20) / 8 + i) ^ salt;
 		TH_ASSERT(pwrite(fd, buf, 1 << 20, (off_t)(c << 20)) == 1 << 20, "write");
 	}
+	/* cold: both clients' pages are read with io_uring, in shared batches */
+	TH_ASSERT(!fdatasync(fd) && !posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED),
+		  "drop %s from the page cache: %s", path, strerror(errno));
 	close(fd);
 	free(buf);
 }
