@@ -11,9 +11,10 @@
 # edited meanwhile; the scratch copy is removed on exit. For each break:
 # patch one file (a perl substitution that must change it), rebuild, run the
 # tests that should catch it, restore the file. The tests run unmodified
-# first: a break "caught" by a test that fails anyway would prove nothing. A
-# test that fails is run again: only one that fails twice counts (a shared,
-# loaded machine makes some tests flaky).
+# first: a test that fails (twice) unbroken proves nothing and is left out
+# (a break it alone should catch is UNTESTED). A test that fails is run
+# again: only one that fails twice counts (a shared, loaded machine makes
+# some tests flaky).
 #
 #   sh scripts/mutate.sh [BREAK...]   all breaks, or the named ones
 #   MUTATE_ALL_TESTS=1                run the whole suite for each break
@@ -21,9 +22,9 @@
 #   MUTATE_KEEP=1                     keep the scratch copy (for debugging)
 #
 # Prints "break | caught by | verdict": CAUGHT (a test failed), MISSED (all
-# passed: the behaviour is not defended), or BROKEN-BREAK (the substitution
-# did not apply or the tree did not build: fix the table). Exit 0 when every
-# break is caught. Needs root (the tests do); takes several minutes.
+# passed: the behaviour is not defended), UNTESTED (its tests fail even
+# unbroken), or BROKEN-BREAK (the substitution did not apply or the tree did
+# not build: fix the table). Exit 0 when every break is caught. Needs root (the tests do); takes several minutes.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -158,9 +159,9 @@ if [ "${MUTATE_ALL_TESTS:-0}" = 1 ]; then all_tests=""; fi
 echo "mutate: baseline: the tests, unbroken${all_tests:+: $all_tests}"
 bad=$(run_tests $all_tests)
 if [ -n "$bad" ]; then
-	echo "mutate: these fail without any break, fix them first: $bad" >&2
-	cat "$scratch/.run.log" >&2
-	exit 1
+	# They prove nothing here; on a shared machine this is often the load.
+	echo "mutate: these fail twice without any break and are left out: $bad" >&2
+	sed -n '/^FAIL/,$p' "$scratch/.run.log" | head -n 40 >&2
 fi
 
 breaks | while IFS= read -r line; do
@@ -168,16 +169,23 @@ breaks | while IFS= read -r line; do
 	parse "$line"
 	[ "$want" = "  " ] || case "$want" in *" $name "*) ;; *) continue ;; esac
 	[ "${MUTATE_ALL_TESTS:-0}" = 1 ] && tests=""
+	kept=""
+	for t in $tests; do
+		case " $bad " in *" $t "*) ;; *) kept="$kept $t" ;; esac
+	done
 	printf 'mutate: %-32s ' "$name" >&2
-	if ! apply "$file" "$subst"; then
+	if [ -n "$tests" ] && [ -z "$kept" ]; then
+		verdict=UNTESTED caught="($(echo $tests) failed unbroken)"
+	elif ! apply "$file" "$subst"; then
 		verdict=BROKEN-BREAK caught="(the substitution did not change $file)"
 	elif ! build; then
 		verdict=BROKEN-BREAK caught="(does not build: $(grep -m1 error "$scratch/.build.log"))"
 	else
-		caught=$(run_tests $tests)
-		if [ -n "$caught" ]; then verdict=CAUGHT; else verdict=MISSED caught="($(echo ${tests:-all}) passed)"; fi
+		caught=$(run_tests $kept)
+		if [ -n "$caught" ]; then verdict=CAUGHT; else verdict=MISSED caught="($(echo ${kept:-all}) passed)"; fi
+		restore "$file"
 	fi
-	restore "$file"
+	[ "$verdict" = BROKEN-BREAK ] && restore "$file"
 	echo "$verdict" >&2
 	printf '%s@@%s@@%s\n' "$name" "$caught" "$verdict" >>"$results"
 done
