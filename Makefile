@@ -170,16 +170,23 @@ $(O)/tests/%: $(O)/obj/tests/%.o $(LIBNIC_A) $(LIBNPF_A)
 # client/, common/ and include/. Each links, in this order, what it names in
 # UNIT_OBJS_NAME (objects from elsewhere, e.g.
 #   UNIT_OBJS_foo := $(O)/obj/nic/nic_wire.o
-# ), libnpfd-core.a (every daemon/*.c but main.c), libnpfcommon.a and
+# ), libnpfd-core.a (every daemon/*.c, main.c's main() renamed), libnpfcommon.a and
 # libnpf.a: the linker takes only the members the unit uses. A pure function
 # buried in a file with globals moves into a small file of its own
 # (daemon/runs.c, daemon/verifier_log.c) rather than being copied.
 NPFD_CORE_A := $(O)/lib/libnpfd-core.a
 
-$(NPFD_CORE_A): $(patsubst %.c,$(O)/obj/%.o,$(filter-out daemon/main.c,$(DAEMON_SRCS)))
+$(NPFD_CORE_A): $(patsubst %.c,$(O)/obj/%.o,$(filter-out daemon/main.c,$(DAEMON_SRCS))) \
+		$(O)/obj/daemon/main-unit.o
 	$(call msg,AR,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
+
+# main.c with its main() renamed: what else it defines (npfd's state, now_ns,
+# the id counters) links like any other part of npfd.
+$(O)/obj/daemon/main-unit.o: $(O)/obj/daemon/main.o
+	$(call msg,OBJCOPY,$@)
+	$(Q)objcopy --redefine-sym main=npfd_main $< $@
 
 $(patsubst %.c,$(O)/obj/%.o,$(UNIT_SRCS)): NPF_CFLAGS += -Idaemon -Ibench -Itests/unit
 

@@ -22,6 +22,20 @@
 #include "npf_nic_abi.h"
 #include "npf_version.h"
 
+struct npfd npfd = {
+	.clients = LIST_HEAD_INIT(npfd.clients),
+	.mms = LIST_HEAD_INIT(npfd.mms),
+	.listen_fd = -1,
+};
+
+__u64 now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__u64)ts.tv_sec * 1000000000ULL + (__u64)ts.tv_nsec;
+}
+
 /*
  * Region and device ids are never reused across restarts: a client whose
  * npfd died adopts its regions and devices under their ids (a device puts

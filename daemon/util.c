@@ -5,23 +5,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <sys/stat.h>
-#include <time.h>
 #include "npfd.h"
-
-/* npfd's state (here, not in main.c, so that the unit tests link without main) */
-struct npfd npfd = {
-	.clients = LIST_HEAD_INIT(npfd.clients),
-	.mms = LIST_HEAD_INIT(npfd.mms),
-	.listen_fd = -1,
-};
-
-__u64 now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (__u64)ts.tv_sec * 1000000000ULL + (__u64)ts.tv_nsec;
-}
 
 /* mkdir -p: create path and its missing parents; 0 or -errno. */
 int mkdir_p(const char *path, mode_t mode)
