@@ -75,9 +75,17 @@ static bool attempt(struct dv_conn *c, int uffd)
 	t_ack = th_now();
 	got = dv_reply(c, 1000, &st, NULL, 0, err, sizeof(err));
 	dv_expect_alive("once the device acknowledged");
+	if (got == 1 && st == -ENOENT) {
+		/* npfd read the UNMAP first, and answered more than 10 ms later (load) */
+		printf("npfd read the UNMAP first (\"%s\", late): again\n", err);
+		close(d.fd);
+		munmap(d.h, d.size);
+		return false;
+	}
 	TH_ASSERT(got == 1 && !st, "detach: %d %d %s", got, st, err);
 	printf("detach answered %.1f ms after the acknowledgement\n", (th_now() - t_ack) * 1e3);
-	TH_ASSERT(th_now() - t_ack < 0.2, "the answer took %.0f ms after the acknowledgement",
+	/* well before the 2 s deadline: answered on the acknowledgement, not at the deadline */
+	TH_ASSERT(th_now() - t_ack < 1.0, "the answer took %.0f ms after the acknowledgement",
 		  (th_now() - t_ack) * 1e3);
 	dv_status_ms(1000, &status);
 	TH_ASSERT(status.regions == 0, "the unmapped region is still served (%u regions)",
