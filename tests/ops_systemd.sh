@@ -6,86 +6,10 @@
 # systemctl start / status / reload / stop npfd, a libnpf workload that faults
 # through the service, and what is left behind afterwards.
 #
-# The namespace shares the host's file systems, and a booting systemd cleans
-# and sets up what it believes is its machine (tmpfiles empties /tmp, udev
-# re-triggers devices, sysctl writes /proc/sys). So before systemd starts,
-# /run, /tmp, /var/tmp, /var/log and /var/lib/systemd become tmpfs, /sys is
-# read-only (systemd then skips udev, as in a container; bpffs and tracefs are
-# their own mounts and stay writable), /etc is an overlay whose changes stay
-# in the namespace, and the units that touch shared state are masked there.
+# How the namespace keeps the host untouched: tests/lib/systemd.sh.
 set -u
-[ "$(id -u)" -eq 0 ] || { echo "needs root (boots systemd in a namespace; npfd loads BPF)"; exit 77; }
-[ -x /lib/systemd/systemd ] || { echo "systemd is not installed (/lib/systemd/systemd is missing)"; exit 77; }
-for c in unshare nsenter jq; do
-	command -v $c >/dev/null || { echo "$c is missing"; exit 77; }
-done
-O=${O:-build}
-BIN=${NPF_BIN:-$PWD/$O/bin}
-# Where the namespace sees the host's files: it mounts its own /run, /tmp,
-# /var/tmp, /var/log and /var/lib/systemd, and the checkout may be under any.
-t=$(mktemp -d /var/lib/npf-ops-systemd-XXXXXX)
-pins=/sys/fs/bpf/npf-ops-systemd-$$
-sd=
-fail() {
-	echo "FAIL: $*"
-	if [ -n "$sd" ]; then
-		echo "--- systemctl status npfd:"; ns systemctl status --no-pager -l npfd 2>&1 | tail -n 20
-		echo "--- journal:"; ns journalctl --no-pager -u npfd 2>&1 | tail -n 30
-	fi
-	exit 1
-}
-cleanup() {
-	[ -n "$sd" ] && kill -9 "$sd" 2>/dev/null
-	[ -n "${boot:-}" ] && wait "$boot" 2>/dev/null
-	[ -n "${made_state:-}" ] && rmdir /var/lib/npf 2>/dev/null
-	rm -f "$pins"/* 2>/dev/null; rmdir "$pins" 2>/dev/null
-	rm -rf "$t"
-}
-trap cleanup EXIT
-ns() { nsenter -t "$sd" -a "$@"; }
-
-make -s install O="$O" DESTDIR="$t/root" PREFIX=/usr/local >"$t/install.log" 2>&1 ||
-	{ cat "$t/install.log"; fail "make install failed"; }
-# This test's npfd pins its maps away from any npfd on the host (bpffs is shared).
-printf 'bpffs = %s\n' "$pins" >>"$t/root/etc/npf/npfd.conf"
-
-mkdir -p "$t/ovl"
-# The unit's StateDirectory: a tmpfs in the namespace (its mount point is the
-# only trace on the host, removed afterwards when this test made it).
-[ -d /var/lib/npf ] || { mkdir /var/lib/npf && made_state=1; }
-unshare -fpm --mount-proc --net sh -c '
-	set -e
-	# First everything that reads the scratch root: it may itself be under
-	# /tmp (a checkout there), which the tmpfs mounts below hide.
-	mount --bind "$1/root/usr/local" /usr/local
-	mount -t tmpfs tmpfs "$1/ovl"
-	mkdir "$1/ovl/upper" "$1/ovl/work"
-	mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1/ovl/upper,workdir=$1/ovl/work" /etc
-	cp -r "$1/root/etc/npf" /etc/
-	for d in /run /tmp /var/tmp /var/log /var/lib/systemd /var/lib/npf; do mount -t tmpfs tmpfs $d; done
-	mount -o remount,bind,ro /sys
-	for u in systemd-tmpfiles-setup.service systemd-tmpfiles-setup-dev.service \
-		 systemd-tmpfiles-clean.service systemd-tmpfiles-clean.timer systemd-sysctl.service \
-		 systemd-udevd.service systemd-udev-trigger.service systemd-udev-settle.service \
-		 systemd-random-seed.service systemd-remount-fs.service systemd-modules-load.service \
-		 systemd-binfmt.service systemd-firstboot.service systemd-machine-id-commit.service \
-		 apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer; do
-		ln -sf /dev/null /etc/systemd/system/$u
-	done
-	exec /lib/systemd/systemd --system --unit=basic.target' sh "$t" >"$t/boot.log" 2>&1 &
-boot=$!
-i=0
-while [ -z "$sd" ]; do
-	i=$((i + 1)); [ $i -lt 100 ] || { cat "$t/boot.log"; fail "systemd did not start"; }
-	sleep 0.1
-	sd=$(cat /proc/$boot/task/$boot/children 2>/dev/null | awk '{print $1}')
-done
-i=0
-until state=$(ns systemctl is-system-running 2>/dev/null); [ "$state" = running ] || [ "$state" = degraded ]; do
-	i=$((i + 1)); [ $i -lt 300 ] || { cat "$t/boot.log"; fail "systemd did not finish booting (state '$state')"; }
-	sleep 0.1
-done
-echo "systemd booted as pid $sd (state $state)"
+. tests/lib/systemd.sh
+sd_boot ops-systemd
 
 # The installed unit passes systemd's own checks (the man pages are installed too).
 ns systemd-analyze verify /usr/local/lib/systemd/system/npfd.service >"$t/verify" 2>&1 ||
