@@ -68,7 +68,7 @@ run_row start
 
 start_npfd() {
 	"$BIN/npfd" --config /dev/null --foreground -q --socket "$NPF_SOCKET" \
-		--bpffs /sys/fs/bpf/npf-bench-$$ 2>"$dir/npfd.log" &
+		--bpffs /sys/fs/bpf/npf-bench-$$ --ws-dir "$dir/ws" 2>"$dir/npfd.log" &
 	npfd=$!
 	i=0
 	until [ -S "$NPF_SOCKET" ]; do
