@@ -230,7 +230,8 @@ verbs-if-abi: | $(DEPS_STAMP)
 	$(Q)if sh scripts/verbs-abi.sh $(VERBS_PABI); then $(MAKE) --no-print-directory -q verbs || $(MAKE) --no-print-directory verbs; \
 	else echo "npf: verbs/ (npf-run, the libibverbs provider) not built: see above"; fi
 
-verbs: $(VERBS_PROV) $(VERBS_PRELOAD) $(O)/bin/npf-run $(O)/tests/helpers/verbs_bad_input
+verbs: $(VERBS_PROV) $(VERBS_PRELOAD) $(O)/bin/npf-run \
+       $(patsubst tests/helpers/%.c,$(O)/tests/helpers/%,$(wildcard tests/helpers/*.c))
 
 # helpers the verbs tests run under npf-run (not tests themselves)
 $(O)/tests/helpers/%: tests/helpers/%.c $(VERBS_OK) | $(DEPS_STAMP)

@@ -656,14 +656,30 @@ int nic_destroy_cq(struct nic_cq *cq)
 	return 0;
 }
 
-/* Engine side. A full CQ loses the completion and counts it, as an overrun. */
-void nic_cq_push(struct nic_cq *cq, const struct nic_wc *wc)
+/* Engine side: hand an asynchronous event to the application's handler. */
+void nic_event(struct nic *nic, enum nic_event_type type, struct nic_qp *qp, struct nic_cq *cq)
+{
+	struct nic_event ev = {.type = type, .qp = qp, .cq = cq};
+
+	if (nic->opts.event_fn)
+		nic->opts.event_fn(nic->opts.event_arg, &ev);
+}
+
+/*
+ * Engine side. A full CQ loses the completion and counts it, as an
+ * overrun (-ENOSPC): the CQ is in error (NIC_EVENT_CQ_ERR, once).
+ */
+int nic_cq_push(struct nic_cq *cq, const struct nic_wc *wc)
 {
 	__u32 prod = atomic_load_explicit(&cq->prod, memory_order_relaxed);
 
 	if (prod - atomic_load_explicit(&cq->cons, memory_order_acquire) >= cq->size) {
 		cq->nic->stats.cq_overruns++;
-		return;
+		if (!cq->overran) {
+			cq->overran = true;
+			nic_event(cq->nic, NIC_EVENT_CQ_ERR, NULL, cq);
+		}
+		return -ENOSPC;
 	}
 	cq->ring[prod & (cq->size - 1)] = *wc;
 	/* seq_cst: the store must be visible before we look for waiters */
@@ -676,6 +692,7 @@ void nic_cq_push(struct nic_cq *cq, const struct nic_wc *wc)
 
 		(void)n; /* a full pipe: events are pending anyway */
 	}
+	return 0;
 }
 
 int nic_cq_arm(struct nic_cq *cq, int fd, __u64 cookie)

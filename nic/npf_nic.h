@@ -64,6 +64,49 @@ enum nic_wire_type {
 
 #define NIC_ROCE_PORT 4791
 
+/*
+ * Asynchronous events: what a device reports outside completions (ibverbs'
+ * affiliated asynchronous events), for the errors a completion cannot
+ * report and for a QP's first arrival.
+ */
+enum nic_event_type {
+	/*
+	 * The QP went to the error state because a completion could not be
+	 * reported (its CQ overran: the CQ gets NIC_EVENT_CQ_ERR too).
+	 */
+	NIC_EVENT_QP_FATAL = 1,
+	/*
+	 * As responder, the QP refused an invalid request (an opcode it does
+	 * not support, a malformed request) with no receive WQE to report it
+	 * in: NAK invalid request sent, the QP in error.
+	 */
+	NIC_EVENT_QP_REQ_ERR,
+	/*
+	 * As responder, the QP refused a request that violated access (an
+	 * rkey that names no MR of its PD, out of bounds, no permission, a
+	 * page npfd said is invalid) with no receive WQE to report it in:
+	 * NAK remote access error sent, the QP in error.
+	 */
+	NIC_EVENT_QP_ACCESS_ERR,
+	/* The first request the QP accepted as responder (once per QP). */
+	NIC_EVENT_COMM_EST,
+	/* A completion was lost: the CQ was full (once per CQ). */
+	NIC_EVENT_CQ_ERR,
+};
+
+struct nic_event {
+	enum nic_event_type type;
+	struct nic_qp *qp; /* QP events */
+	struct nic_cq *cq; /* NIC_EVENT_CQ_ERR */
+};
+
+/*
+ * Called by the engine thread with the device lock held: it must not call
+ * into the device (nothing but nic_qp_num()); queue the event and return.
+ * Requester errors are not events: the failed WR's completion reports them.
+ */
+typedef void nic_event_fn(void *arg, const struct nic_event *ev);
+
 struct nic_opts {
 	size_t sz;
 	enum nic_wire_type wire;  /* 0: NIC_WIRE_SHM */
@@ -77,6 +120,8 @@ struct nic_opts {
 	 */
 	__u32 inval_ack_delay_us;
 	__u16 udp_port;		  /* NIC_WIRE_ROCE: local port (host order; 0: NIC_ROCE_PORT) */
+	nic_event_fn *event_fn;	  /* asynchronous events (NULL: none reported) */
+	void *event_arg;
 };
 
 /*

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <rdma/ib_user_verbs.h>
 #include "verbs_abi.h"
@@ -53,11 +54,22 @@ struct npf_vdev {
 	__be64 guid;
 };
 
+struct npf_qp;
+struct npf_cq;
+
 struct npf_ctx {
 	struct verbs_context vctx;
 	struct nic *nic;
 	int async_wr;
 	struct npf_vdev *dev;
+	/*
+	 * Asynchronous events (see npf_nic_event): the QPs and CQs they may
+	 * name, and the order of what is written to async_wr.
+	 */
+	pthread_mutex_t ev_lock;
+	struct npf_qp *qps;
+	struct npf_cq *cqs;
+	unsigned long events_lost;
 };
 
 /* libibverbs' ibv_context is the last member of verbs_context, not the first */
@@ -103,12 +115,16 @@ struct npf_cq {
 	struct verbs_cq vcq;
 	struct nic_cq *cq;
 	int chan_wfd;
+	struct npf_cq *next;	/* ctx->cqs */
+	__u32 events_reported;	/* asynchronous events written for it */
 };
 
 struct npf_qp {
 	struct verbs_qp vqp;
 	struct nic_qp *qp;
 	struct npf_ctx *ctx;
+	struct npf_qp *next;	/* ctx->qps */
+	__u32 events_reported;	/* asynchronous events written for it */
 	struct ibv_qp_cap cap;
 	int sq_sig_all;
 	struct ibv_qp_attr attr; /* what was set, for query_qp */
@@ -614,6 +630,110 @@ static int npf_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, ui
 	return 0;
 }
 
+/* ---- asynchronous events ---------------------------------------------------------- */
+
+/*
+ * What ibv_get_async_event() reads from the context's async_fd: libibverbs
+ * 44 read()s one struct ib_uverbs_async_event_desc (the kernel's format:
+ * element, then event_type), takes element as the ibv_qp or ibv_cq
+ * pointer, and calls the provider's async_event op (none here).
+ * ibv_ack_async_event() counts acknowledgements in the QP or CQ
+ * (events_completed, async_events_completed).
+ *
+ * async_fd is one end of an AF_UNIX SOCK_SEQPACKET pair: one record per
+ * event, never torn, and the provider can take back events nobody read
+ * yet (MSG_DONTWAIT) when their QP or CQ is destroyed, as the kernel
+ * discards them; destroy then waits until every event that was read has
+ * been acknowledged, as ibv_destroy_qp/cq do with kernel providers.
+ *
+ * The NIC reports (nic_event_fn, engine thread, device lock held):
+ *  - a responder's fatal refusal with no receive completion to carry it:
+ *    an invalid request (IBV_EVENT_QP_REQ_ERR), an access violation, e.g.
+ *    a peer's WRITE or READ with a bad rkey (IBV_EVENT_QP_ACCESS_ERR);
+ *  - a completion lost to a full CQ: IBV_EVENT_CQ_ERR on the CQ (once)
+ *    and IBV_EVENT_QP_FATAL on the QP, which goes to the error state;
+ *  - the first request a QP accepts: IBV_EVENT_COMM_EST, passed on only
+ *    if the QP is still in RTR then (what hardware reports it for).
+ * Requester errors (RETRY_EXC_ERR, RNR_RETRY_EXC_ERR, a NAK from the
+ * peer, LOC_PROT_ERR) are reported by the failed WR's completion, not by
+ * an event, as on hardware. IBV_EVENT_QP_LAST_WQE_REACHED and SRQ events
+ * need an SRQ, which npf devices do not have.
+ */
+static void npf_nic_event(void *arg, const struct nic_event *ev)
+{
+	static const enum ibv_event_type type[] = {
+		[NIC_EVENT_QP_FATAL] = IBV_EVENT_QP_FATAL,
+		[NIC_EVENT_QP_REQ_ERR] = IBV_EVENT_QP_REQ_ERR,
+		[NIC_EVENT_QP_ACCESS_ERR] = IBV_EVENT_QP_ACCESS_ERR,
+		[NIC_EVENT_COMM_EST] = IBV_EVENT_COMM_EST,
+		[NIC_EVENT_CQ_ERR] = IBV_EVENT_CQ_ERR,
+	};
+	struct npf_ctx *ctx = arg;
+	struct ib_uverbs_async_event_desc d = {};
+	__u32 *reported = NULL;
+
+	/* (IBV_EVENT_CQ_ERR is 0: only the NIC's types index the table) */
+	if (ev->type < NIC_EVENT_QP_FATAL || ev->type > NIC_EVENT_CQ_ERR)
+		return;
+	d.event_type = type[ev->type];
+	pthread_mutex_lock(&ctx->ev_lock);
+	if (ev->qp) {
+		struct npf_qp *q;
+
+		for (q = ctx->qps; q && q->qp != ev->qp; q = q->next)
+			;
+		if (q && (ev->type != NIC_EVENT_COMM_EST || q->attr.qp_state == IBV_QPS_RTR)) {
+			d.element = (uintptr_t)&q->vqp.qp;
+			reported = &q->events_reported;
+		}
+	} else if (ev->cq) {
+		struct npf_cq *c;
+
+		for (c = ctx->cqs; c && c->cq != ev->cq; c = c->next)
+			;
+		if (c) {
+			d.element = (uintptr_t)&c->vcq.cq;
+			reported = &c->events_reported;
+		}
+	}
+	if (reported && ctx->async_wr >= 0) {
+		/* never block the engine: a full socket loses the event (counted) */
+		if (send(ctx->async_wr, &d, sizeof(d), MSG_DONTWAIT | MSG_NOSIGNAL) == sizeof(d))
+			++*reported;
+		else
+			ctx->events_lost++;
+	}
+	pthread_mutex_unlock(&ctx->ev_lock);
+}
+
+/*
+ * Take back the events nobody has read that name element; under ev_lock.
+ * Returns how many there were. The others go back in their order.
+ */
+static __u32 npf_events_discard(struct npf_ctx *ctx, __u64 element)
+{
+	struct ib_uverbs_async_event_desc keep[64], d;
+	__u32 dropped = 0, n = 0, i;
+
+	for (;;) {
+		ssize_t r = recv(ctx->vctx.context.async_fd, &d, sizeof(d), MSG_DONTWAIT);
+
+		if (r != sizeof(d))
+			break;
+		if (d.element == element)
+			dropped++;
+		else if (n < sizeof(keep) / sizeof(keep[0]))
+			keep[n++] = d;
+		else
+			ctx->events_lost++;
+	}
+	for (i = 0; i < n; i++)
+		if (send(ctx->async_wr, &keep[i], sizeof(keep[i]), MSG_DONTWAIT | MSG_NOSIGNAL) !=
+		    sizeof(keep[i]))
+			ctx->events_lost++;
+	return dropped;
+}
+
 /* ---- CQ ------------------------------------------------------------------------ */
 
 static int (*preload_wfd)(int rfd);
@@ -648,18 +768,37 @@ static struct ibv_cq *npf_create_cq(struct ibv_context *context, int cqe,
 		return NULL;
 	}
 	cq->vcq.cq.cqe = cqe;
+	pthread_mutex_lock(&ctx->ev_lock);
+	cq->next = ctx->cqs;
+	ctx->cqs = cq;
+	pthread_mutex_unlock(&ctx->ev_lock);
 	return &cq->vcq.cq;
 }
 
 static int npf_destroy_cq(struct ibv_cq *ibcq)
 {
-	struct npf_cq *cq = (struct npf_cq *)ibcq;
+	struct npf_cq *cq = (struct npf_cq *)ibcq, **pp;
+	struct npf_ctx *ctx = npf_ctx_of(ibcq->context);
+	__u32 read;
 	int err;
 
 	nic_cq_arm(cq->cq, -1, 0);
 	err = nic_destroy_cq(cq->cq);
 	if (err)
 		return -err;
+	pthread_mutex_lock(&ctx->ev_lock);
+	for (pp = &ctx->cqs; *pp; pp = &(*pp)->next)
+		if (*pp == cq) {
+			*pp = cq->next;
+			break;
+		}
+	read = cq->events_reported - npf_events_discard(ctx, (uintptr_t)ibcq);
+	pthread_mutex_unlock(&ctx->ev_lock);
+	/* what ibv_cmd_destroy_cq() does: every event read must be acknowledged */
+	pthread_mutex_lock(&ibcq->mutex);
+	while (ibcq->async_events_completed != read)
+		pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
+	pthread_mutex_unlock(&ibcq->mutex);
 	free(cq);
 	return 0;
 }
@@ -791,6 +930,10 @@ static struct ibv_qp *npf_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr
 	qp->vqp.qp.handle = qp->vqp.qp.qp_num;
 	qp->vqp.qp.state = IBV_QPS_RESET;
 	qp->attr.qp_state = IBV_QPS_RESET;
+	pthread_mutex_lock(&qp->ctx->ev_lock);
+	qp->next = qp->ctx->qps;
+	qp->ctx->qps = qp;
+	pthread_mutex_unlock(&qp->ctx->ev_lock);
 	return &qp->vqp.qp;
 
 err_qp:
@@ -806,11 +949,26 @@ err_free:
 
 static int npf_destroy_qp(struct ibv_qp *ibqp)
 {
-	struct npf_qp *qp = (struct npf_qp *)ibqp;
+	struct npf_qp *qp = (struct npf_qp *)ibqp, **pp;
+	struct npf_ctx *ctx = qp->ctx;
 	int err = nic_destroy_qp(qp->qp);
+	__u32 read;
 
 	if (err)
 		return -err;
+	pthread_mutex_lock(&ctx->ev_lock);
+	for (pp = &ctx->qps; *pp; pp = &(*pp)->next)
+		if (*pp == qp) {
+			*pp = qp->next;
+			break;
+		}
+	read = qp->events_reported - npf_events_discard(ctx, (uintptr_t)ibqp);
+	pthread_mutex_unlock(&ctx->ev_lock);
+	/* what ibv_cmd_destroy_qp() does: every event read must be acknowledged */
+	pthread_mutex_lock(&ibqp->mutex);
+	while (ibqp->events_completed != read)
+		pthread_cond_wait(&ibqp->cond, &ibqp->mutex);
+	pthread_mutex_unlock(&ibqp->mutex);
 	nic_dereg_mr(qp->inl_mr);
 	munmap(qp->inl, (qp->inl_slots * NPF_MAX_INLINE + NPF_PAGE - 1) & ~(NPF_PAGE - 1));
 	free(qp);
@@ -926,7 +1084,9 @@ static int npf_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask
 		qp->attr.min_rnr_timer = attr->min_rnr_timer;
 	if (mask & IBV_QP_DEST_QPN)
 		qp->attr.dest_qp_num = attr->dest_qp_num;
+	pthread_mutex_lock(&qp->ctx->ev_lock); /* npf_nic_event reads it (COMM_EST) */
 	qp->attr.qp_state = next;
+	pthread_mutex_unlock(&qp->ctx->ev_lock);
 	ibqp->state = next;
 	return 0;
 }
@@ -1075,6 +1235,9 @@ static void npf_free_context(struct ibv_context *context)
 				(unsigned long long)st.requester_stalls);
 	}
 	nic_close(ctx->nic);
+	if (ctx->events_lost)
+		npf_err("%s: %lu asynchronous events lost (nobody read the async fd)",
+			context->device->name, ctx->events_lost);
 	if (!claim)
 		claim = (void (*)(int, int))dlsym(RTLD_DEFAULT, "npf_verbs_preload_claim");
 	if (claim)
@@ -1122,9 +1285,11 @@ static struct verbs_context *npf_alloc_context(struct ibv_device *ibdev, int cmd
 		return NULL;
 	ctx->dev = dev;
 	ctx->async_wr = -1;
+	pthread_mutex_init(&ctx->ev_lock, NULL);
 	inet_ntop(AF_INET, &dev->addr, addr, sizeof(addr));
 	{
-		NIC_OPTS(nic_opts, o, .wire = NIC_WIRE_ROCE, .udp_addr = addr);
+		NIC_OPTS(nic_opts, o, .wire = NIC_WIRE_ROCE, .udp_addr = addr,
+			 .event_fn = npf_nic_event, .event_arg = ctx);
 
 		ctx->nic = nic_open(&o);
 	}
@@ -1138,14 +1303,17 @@ static struct verbs_context *npf_alloc_context(struct ibv_device *ibdev, int cmd
 					     "");
 		goto err_uninit;
 	}
-	/* async events: what ibv_get_async_event() reads */
-	if (pipe2(p, O_CLOEXEC)) {
+	/* async events: what ibv_get_async_event() reads (see npf_nic_event) */
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p)) {
 		e = errno;
 		goto err_nic;
 	}
+	shutdown(p[0], SHUT_WR);
 	ctx->vctx.context.async_fd = p[0];
 	ctx->vctx.context.num_comp_vectors = 1;
+	pthread_mutex_lock(&ctx->ev_lock);
 	ctx->async_wr = p[1];
+	pthread_mutex_unlock(&ctx->ev_lock);
 	claim = (void (*)(int, int))dlsym(RTLD_DEFAULT, "npf_verbs_preload_claim");
 	if (claim)
 		claim(cmd_fd, 1);
