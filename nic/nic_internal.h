@@ -142,6 +142,12 @@ struct nic_mr {
 	struct npf_iopt_header *iopt;
 	__u64 *pte;
 	__u64 inval_seen_ns; /* opts.inval_ack_delay_us: when unacknowledged ones were first seen */
+	/* implicit MRs (nic_reg_mr_implicit) and their children */
+	bool implicit;
+	struct nic_mr *parent;		/* a child's implicit MR */
+	struct nic_mr *children, *sibling;
+	__u64 refused_addr, refused_len; /* nic_mr_refuse() */
+	__u64 miss_addr, miss_len, miss_ns; /* the last NIC_EVENT_MR_MISS */
 };
 
 struct nic_cq {
@@ -322,6 +328,7 @@ void nic_doorbell(struct nic *nic);
 void nic_ctl_lock(struct nic *nic);
 struct nic_mr *nic_mr_lookup(struct nic *nic, __u32 key);
 struct nic_qp *nic_qp_lookup(struct nic *nic, __u32 qpn);
+struct nic_mr *nic_mr_child(struct nic_mr *parent, __u64 vaddr, __u64 len, bool *miss);
 int nic_cq_push(struct nic_cq *cq, const struct nic_wc *wc);
 void nic_event(struct nic *nic, enum nic_event_type type, struct nic_qp *qp, struct nic_cq *cq);
 int nic_futex_wake(_Atomic __u32 *addr, bool shared);

@@ -759,10 +759,19 @@ static int resp_send(struct nic_qp *qp, const struct nic_pkt *pkt)
 	return 0;
 }
 
-/* The MR an rkey names, if this QP may access [vaddr, vaddr + len) with access. */
-static struct nic_mr *resp_mr(struct nic_qp *qp, __u32 rkey, __u64 vaddr, __u64 len, int access)
+/*
+ * The MR an rkey names, if this QP may access [vaddr, vaddr + len) with
+ * access: for an implicit MR, its child holding the range (*miss set if
+ * there is none yet but there may be: answer with an RNR NAK).
+ */
+static struct nic_mr *resp_mr(struct nic_qp *qp, __u32 rkey, __u64 vaddr, __u64 len, int access,
+			      bool *miss)
 {
 	struct nic_mr *mr = nic_mr_lookup(qp->nic, rkey);
+
+	if (mr && mr->implicit)
+		mr = mr->pd == qp->pd && (mr->access & access) ? nic_mr_child(mr, vaddr, len, miss) :
+								 NULL;
 
 	if (!mr || mr->pd != qp->pd || !(mr->access & access) || !mr_contains(mr, vaddr, len))
 		return NULL;
@@ -773,13 +782,14 @@ static int resp_write(struct nic_qp *qp, const struct nic_pkt *pkt)
 {
 	__u64 msg_start = pkt->vaddr - pkt->offset;
 	struct nic_mr *mr;
+	bool miss = false;
 	int r;
 
 	if (pkt->offset > pkt->vaddr || pkt->offset + pkt->len > pkt->msg_len)
 		return SYN_NAK_INV_REQ;
-	mr = resp_mr(qp, pkt->rkey, msg_start, pkt->msg_len, NIC_ACCESS_REMOTE_WRITE);
+	mr = resp_mr(qp, pkt->rkey, msg_start, pkt->msg_len, NIC_ACCESS_REMOTE_WRITE, &miss);
 	if (!mr)
-		return SYN_NAK_REM_ACCESS;
+		return miss ? SYN_RNR_NAK : SYN_NAK_REM_ACCESS;
 	r = nic_mr_dma(mr, pkt->vaddr, (void *)pkt->data, pkt->len, DMA_WRITE);
 	if (r == -EFAULT) {
 		r = nic_fault_range(qp, mr, pkt->vaddr, pkt->msg_len - pkt->offset, DMA_WRITE);
@@ -810,6 +820,7 @@ static int resp_read(struct nic_qp *qp, const struct nic_pkt *pkt, bool dup)
 {
 	struct nic_mr *mr;
 	struct nic_rd_job *job;
+	bool miss = false;
 	int r;
 
 	__u32 from = pkt->offset / qp->mtu;
@@ -818,9 +829,9 @@ static int resp_read(struct nic_qp *qp, const struct nic_pkt *pkt, bool dup)
 		return dup ? -1 : SYN_NAK_INV_REQ;
 	if (dup && resp_read_queued(qp, pkt->psn - from, from))
 		return -1;
-	mr = resp_mr(qp, pkt->rkey, pkt->vaddr, pkt->msg_len, NIC_ACCESS_REMOTE_READ);
+	mr = resp_mr(qp, pkt->rkey, pkt->vaddr, pkt->msg_len, NIC_ACCESS_REMOTE_READ, &miss);
 	if (!mr)
-		return dup ? -1 : SYN_NAK_REM_ACCESS;
+		return dup ? -1 : miss ? SYN_RNR_NAK : SYN_NAK_REM_ACCESS;
 	r = nic_fault_range(qp, mr, pkt->vaddr + pkt->offset, pkt->msg_len - pkt->offset, DMA_READ);
 	if (r)
 		return dup ? -1 : r == -EAGAIN ? SYN_RNR_NAK : SYN_NAK_REM_ACCESS;
@@ -948,7 +959,7 @@ static int resp_tx(struct nic_qp *qp, __u64 now, __u64 *deadline)
 		__u64 off = (__u64)job->sent * qp->mtu;
 		__u64 n = min_u64(qp->mtu, job->len - off);
 		struct nic_mr *mr = resp_mr(qp, job->rkey, job->vaddr, job->len,
-					    NIC_ACCESS_REMOTE_READ);
+					    NIC_ACCESS_REMOTE_READ, NULL);
 		struct nic_pkt *pkt;
 		int r;
 

@@ -70,6 +70,16 @@ struct npf_ctx {
 	struct npf_qp *qps;
 	struct npf_cq *cqs;
 	unsigned long events_lost;
+	/*
+	 * Implicit MRs: ranges peers asked for that no child covers
+	 * (NIC_EVENT_MR_MISS), for the thread that adds the children.
+	 */
+	pthread_mutex_t miss_lock;
+	pthread_cond_t miss_cond;
+	struct { struct nic_mr *mr; __u64 addr, len; } miss[16];
+	unsigned int miss_head, miss_tail;
+	bool miss_stop, miss_started;
+	pthread_t miss_thread;
 };
 
 /* libibverbs' ibv_context is the last member of verbs_context, not the first */
@@ -315,22 +325,54 @@ static int npf_dealloc_pd(struct ibv_pd *ibpd)
 static struct ibv_mr *npf_reg_mr(struct ibv_pd *ibpd, void *addr, size_t len, uint64_t hca_va,
 				 int access);
 
+static int npf_nic_access(int access)
+{
+	return ((access & IBV_ACCESS_LOCAL_WRITE) ? NIC_ACCESS_LOCAL_WRITE : 0) |
+	       ((access & IBV_ACCESS_REMOTE_WRITE) ? NIC_ACCESS_REMOTE_WRITE : 0) |
+	       ((access & IBV_ACCESS_REMOTE_READ) ? NIC_ACCESS_REMOTE_READ : 0);
+}
+
+static void *npf_miss_thread(void *arg);
+
 /*
  * Implicit ODP (ibv_reg_mr(pd, NULL, SIZE_MAX, IBV_ACCESS_ON_DEMAND)): the
- * whole address space, with nothing registered yet. A work request that
- * names its lkey gets, for each SGE, a child MR covering the mapping the
- * SGE lies in (an ordinary on-demand MR: an npf region attached to the
- * NIC), made the first time that mapping is used; the SGE then carries the
- * child's key. Only local SGEs can be served that way: a peer using the
- * implicit MR's rkey names no memory the NIC can look up (REM_ACCESS_ERR).
+ * whole address space, with nothing registered yet. Its memory is reached
+ * through child MRs, each covering one private mapping (an ordinary
+ * on-demand MR: an npf region attached to the NIC), made the first time
+ * that mapping is used:
+ *  - locally, a work request naming the implicit lkey gets, for each SGE,
+ *    the child holding it (made at post time); the SGE carries its key;
+ *  - remotely, the rkey is the NIC's implicit MR (nic_reg_mr_implicit): a
+ *    peer's WRITE or READ that no child covers yet is RNR NAKed while the
+ *    NIC asks for one (NIC_EVENT_MR_MISS); this context's miss thread makes
+ *    it (npf_miss_thread), and the peer's retry finds it, then faults its
+ *    pages through npfd like any on-demand MR. A range in no private
+ *    mapping is refused: REM_ACCESS_ERR, as hardware gives outside an MR.
  */
 static struct ibv_mr *npf_reg_implicit(struct ibv_pd *ibpd, int access)
 {
 	static _Atomic __u32 next;
+	struct npf_ctx *ctx = npf_ctx_of(ibpd->context);
 	struct npf_mr *m = calloc(1, sizeof(*m));
+	int e;
 
 	if (!m)
 		return NULL;
+	pthread_mutex_lock(&ctx->miss_lock);
+	e = 0;
+	if (!ctx->miss_started) {
+		e = pthread_create(&ctx->miss_thread, NULL, npf_miss_thread, ctx);
+		ctx->miss_started = !e;
+	}
+	pthread_mutex_unlock(&ctx->miss_lock);
+	m->mr = e ? NULL : nic_reg_mr_implicit(((struct npf_pd *)ibpd)->pd, npf_nic_access(access));
+	if (!m->mr) {
+		e = e ? e : errno;
+		npf_err("implicit MR: the device refused it: %s", strerror(e));
+		free(m);
+		errno = e;
+		return NULL;
+	}
 	m->implicit = true;
 	m->access = access;
 	m->dev_id = -1;
@@ -339,7 +381,7 @@ static struct ibv_mr *npf_reg_implicit(struct ibv_pd *ibpd, int access)
 	m->vmr.ibv_mr.addr = NULL;
 	m->vmr.ibv_mr.length = SIZE_MAX;
 	m->vmr.ibv_mr.lkey = NPF_IMPLICIT_KEY | (atomic_fetch_add(&next, 1) & 0x7fffffff);
-	m->vmr.ibv_mr.rkey = m->vmr.ibv_mr.lkey;
+	m->vmr.ibv_mr.rkey = nic_mr_rkey(m->mr);
 	m->vmr.ibv_mr.handle = m->vmr.ibv_mr.lkey;
 	pthread_mutex_lock(&npf_lock);
 	m->next = npf_mrs;
@@ -378,15 +420,14 @@ static int npf_find_mapping(__u64 addr, __u64 len, __u64 *start, __u64 *end)
 
 static pthread_mutex_t npf_implicit_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* The child of implicit MR m holding [addr, addr + len): its lkey, or 0. */
-static __u32 npf_implicit_lkey(struct npf_mr *m, __u64 addr, __u64 len)
+/* The child of implicit MR m holding [addr, addr + len): its lkey, or 0. Under npf_implicit_lock. */
+static __u32 npf_implicit_lkey_locked(struct npf_mr *m, __u64 addr, __u64 len)
 {
 	struct npf_mr *c, **pp;
 	struct ibv_mr *mr;
 	__u64 start, end;
 	__u32 key = 0;
 
-	pthread_mutex_lock(&npf_implicit_lock);
 	for (c = m->children; c; c = c->next)
 		if (addr >= (uintptr_t)c->vmr.ibv_mr.addr &&
 		    addr + len <= (uintptr_t)c->vmr.ibv_mr.addr + c->vmr.ibv_mr.length) {
@@ -412,10 +453,61 @@ static __u32 npf_implicit_lkey(struct npf_mr *m, __u64 addr, __u64 len)
 	pthread_mutex_unlock(&npf_lock);
 	c->next = m->children;
 	m->children = c;
+	/* the NIC serves the implicit rkey through it from now on */
+	nic_mr_add_child(m->mr, c->mr);
 	key = c->vmr.ibv_mr.lkey;
 out:
+	return key;
+}
+
+static __u32 npf_implicit_lkey(struct npf_mr *m, __u64 addr, __u64 len)
+{
+	__u32 key;
+
+	pthread_mutex_lock(&npf_implicit_lock);
+	key = npf_implicit_lkey_locked(m, addr, len);
 	pthread_mutex_unlock(&npf_implicit_lock);
 	return key;
+}
+
+/*
+ * A peer asked for [addr, addr + len) through an implicit MR's rkey and no
+ * child holds it (NIC_EVENT_MR_MISS, queued by npf_nic_event): make the
+ * child, or refuse the range. Registering with npfd cannot happen on the
+ * NIC's engine thread (it holds the device lock), hence this thread.
+ */
+static void *npf_miss_thread(void *arg)
+{
+	struct npf_ctx *ctx = arg;
+
+	pthread_mutex_lock(&ctx->miss_lock);
+	while (!ctx->miss_stop) {
+		struct nic_mr *nmr;
+		struct npf_mr *m;
+		__u64 addr, len;
+
+		if (ctx->miss_head == ctx->miss_tail) {
+			pthread_cond_wait(&ctx->miss_cond, &ctx->miss_lock);
+			continue;
+		}
+		nmr = ctx->miss[ctx->miss_head % 16].mr;
+		addr = ctx->miss[ctx->miss_head % 16].addr;
+		len = ctx->miss[ctx->miss_head % 16].len;
+		ctx->miss_head++;
+		pthread_mutex_unlock(&ctx->miss_lock);
+		/* the implicit MR may be gone: found under the lock its dereg takes */
+		pthread_mutex_lock(&npf_implicit_lock);
+		pthread_mutex_lock(&npf_lock);
+		for (m = npf_mrs; m && !(m->implicit && m->mr == nmr); m = m->next)
+			;
+		pthread_mutex_unlock(&npf_lock);
+		if (m && !npf_implicit_lkey_locked(m, addr, len))
+			nic_mr_refuse(m->mr, addr, len);
+		pthread_mutex_unlock(&npf_implicit_lock);
+		pthread_mutex_lock(&ctx->miss_lock);
+	}
+	pthread_mutex_unlock(&ctx->miss_lock);
+	return NULL;
 }
 
 static struct npf_mr *npf_mr_by_lkey(__u32 lkey)
@@ -552,6 +644,8 @@ static int npf_dereg_mr(struct verbs_mr *vmr)
 	}
 	pthread_mutex_unlock(&npf_lock);
 	if (m->implicit) {
+		/* the miss thread looks implicit MRs up under this lock */
+		pthread_mutex_lock(&npf_implicit_lock);
 		while (m->children) {
 			struct npf_mr *c = m->children;
 
@@ -561,9 +655,13 @@ static int npf_dereg_mr(struct verbs_mr *vmr)
 			npf_mrs = c;
 			pthread_mutex_unlock(&npf_lock);
 			err = npf_dereg_mr(&c->vmr);
-			if (err)
+			if (err) {
+				pthread_mutex_unlock(&npf_implicit_lock);
 				return err;
+			}
 		}
+		nic_dereg_mr(m->mr);
+		pthread_mutex_unlock(&npf_implicit_lock);
 		free(m);
 		return 0;
 	}
@@ -673,6 +771,19 @@ static void npf_nic_event(void *arg, const struct nic_event *ev)
 	__u32 *reported = NULL;
 
 	/* (IBV_EVENT_CQ_ERR is 0: only the NIC's types index the table) */
+	if (ev->type == NIC_EVENT_MR_MISS) {
+		/* for the miss thread; a full queue drops it: the NIC asks again */
+		pthread_mutex_lock(&ctx->miss_lock);
+		if (ctx->miss_tail - ctx->miss_head < 16) {
+			ctx->miss[ctx->miss_tail % 16].mr = ev->mr;
+			ctx->miss[ctx->miss_tail % 16].addr = ev->addr;
+			ctx->miss[ctx->miss_tail % 16].len = ev->len;
+			ctx->miss_tail++;
+			pthread_cond_signal(&ctx->miss_cond);
+		}
+		pthread_mutex_unlock(&ctx->miss_lock);
+		return;
+	}
 	if (ev->type < NIC_EVENT_QP_FATAL || ev->type > NIC_EVENT_CQ_ERR)
 		return;
 	d.event_type = type[ev->type];
@@ -1234,6 +1345,12 @@ static void npf_free_context(struct ibv_context *context)
 				(unsigned long long)st.page_responses,
 				(unsigned long long)st.requester_stalls);
 	}
+	pthread_mutex_lock(&ctx->miss_lock);
+	ctx->miss_stop = true;
+	pthread_cond_signal(&ctx->miss_cond);
+	pthread_mutex_unlock(&ctx->miss_lock);
+	if (ctx->miss_started)
+		pthread_join(ctx->miss_thread, NULL);
 	nic_close(ctx->nic);
 	if (ctx->events_lost)
 		npf_err("%s: %lu asynchronous events lost (nobody read the async fd)",
@@ -1286,6 +1403,8 @@ static struct verbs_context *npf_alloc_context(struct ibv_device *ibdev, int cmd
 	ctx->dev = dev;
 	ctx->async_wr = -1;
 	pthread_mutex_init(&ctx->ev_lock, NULL);
+	pthread_mutex_init(&ctx->miss_lock, NULL);
+	pthread_cond_init(&ctx->miss_cond, NULL);
 	inet_ntop(AF_INET, &dev->addr, addr, sizeof(addr));
 	{
 		NIC_OPTS(nic_opts, o, .wire = NIC_WIRE_ROCE, .udp_addr = addr,
