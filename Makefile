@@ -231,7 +231,13 @@ verbs-if-abi: | $(DEPS_STAMP)
 	else echo "npf: verbs/ (npf-run, the libibverbs provider) not built: see above"; fi
 
 verbs: $(VERBS_PROV) $(VERBS_PRELOAD) $(O)/bin/npf-run \
-       $(patsubst tests/helpers/%.c,$(O)/tests/helpers/%,$(wildcard tests/helpers/*.c))
+       $(patsubst tests/helpers/%.c,$(O)/tests/helpers/%,$(wildcard tests/helpers/*.c)) \
+       $(O)/bin/npf-bench-perftest_odp
+
+# bench/run.sh runs npf-bench-NAME: the perftest benchmark is a script of the tree
+$(O)/bin/npf-bench-perftest_odp: bench/perftest_odp.sh
+	$(Q)mkdir -p $(dir $@)
+	$(Q)ln -sf $(CURDIR)/bench/perftest_odp.sh $@
 
 # helpers the verbs tests run under npf-run (not tests themselves)
 $(O)/tests/helpers/%: tests/helpers/%.c $(VERBS_OK) | $(DEPS_STAMP)
