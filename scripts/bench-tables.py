@@ -216,7 +216,7 @@ def main(argv):
                 f.write(f"### {g}\n\n" + "\n".join(lines) + "\n\n")
     if readme:
         if partial:
-            del blocks["verdicts"]
+            blocks.pop("verdicts", None)
             print(f"bench-tables: a partial run (no {', '.join(partial)}): "
                   f"{readme}'s verdicts left as they were", file=sys.stderr)
         for g, (keep, what) in README_ROWS.items():
