@@ -230,7 +230,14 @@ verbs-if-abi: | $(DEPS_STAMP)
 	$(Q)if sh scripts/verbs-abi.sh $(VERBS_PABI); then $(MAKE) --no-print-directory -q verbs || $(MAKE) --no-print-directory verbs; \
 	else echo "npf: verbs/ (npf-run, the libibverbs provider) not built: see above"; fi
 
-verbs: $(VERBS_PROV) $(VERBS_PRELOAD) $(O)/bin/npf-run $(O)/tests/helpers/verbs_bad_input
+verbs: $(VERBS_PROV) $(VERBS_PRELOAD) $(O)/bin/npf-run \
+       $(patsubst tests/helpers/%.c,$(O)/tests/helpers/%,$(wildcard tests/helpers/*.c)) \
+       $(O)/bin/npf-bench-perftest_odp
+
+# bench/run.sh runs npf-bench-NAME: the perftest benchmark is a script of the tree
+$(O)/bin/npf-bench-perftest_odp: bench/perftest_odp.sh
+	$(Q)mkdir -p $(dir $@)
+	$(Q)ln -sf $(CURDIR)/bench/perftest_odp.sh $@
 
 # helpers the verbs tests run under npf-run (not tests themselves)
 $(O)/tests/helpers/%: tests/helpers/%.c $(VERBS_OK) | $(DEPS_STAMP)

@@ -1,22 +1,66 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 # perftest over npf devices: on-demand memory (--odp, served by npfd) against
-# the same run on pinned memory, 4 KiB ... 8 MiB, in one run (the machine
-# may be shared: compare the ratios, not the absolute figures).
-#  - latency (ib_write_lat): the first iteration writes never-device-mapped
-#    memory on both sides (the first pass, t_max, with the NICs' page
-#    requests); the typical iteration is a later pass (t_typical);
-#  - bandwidth (ib_write_bw): the average over the run, whose first pass is
-#    one message of n.
-#   sh bench/perftest_odp.sh [SIZE...]     (needs root, perftest; make verbs)
+# the same benchmark on pinned memory, 4 KiB ... 8 MiB, judged against issue
+# 13's target: later passes within 5% of pinned.
+#
+# Paired rounds: each round runs, for every size, ib_write_lat and
+# ib_write_bw once pinned and once --odp, back to back, the order swapped
+# every round (the machine is shared: a load change hits both of a pair).
+#  - later passes: ib_write_lat's t_typical (median iteration; every
+#    iteration after the first runs on pages already present). Cost ratio
+#    per round: odp/pinned latency. Judged on the median of the rounds'
+#    ratios with its distribution-free 95% interval (bench.h's
+#    bench_median_ci): met when the interval is within 1.05, not met when
+#    all of it is beyond, inconclusive otherwise (bench_judge_ratio);
+#  - bandwidth (ib_write_bw, pinned/odp per round) is shown with the same
+#    interval but not judged: its average includes the first pass (one
+#    message of n), and perftest's --perform_warm_up, which would leave it
+#    out, does not finish over npf devices (not investigated);
+#  - first pass, reported apart: ib_write_lat's t_max (its first iteration
+#    writes never-device-mapped memory on both sides) pinned and --odp, with
+#    the page requests both NICs raised (NPF_VERBS_STATS) in the --odp run.
+# Rows: a table on stdout, JSON rows (perftest_odp, perftest_odp_first,
+# perftest_odp_target) to $NPF_BENCH_JSON, or stdout with --json.
+#   sh bench/perftest_odp.sh [--rounds=N] [--sizes="S ..."] [--json] [--data=FILE]
+# --data=FILE judges the rounds FILE holds instead of measuring (lines
+# "lat|bw SIZE ROUND pinned|odp FIGURE T_MAX|- PAGE_REQUESTS"; the test
+# tests/verbs_perftest_judge.sh feeds it made-up rounds).
+# (root, perftest, make verbs; bench/run.sh runs it as perftest_odp)
 set -u
-here=$(cd "$(dirname "$0")/.." && pwd)
+here=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
 cd "$here"
+rounds=6
+sizes="4096 65536 1048576 8388608"
+json=
+given=
+for a in "$@"; do
+	case "$a" in
+	--rounds=*) rounds=${a#--rounds=} ;;
+	--sizes=*) sizes=${a#--sizes=} ;;
+	--json) json=1 ;;
+	--data=*) given=${a#--data=} ;;
+	-h | --help) sed -n '3,24p' "$0"; exit 0 ;;
+	*) echo "perftest_odp: unknown argument $a (see --help)" >&2; exit 2 ;;
+	esac
+done
+case "$rounds" in *[!0-9]* | "") echo "perftest_odp: --rounds wants a number" >&2; exit 2 ;; esac
+[ "$rounds" -ge 6 ] || { echo "perftest_odp: --rounds=$rounds: at least 6 for a 95% interval" >&2; exit 2; }
+if [ -n "$given" ]; then
+	[ -r "$given" ] || { echo "perftest_odp: cannot read $given" >&2; exit 2; }
+	data=$given secs=0
+else
+# Without perftest or the provider there is nothing to measure: say so, no rows.
+for p in ib_write_lat ib_write_bw; do
+	command -v $p >/dev/null || { echo "perftest_odp: $p is not installed (perftest): not run"; exit 0; }
+done
+[ -x build/bin/npf-run ] && [ -e build/lib/libnpfverbs-rdmav34.so ] ||
+	{ echo "perftest_odp: build/bin/npf-run or the provider is missing (make verbs): not run"; exit 0; }
 NPF_TESTLIB=tests/lib
 . tests/lib/verbs.sh
-vx_need ib_write_lat ib_write_bw
 npfd_start
-sizes=${*:-4096 65536 1048576 8388608}
+data="$dir/data"
+: >"$data"
 
 val() { # FILE COLUMN: a column of the last perftest figure line
 	awk -v c="$2" '/^ *[0-9]+ +[0-9]+ / { l = $0 } END { split(l, f); print f[c] }' "$1"
@@ -25,26 +69,108 @@ faults() { # page requests of both NICs (NPF_VERBS_STATS lines)
 	cat "$dir/srv.log" "$dir/cli.log" | sed -n 's/.*page_requests \([0-9]*\).*/\1/p' |
 		awk '{ s += $1 } END { print s + 0 }'
 }
+one() { # PROG SIZE MODE ARGS...: one run; its figure line columns in $dir/cli.log
+	prog=$1 s=$2 mode=$3; shift 3
+	extra=""
+	[ "$mode" = odp ] && extra=--odp
+	vx_pair $prog -x 0 -p $vx_port -s $s $extra "$@" -- -x 0 -p $vx_port -s $s $extra "$@" >/dev/null
+	vx_port=$((vx_port + 1))
+	[ $srv_rc -eq 0 ] && [ $cli_rc -eq 0 ] && [ -n "$(val "$dir/cli.log" 2)" ] || {
+		echo "perftest_odp: $prog -s $s ($mode) failed:" >&2
+		cat "$dir/srv.log" "$dir/cli.log" >&2
+		exit 1
+	}
+}
 
-printf '%-8s | %-32s | %-32s | %s\n' "" "latency (ib_write_lat, us)" "" "bandwidth (ib_write_bw, MB/s)"
-printf '%-8s | %9s %10s %10s | %9s %10s %5s | %8s %8s %6s\n' size "pin typ" "odp typ" ratio \
-	"pin 1st" "odp 1st" flts "pinned" "odp" ratio
-for s in $sizes; do
-	n=$(( 67108864 / s )); [ $n -lt 20 ] && n=20; [ $n -gt 2000 ] && n=2000
-	vx_pair ib_write_lat -x 0 -p $vx_port -s $s -n 50 -- -x 0 -p $vx_port -s $s -n 50 >/dev/null
-	vx_port=$((vx_port + 1))
-	lp_typ=$(val "$dir/cli.log" 5) lp_max=$(val "$dir/cli.log" 4)
-	vx_pair ib_write_lat -x 0 -p $vx_port -s $s -n 50 --odp -- -x 0 -p $vx_port -s $s -n 50 --odp >/dev/null
-	vx_port=$((vx_port + 1))
-	lo_typ=$(val "$dir/cli.log" 5) lo_max=$(val "$dir/cli.log" 4) lo_f=$(faults)
-	vx_pair ib_write_bw -x 0 -p $vx_port -s $s -n $n -- -x 0 -p $vx_port -s $s -n $n >/dev/null
-	vx_port=$((vx_port + 1))
-	bp=$(val "$dir/cli.log" 4)
-	vx_pair ib_write_bw -x 0 -p $vx_port -s $s -n $n --odp -- -x 0 -p $vx_port -s $s -n $n --odp >/dev/null
-	vx_port=$((vx_port + 1))
-	bo=$(val "$dir/cli.log" 4)
-	printf '%-8s | %9s %10s %10s | %9s %10s %5s | %8s %8s %6s\n' $s "$lp_typ" "$lo_typ" \
-		"$(awk "BEGIN { if ($lp_typ > 0) printf \"%.2f\", $lo_typ / $lp_typ }")" \
-		"$lp_max" "$lo_max" "$lo_f" "$bp" "$bo" \
-		"$(awk "BEGIN { if ($bp > 0) printf \"%.2f\", $bo / $bp }")"
+t0=$(date +%s)
+r=0
+while [ $r -lt "$rounds" ]; do
+	for s in $sizes; do
+		# latency: few iterations at large sizes (an 8 MiB write takes ~0.1-0.3 s here)
+		ln=$(( 33554432 / s )); [ $ln -lt 5 ] && ln=5; [ $ln -gt 200 ] && ln=200
+		bn=$(( 33554432 / s )); [ $bn -lt 5 ] && bn=5; [ $bn -gt 1000 ] && bn=1000
+		order="pinned odp"
+		[ $((r % 2)) -eq 1 ] && order="odp pinned"
+		for m in $order; do
+			one ib_write_lat $s $m -n $ln
+			echo "lat $s $r $m $(val "$dir/cli.log" 5) $(val "$dir/cli.log" 4) $(faults)" >>"$data"
+			one ib_write_bw $s $m -n $bn
+			echo "bw $s $r $m $(val "$dir/cli.log" 4) - $(faults)" >>"$data"
+		done
+	done
+	r=$((r + 1))
 done
+secs=$(($(date +%s) - t0))
+fi
+
+# Pairs, ratios, intervals and verdicts (bench.h's bench_median_ci and bench_judge_ratio)
+python3 - "$data" "$rounds" "$secs" "${json:+stdout}" "${NPF_BENCH_JSON:-}" <<'EOF'
+import json, math, sys
+data, rounds, secs, to_stdout, jpath = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+BOUND = 1.05
+m = {}
+for line in open(data):
+    t, s, r, mode, a, b, f = line.split()
+    m[(t, int(s), int(r), mode)] = (float(a), None if b == "-" else float(b), int(f))
+
+def median_ci(v):
+    v = sorted(v); n = len(v)
+    est = v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+    tail, k = 0.0, 0
+    while True:
+        p = math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) - n * math.log(2))
+        if 2 * (tail + p) > 0.05:
+            break
+        tail += p
+        k += 1
+    return est, v[k - 1], v[n - k]
+
+def verdict(lo, hi):
+    return "met" if hi <= BOUND else "not_met" if lo > BOUND else "inconclusive"
+
+def size_name(s):
+    return f"{s >> 20} MiB" if s >= 1 << 20 else f"{s >> 10} KiB"
+
+rows = []
+sizes = sorted({k[1] for k in m})
+text = []
+text.append(f"{rounds} paired rounds, pinned and --odp back to back, order swapped each round ({secs} s)")
+text.append(f"{'size':8} {'later passes':34} {'pinned':>9} {'odp':>9} {'ratio [95%]':>22} {'verdict':>12}")
+for s in sizes:
+    for t, what, unit in (("lat", "ib_write_lat t_typical", "us"), ("bw", "ib_write_bw (avg, incl. 1st pass)", "MB/s")):
+        pin = [m[(t, s, r, "pinned")][0] for r in range(rounds)]
+        odp = [m[(t, s, r, "odp")][0] for r in range(rounds)]
+        # a cost ratio: odp over pinned time (latency), pinned over odp bandwidth
+        ratio = [(o / p if t == "lat" else p / o) for p, o in zip(pin, odp) if p > 0 and o > 0]
+        if len(ratio) < 6:
+            print(f"perftest_odp: {what} {size_name(s)}: {len(ratio)} usable rounds, no interval", file=sys.stderr)
+            sys.exit(1)
+        est, lo, hi = median_ci(ratio)
+        pm, om = median_ci(pin)[0], median_ci(odp)[0]
+        v = verdict(lo, hi)
+        text.append(f"{size_name(s):8} {what:34} {pm:9.2f} {om:9.2f} {est:8.3f} [{lo:.3f}, {hi:.3f}] {v:>12}  ({unit})")
+        rows.append({"bench": "perftest_odp", "size": size_name(s), "test": what, "unit": unit,
+                     "pinned": pm, "odp": om, "rounds": len(ratio)})
+        target = (f"later passes ≤ {BOUND}× pinned: {what}, {size_name(s)}" if t == "lat" else
+                  f"bandwidth cost ≤ {BOUND}× pinned, first pass included: {size_name(s)}")
+        rows.append({"bench": "perftest_odp_target", "target": target,
+                     "ratio": est, "ratio_lo": lo, "ratio_hi": hi, "bound": BOUND, "verdict": v,
+                     "judged": "yes" if t == "lat" else "no"})
+text.append("")
+text.append(f"{'size':8} {'first pass (ib_write_lat t_max, us)':36} {'pinned':>9} {'odp':>9} {'odp page requests':>18}")
+for s in sizes:
+    pin = [m[("lat", s, r, "pinned")][1] for r in range(rounds)]
+    odp = [m[("lat", s, r, "odp")][1] for r in range(rounds)]
+    fl = [m[("lat", s, r, "odp")][2] for r in range(rounds)]
+    pfl = [m[("lat", s, r, "pinned")][2] for r in range(rounds)]
+    pm, om, fm = median_ci(pin)[0], median_ci(odp)[0], sorted(fl)[len(fl) // 2]
+    text.append(f"{size_name(s):8} {'':36} {pm:9.1f} {om:9.1f} {fm:18d}")
+    rows.append({"bench": "perftest_odp_first", "size": size_name(s), "test": "ib_write_lat t_max (first iteration)",
+                 "pinned_us": pm, "odp_us": om, "odp_page_requests": fm,
+                 "pinned_page_requests": max(pfl), "rounds": rounds})
+print("\n".join(text), file=sys.stderr if to_stdout else sys.stdout)
+out = sys.stdout if to_stdout else (open(jpath, "a") if jpath else None)
+if out:
+    for r in rows:
+        out.write(json.dumps(r) + "\n")
+EOF

@@ -32,7 +32,8 @@ fault_throughput:
 registration:--sizes=1,4
 proactive:--reps=24
 hol:--rounds=200
-pingpong:--iters=200"
+pingpong:--iters=200
+perftest_odp:--rounds=6"
 
 want=${*:-}
 runs=$(echo "$standard" | while IFS=: read -r name args; do

@@ -464,16 +464,109 @@ err_free:
 	return NULL;
 }
 
+/*
+ * An implicit MR: an MR of one byte at address 0 (so that it has a key, an
+ * IO page table the engine may look at, and no memory a local SGE could
+ * reach), flagged implicit: remote requests through it go to its children.
+ */
+struct nic_mr *nic_reg_mr_implicit(struct nic_pd *pd, int access)
+{
+	struct nic_mr *mr = nic_reg_mr(pd, NULL, 1, access);
+
+	if (mr) {
+		nic_ctl_lock(mr->nic);
+		mr->implicit = true;
+		mr->len = 0;
+		pthread_mutex_unlock(&mr->nic->lock);
+	}
+	return mr;
+}
+
+int nic_mr_add_child(struct nic_mr *parent, struct nic_mr *child)
+{
+	if (!parent || !child || !parent->implicit || child->implicit ||
+	    child->nic != parent->nic || child->pd != parent->pd)
+		return -EINVAL;
+	nic_ctl_lock(parent->nic);
+	if (child->parent) {
+		pthread_mutex_unlock(&parent->nic->lock);
+		return -EBUSY;
+	}
+	child->parent = parent;
+	child->sibling = parent->children;
+	parent->children = child;
+	pthread_mutex_unlock(&parent->nic->lock);
+	nic_doorbell(parent->nic); /* an RNR NAKed peer may be back already */
+	return 0;
+}
+
+int nic_mr_refuse(struct nic_mr *parent, __u64 addr, __u64 len)
+{
+	if (!parent || !parent->implicit)
+		return -EINVAL;
+	nic_ctl_lock(parent->nic);
+	parent->refused_addr = addr;
+	parent->refused_len = len;
+	pthread_mutex_unlock(&parent->nic->lock);
+	return 0;
+}
+
+static bool range_overlaps(__u64 a, __u64 alen, __u64 b, __u64 blen)
+{
+	return alen && blen && a <= b + (blen - 1) && b <= a + (alen - 1);
+}
+
+/*
+ * Engine side: the child of an implicit MR holding [vaddr, vaddr + len),
+ * or NULL; with *miss set when the application may still add one (it is
+ * told once per range, again after NIC_PR_REISSUE_MS).
+ */
+struct nic_mr *nic_mr_child(struct nic_mr *parent, __u64 vaddr, __u64 len, bool *miss)
+{
+	struct nic_mr *c;
+	__u64 now;
+
+	for (c = parent->children; c; c = c->sibling)
+		if (mr_contains(c, vaddr, len))
+			return c;
+	if (!len || vaddr + len < vaddr || !miss ||
+	    range_overlaps(vaddr, len, parent->refused_addr, parent->refused_len))
+		return NULL;
+	*miss = true;
+	now = nic_now_ns();
+	if (parent->miss_addr != vaddr || parent->miss_len != len ||
+	    now - parent->miss_ns > NIC_PR_REISSUE_MS * 1000000ULL) {
+		struct nic_event ev = {.type = NIC_EVENT_MR_MISS, .mr = parent, .addr = vaddr,
+				       .len = len};
+
+		parent->miss_addr = vaddr;
+		parent->miss_len = len;
+		parent->miss_ns = now;
+		if (parent->nic->opts.event_fn)
+			parent->nic->opts.event_fn(parent->nic->opts.event_arg, &ev);
+	}
+	return NULL;
+}
+
 int nic_dereg_mr(struct nic_mr *mr)
 {
 	struct nic_qp *qp;
 	struct nic *nic;
+	struct nic_mr **pp, *c;
 	int i;
 
 	if (!mr)
 		return -EINVAL;
 	nic = mr->nic;
 	nic_ctl_lock(nic);
+	if (mr->parent)
+		for (pp = &mr->parent->children; *pp; pp = &(*pp)->sibling)
+			if (*pp == mr) {
+				*pp = mr->sibling;
+				break;
+			}
+	for (c = mr->children; c; c = c->sibling)
+		c->parent = NULL;
 	nic->mr[(mr->key >> 8) % NIC_MAX_MR] = NULL;
 	while (nic->mr_end && !nic->mr[nic->mr_end - 1])
 		nic->mr_end--;
@@ -656,14 +749,30 @@ int nic_destroy_cq(struct nic_cq *cq)
 	return 0;
 }
 
-/* Engine side. A full CQ loses the completion and counts it, as an overrun. */
-void nic_cq_push(struct nic_cq *cq, const struct nic_wc *wc)
+/* Engine side: hand an asynchronous event to the application's handler. */
+void nic_event(struct nic *nic, enum nic_event_type type, struct nic_qp *qp, struct nic_cq *cq)
+{
+	struct nic_event ev = {.type = type, .qp = qp, .cq = cq};
+
+	if (nic->opts.event_fn)
+		nic->opts.event_fn(nic->opts.event_arg, &ev);
+}
+
+/*
+ * Engine side. A full CQ loses the completion and counts it, as an
+ * overrun (-ENOSPC): the CQ is in error (NIC_EVENT_CQ_ERR, once).
+ */
+int nic_cq_push(struct nic_cq *cq, const struct nic_wc *wc)
 {
 	__u32 prod = atomic_load_explicit(&cq->prod, memory_order_relaxed);
 
 	if (prod - atomic_load_explicit(&cq->cons, memory_order_acquire) >= cq->size) {
 		cq->nic->stats.cq_overruns++;
-		return;
+		if (!cq->overran) {
+			cq->overran = true;
+			nic_event(cq->nic, NIC_EVENT_CQ_ERR, NULL, cq);
+		}
+		return -ENOSPC;
 	}
 	cq->ring[prod & (cq->size - 1)] = *wc;
 	/* seq_cst: the store must be visible before we look for waiters */
@@ -676,6 +785,7 @@ void nic_cq_push(struct nic_cq *cq, const struct nic_wc *wc)
 
 		(void)n; /* a full pipe: events are pending anyway */
 	}
+	return 0;
 }
 
 int nic_cq_arm(struct nic_cq *cq, int fd, __u64 cookie)

@@ -40,6 +40,7 @@ enum nic_pkt_op {
 	PKT_READ_REQ,
 	PKT_READ_RESP,
 	PKT_ACK, /* ACK or NAK, see syndrome */
+	PKT_UNSUPPORTED, /* RoCE: a request opcode this device does not implement */
 };
 
 enum nic_syndrome {
@@ -141,6 +142,12 @@ struct nic_mr {
 	struct npf_iopt_header *iopt;
 	__u64 *pte;
 	__u64 inval_seen_ns; /* opts.inval_ack_delay_us: when unacknowledged ones were first seen */
+	/* implicit MRs (nic_reg_mr_implicit) and their children */
+	bool implicit;
+	struct nic_mr *parent;		/* a child's implicit MR */
+	struct nic_mr *children, *sibling;
+	__u64 refused_addr, refused_len; /* nic_mr_refuse() */
+	__u64 miss_addr, miss_len, miss_ns; /* the last NIC_EVENT_MR_MISS */
 };
 
 struct nic_cq {
@@ -151,6 +158,7 @@ struct nic_cq {
 	_Atomic __u32 cons; /* application */
 	_Atomic __u32 waiters;
 	struct nic_wc *ring;
+	bool overran;	   /* NIC_EVENT_CQ_ERR reported */
 	_Atomic int armed; /* nic_cq_arm(): write notify_cookie to notify_fd on the next push */
 	int notify_fd;
 	__u64 notify_cookie;
@@ -275,6 +283,10 @@ struct nic_qp {
 	__u32 pr_seq;
 	__u32 fault_gen;   /* bumped by every answer */
 	struct nic_pr failed; /* last INVALID answer (key 0: none) */
+
+	/* asynchronous events */
+	bool comm_est;	   /* NIC_EVENT_COMM_EST reported */
+	bool err_in_wc;	   /* the error that put the QP in error is in a completion */
 };
 
 struct nic {
@@ -316,7 +328,9 @@ void nic_doorbell(struct nic *nic);
 void nic_ctl_lock(struct nic *nic);
 struct nic_mr *nic_mr_lookup(struct nic *nic, __u32 key);
 struct nic_qp *nic_qp_lookup(struct nic *nic, __u32 qpn);
-void nic_cq_push(struct nic_cq *cq, const struct nic_wc *wc);
+struct nic_mr *nic_mr_child(struct nic_mr *parent, __u64 vaddr, __u64 len, bool *miss);
+int nic_cq_push(struct nic_cq *cq, const struct nic_wc *wc);
+void nic_event(struct nic *nic, enum nic_event_type type, struct nic_qp *qp, struct nic_cq *cq);
 int nic_futex_wake(_Atomic __u32 *addr, bool shared);
 
 /* nic_iommu.c: IO page table checks, page requests, responses, invalidations */

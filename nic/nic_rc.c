@@ -93,6 +93,21 @@ static const enum nic_wc_opcode wc_op[] = {
 	[NIC_WR_RDMA_READ] = NIC_WC_RDMA_READ,
 };
 
+static void qp_set_error(struct nic_qp *qp);
+
+/*
+ * A completion of this QP was lost to a full CQ: the QP cannot report
+ * completions any more, so it goes to the error state (hardware's Local
+ * Work Queue Catastrophic Error), once.
+ */
+static void qp_cq_overrun(struct nic_qp *qp)
+{
+	if (qp->state == QPS_ERR)
+		return;
+	qp_set_error(qp);
+	nic_event(qp->nic, NIC_EVENT_QP_FATAL, qp, NULL);
+}
+
 static void push_send_wc(struct nic_qp *qp, struct nic_swqe *w)
 {
 	struct nic_wc wc = {
@@ -103,8 +118,9 @@ static void push_send_wc(struct nic_qp *qp, struct nic_swqe *w)
 		.qp_num = qp->qpn,
 	};
 
-	if (w->status != NIC_WC_SUCCESS || (w->flags & NIC_SEND_SIGNALED))
-		nic_cq_push(qp->scq, &wc);
+	if ((w->status != NIC_WC_SUCCESS || (w->flags & NIC_SEND_SIGNALED)) &&
+	    nic_cq_push(qp->scq, &wc))
+		qp_cq_overrun(qp);
 }
 
 static void push_recv_wc(struct nic_qp *qp, __u64 wr_id, enum nic_wc_status st, __u32 len)
@@ -117,7 +133,10 @@ static void push_recv_wc(struct nic_qp *qp, __u64 wr_id, enum nic_wc_status st, 
 		.qp_num = qp->qpn,
 	};
 
-	nic_cq_push(qp->rcq, &wc);
+	if (st != NIC_WC_SUCCESS && st != NIC_WC_WR_FLUSH_ERR)
+		qp->err_in_wc = true;
+	if (nic_cq_push(qp->rcq, &wc))
+		qp_cq_overrun(qp);
 }
 
 /*
@@ -740,10 +759,19 @@ static int resp_send(struct nic_qp *qp, const struct nic_pkt *pkt)
 	return 0;
 }
 
-/* The MR an rkey names, if this QP may access [vaddr, vaddr + len) with access. */
-static struct nic_mr *resp_mr(struct nic_qp *qp, __u32 rkey, __u64 vaddr, __u64 len, int access)
+/*
+ * The MR an rkey names, if this QP may access [vaddr, vaddr + len) with
+ * access: for an implicit MR, its child holding the range (*miss set if
+ * there is none yet but there may be: answer with an RNR NAK).
+ */
+static struct nic_mr *resp_mr(struct nic_qp *qp, __u32 rkey, __u64 vaddr, __u64 len, int access,
+			      bool *miss)
 {
 	struct nic_mr *mr = nic_mr_lookup(qp->nic, rkey);
+
+	if (mr && mr->implicit)
+		mr = mr->pd == qp->pd && (mr->access & access) ? nic_mr_child(mr, vaddr, len, miss) :
+								 NULL;
 
 	if (!mr || mr->pd != qp->pd || !(mr->access & access) || !mr_contains(mr, vaddr, len))
 		return NULL;
@@ -754,13 +782,14 @@ static int resp_write(struct nic_qp *qp, const struct nic_pkt *pkt)
 {
 	__u64 msg_start = pkt->vaddr - pkt->offset;
 	struct nic_mr *mr;
+	bool miss = false;
 	int r;
 
 	if (pkt->offset > pkt->vaddr || pkt->offset + pkt->len > pkt->msg_len)
 		return SYN_NAK_INV_REQ;
-	mr = resp_mr(qp, pkt->rkey, msg_start, pkt->msg_len, NIC_ACCESS_REMOTE_WRITE);
+	mr = resp_mr(qp, pkt->rkey, msg_start, pkt->msg_len, NIC_ACCESS_REMOTE_WRITE, &miss);
 	if (!mr)
-		return SYN_NAK_REM_ACCESS;
+		return miss ? SYN_RNR_NAK : SYN_NAK_REM_ACCESS;
 	r = nic_mr_dma(mr, pkt->vaddr, (void *)pkt->data, pkt->len, DMA_WRITE);
 	if (r == -EFAULT) {
 		r = nic_fault_range(qp, mr, pkt->vaddr, pkt->msg_len - pkt->offset, DMA_WRITE);
@@ -791,6 +820,7 @@ static int resp_read(struct nic_qp *qp, const struct nic_pkt *pkt, bool dup)
 {
 	struct nic_mr *mr;
 	struct nic_rd_job *job;
+	bool miss = false;
 	int r;
 
 	__u32 from = pkt->offset / qp->mtu;
@@ -799,9 +829,9 @@ static int resp_read(struct nic_qp *qp, const struct nic_pkt *pkt, bool dup)
 		return dup ? -1 : SYN_NAK_INV_REQ;
 	if (dup && resp_read_queued(qp, pkt->psn - from, from))
 		return -1;
-	mr = resp_mr(qp, pkt->rkey, pkt->vaddr, pkt->msg_len, NIC_ACCESS_REMOTE_READ);
+	mr = resp_mr(qp, pkt->rkey, pkt->vaddr, pkt->msg_len, NIC_ACCESS_REMOTE_READ, &miss);
 	if (!mr)
-		return dup ? -1 : SYN_NAK_REM_ACCESS;
+		return dup ? -1 : miss ? SYN_RNR_NAK : SYN_NAK_REM_ACCESS;
 	r = nic_fault_range(qp, mr, pkt->vaddr + pkt->offset, pkt->msg_len - pkt->offset, DMA_READ);
 	if (r)
 		return dup ? -1 : r == -EAGAIN ? SYN_RNR_NAK : SYN_NAK_REM_ACCESS;
@@ -817,10 +847,30 @@ static int resp_read(struct nic_qp *qp, const struct nic_pkt *pkt, bool dup)
 	return 0;
 }
 
+/*
+ * The responder refuses a request for good: NAK, error state, and, when no
+ * receive completion reported why (a WRITE or READ consumes no receive
+ * WQE), the asynchronous event hardware gives.
+ */
 static void resp_fatal(struct nic_qp *qp, int syn)
 {
 	send_ack(qp, syn, qp->epsn);
 	qp_set_error(qp);
+	if (!qp->err_in_wc)
+		nic_event(qp->nic,
+			  syn == SYN_NAK_REM_ACCESS ? NIC_EVENT_QP_ACCESS_ERR :
+			  syn == SYN_NAK_INV_REQ    ? NIC_EVENT_QP_REQ_ERR :
+						      NIC_EVENT_QP_FATAL,
+			  qp, NULL);
+}
+
+/* The responder accepted a request: the first one establishes the connection. */
+static void resp_accepted(struct nic_qp *qp)
+{
+	if (!qp->comm_est) {
+		qp->comm_est = true;
+		nic_event(qp->nic, NIC_EVENT_COMM_EST, qp, NULL);
+	}
 }
 
 static void resp_handle(struct nic_qp *qp, const struct nic_pkt *pkt)
@@ -863,6 +913,7 @@ static void resp_handle(struct nic_qp *qp, const struct nic_pkt *pkt)
 		if (r == -1)
 			return;
 		if (!r) {
+			resp_accepted(qp);
 			qp->epsn += npkts_of(qp, pkt->msg_len) - pkt->offset / qp->mtu;
 			qp->nak_state = false;
 			qp->pend_nak = 0;
@@ -874,6 +925,7 @@ static void resp_handle(struct nic_qp *qp, const struct nic_pkt *pkt)
 		break;
 	}
 	if (!r) {
+		resp_accepted(qp);
 		qp->epsn++;
 		qp->nak_state = false;
 		qp->pend_nak = 0;
@@ -907,7 +959,7 @@ static int resp_tx(struct nic_qp *qp, __u64 now, __u64 *deadline)
 		__u64 off = (__u64)job->sent * qp->mtu;
 		__u64 n = min_u64(qp->mtu, job->len - off);
 		struct nic_mr *mr = resp_mr(qp, job->rkey, job->vaddr, job->len,
-					    NIC_ACCESS_REMOTE_READ);
+					    NIC_ACCESS_REMOTE_READ, NULL);
 		struct nic_pkt *pkt;
 		int r;
 
@@ -915,6 +967,7 @@ static int resp_tx(struct nic_qp *qp, __u64 now, __u64 *deadline)
 			/* deregistered while we were reading it */
 			send_ack(qp, SYN_NAK_REM_ACCESS, job->first_psn);
 			qp_set_error(qp);
+			nic_event(qp->nic, NIC_EVENT_QP_ACCESS_ERR, qp, NULL);
 			return sent + 1;
 		}
 		pkt = pkt_begin(qp, PKT_READ_RESP, job->first_psn + job->sent);
@@ -936,6 +989,7 @@ static int resp_tx(struct nic_qp *qp, __u64 now, __u64 *deadline)
 		if (r) {
 			send_ack(qp, SYN_NAK_REM_ACCESS, job->first_psn);
 			qp_set_error(qp);
+			nic_event(qp->nic, NIC_EVENT_QP_ACCESS_ERR, qp, NULL);
 			return sent + 1;
 		}
 		pkt->len = n;

@@ -324,6 +324,21 @@ int nic_roce_decode(struct nic_qp *qp, const void *dgram, size_t len, struct nic
 	op = p[0];
 	pad = (p[1] >> 4) & 3;
 	h = hdr_len(op);
+	if (!h && op < 0x20 && !(p[1] & 0xf)) {
+		/*
+		 * An RC opcode this device does not implement (immediate
+		 * data, atomics, ...): the responder refuses it at its
+		 * expected PSN (NAK invalid request), as hardware does.
+		 */
+		memset(pkt, 0, sizeof(*pkt));
+		pkt->magic = NIC_PKT_MAGIC;
+		pkt->version = NIC_PKT_VERSION;
+		pkt->dst_qpn = get24(p + 5);
+		pkt->src_qpn = qp->peer_qpn;
+		pkt->op = PKT_UNSUPPORTED;
+		pkt->psn = psn_widen(get24(p + 9), qp->epsn);
+		return 0;
+	}
 	if (!h || len < h + pad + ICRC_LEN || (p[1] & 0xf) != 0)
 		return -EPROTO;
 	n = len - h - pad - ICRC_LEN;

@@ -64,6 +64,58 @@ enum nic_wire_type {
 
 #define NIC_ROCE_PORT 4791
 
+/*
+ * Asynchronous events: what a device reports outside completions (ibverbs'
+ * affiliated asynchronous events), for the errors a completion cannot
+ * report and for a QP's first arrival.
+ */
+enum nic_event_type {
+	/*
+	 * The QP went to the error state because a completion could not be
+	 * reported (its CQ overran: the CQ gets NIC_EVENT_CQ_ERR too).
+	 */
+	NIC_EVENT_QP_FATAL = 1,
+	/*
+	 * As responder, the QP refused an invalid request (an opcode it does
+	 * not support, a malformed request) with no receive WQE to report it
+	 * in: NAK invalid request sent, the QP in error.
+	 */
+	NIC_EVENT_QP_REQ_ERR,
+	/*
+	 * As responder, the QP refused a request that violated access (an
+	 * rkey that names no MR of its PD, out of bounds, no permission, a
+	 * page npfd said is invalid) with no receive WQE to report it in:
+	 * NAK remote access error sent, the QP in error.
+	 */
+	NIC_EVENT_QP_ACCESS_ERR,
+	/* The first request the QP accepted as responder (once per QP). */
+	NIC_EVENT_COMM_EST,
+	/* A completion was lost: the CQ was full (once per CQ). */
+	NIC_EVENT_CQ_ERR,
+	/*
+	 * A peer's request named an implicit MR (nic_reg_mr_implicit) at
+	 * [addr, addr + len), which no child of it covers: add one
+	 * (nic_mr_add_child) or refuse the range (nic_mr_refuse). The
+	 * request was answered with an RNR NAK meanwhile.
+	 */
+	NIC_EVENT_MR_MISS,
+};
+
+struct nic_event {
+	enum nic_event_type type;
+	struct nic_qp *qp; /* QP events */
+	struct nic_cq *cq; /* NIC_EVENT_CQ_ERR */
+	struct nic_mr *mr; /* NIC_EVENT_MR_MISS */
+	__u64 addr, len;
+};
+
+/*
+ * Called by the engine thread with the device lock held: it must not call
+ * into the device (nothing but nic_qp_num()); queue the event and return.
+ * Requester errors are not events: the failed WR's completion reports them.
+ */
+typedef void nic_event_fn(void *arg, const struct nic_event *ev);
+
 struct nic_opts {
 	size_t sz;
 	enum nic_wire_type wire;  /* 0: NIC_WIRE_SHM */
@@ -77,6 +129,8 @@ struct nic_opts {
 	 */
 	__u32 inval_ack_delay_us;
 	__u16 udp_port;		  /* NIC_WIRE_ROCE: local port (host order; 0: NIC_ROCE_PORT) */
+	nic_event_fn *event_fn;	  /* asynchronous events (NULL: none reported) */
+	void *event_arg;
 };
 
 /*
@@ -158,6 +212,22 @@ struct nic_mr *nic_reg_mr(struct nic_pd *pd, void *addr, size_t len, int access)
  * (LOC_PROT_ERR locally, REM_ACCESS_ERR for the remote requester).
  */
 int nic_dereg_mr(struct nic_mr *mr);
+
+/*
+ * An implicit MR: one key for the whole address space (ibverbs' implicit
+ * on-demand MR), whose memory the device reaches through child MRs the
+ * application adds (ordinary MRs of the same PD, typically on-demand ones
+ * npfd serves). A peer's WRITE or READ through its rkey is served by the
+ * child that holds the whole range; when none does, the device raises
+ * NIC_EVENT_MR_MISS and answers with an RNR NAK, so that the peer comes
+ * back once a child is there -- or gets REM_ACCESS_ERR if the range was
+ * refused. Local SGEs must name a child's lkey. Deregister the children
+ * first or after: either way they stop being the parent's.
+ */
+struct nic_mr *nic_reg_mr_implicit(struct nic_pd *pd, int access);
+int nic_mr_add_child(struct nic_mr *parent, struct nic_mr *child);
+/* Requests for [addr, addr + len) through the implicit MR fail (REM_ACCESS_ERR) from now on. */
+int nic_mr_refuse(struct nic_mr *parent, __u64 addr, __u64 len);
 
 __u32 nic_mr_lkey(const struct nic_mr *mr);
 __u32 nic_mr_rkey(const struct nic_mr *mr);

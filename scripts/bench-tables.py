@@ -25,7 +25,8 @@ import sys
 
 # bench/run.sh's order; a benchmark it does not know comes after these.
 ORDER = ["observe_overhead", "cpu_fault", "nic_fault", "policy", "fault_latency",
-         "present_path", "fault_throughput", "registration", "proactive", "hol", "pingpong"]
+         "present_path", "fault_throughput", "registration", "proactive", "hol", "pingpong",
+         "perftest_odp"]
 
 # Columns that only repeat what the block's header says.
 HIDDEN = {"bench", "load_start", "load_end", "run_date", "commit"}
@@ -215,7 +216,7 @@ def main(argv):
                 f.write(f"### {g}\n\n" + "\n".join(lines) + "\n\n")
     if readme:
         if partial:
-            del blocks["verdicts"]
+            blocks.pop("verdicts", None)
             print(f"bench-tables: a partial run (no {', '.join(partial)}): "
                   f"{readme}'s verdicts left as they were", file=sys.stderr)
         for g, (keep, what) in README_ROWS.items():

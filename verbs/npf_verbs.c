@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <rdma/ib_user_verbs.h>
 #include "verbs_abi.h"
@@ -53,11 +54,32 @@ struct npf_vdev {
 	__be64 guid;
 };
 
+struct npf_qp;
+struct npf_cq;
+
 struct npf_ctx {
 	struct verbs_context vctx;
 	struct nic *nic;
 	int async_wr;
 	struct npf_vdev *dev;
+	/*
+	 * Asynchronous events (see npf_nic_event): the QPs and CQs they may
+	 * name, and the order of what is written to async_wr.
+	 */
+	pthread_mutex_t ev_lock;
+	struct npf_qp *qps;
+	struct npf_cq *cqs;
+	unsigned long events_lost;
+	/*
+	 * Implicit MRs: ranges peers asked for that no child covers
+	 * (NIC_EVENT_MR_MISS), for the thread that adds the children.
+	 */
+	pthread_mutex_t miss_lock;
+	pthread_cond_t miss_cond;
+	struct { struct nic_mr *mr; __u64 addr, len; } miss[16];
+	unsigned int miss_head, miss_tail;
+	bool miss_stop, miss_started;
+	pthread_t miss_thread;
 };
 
 /* libibverbs' ibv_context is the last member of verbs_context, not the first */
@@ -103,12 +125,16 @@ struct npf_cq {
 	struct verbs_cq vcq;
 	struct nic_cq *cq;
 	int chan_wfd;
+	struct npf_cq *next;	/* ctx->cqs */
+	__u32 events_reported;	/* asynchronous events written for it */
 };
 
 struct npf_qp {
 	struct verbs_qp vqp;
 	struct nic_qp *qp;
 	struct npf_ctx *ctx;
+	struct npf_qp *next;	/* ctx->qps */
+	__u32 events_reported;	/* asynchronous events written for it */
 	struct ibv_qp_cap cap;
 	int sq_sig_all;
 	struct ibv_qp_attr attr; /* what was set, for query_qp */
@@ -299,22 +325,54 @@ static int npf_dealloc_pd(struct ibv_pd *ibpd)
 static struct ibv_mr *npf_reg_mr(struct ibv_pd *ibpd, void *addr, size_t len, uint64_t hca_va,
 				 int access);
 
+static int npf_nic_access(int access)
+{
+	return ((access & IBV_ACCESS_LOCAL_WRITE) ? NIC_ACCESS_LOCAL_WRITE : 0) |
+	       ((access & IBV_ACCESS_REMOTE_WRITE) ? NIC_ACCESS_REMOTE_WRITE : 0) |
+	       ((access & IBV_ACCESS_REMOTE_READ) ? NIC_ACCESS_REMOTE_READ : 0);
+}
+
+static void *npf_miss_thread(void *arg);
+
 /*
  * Implicit ODP (ibv_reg_mr(pd, NULL, SIZE_MAX, IBV_ACCESS_ON_DEMAND)): the
- * whole address space, with nothing registered yet. A work request that
- * names its lkey gets, for each SGE, a child MR covering the mapping the
- * SGE lies in (an ordinary on-demand MR: an npf region attached to the
- * NIC), made the first time that mapping is used; the SGE then carries the
- * child's key. Only local SGEs can be served that way: a peer using the
- * implicit MR's rkey names no memory the NIC can look up (REM_ACCESS_ERR).
+ * whole address space, with nothing registered yet. Its memory is reached
+ * through child MRs, each covering one private mapping (an ordinary
+ * on-demand MR: an npf region attached to the NIC), made the first time
+ * that mapping is used:
+ *  - locally, a work request naming the implicit lkey gets, for each SGE,
+ *    the child holding it (made at post time); the SGE carries its key;
+ *  - remotely, the rkey is the NIC's implicit MR (nic_reg_mr_implicit): a
+ *    peer's WRITE or READ that no child covers yet is RNR NAKed while the
+ *    NIC asks for one (NIC_EVENT_MR_MISS); this context's miss thread makes
+ *    it (npf_miss_thread), and the peer's retry finds it, then faults its
+ *    pages through npfd like any on-demand MR. A range in no private
+ *    mapping is refused: REM_ACCESS_ERR, as hardware gives outside an MR.
  */
 static struct ibv_mr *npf_reg_implicit(struct ibv_pd *ibpd, int access)
 {
 	static _Atomic __u32 next;
+	struct npf_ctx *ctx = npf_ctx_of(ibpd->context);
 	struct npf_mr *m = calloc(1, sizeof(*m));
+	int e;
 
 	if (!m)
 		return NULL;
+	pthread_mutex_lock(&ctx->miss_lock);
+	e = 0;
+	if (!ctx->miss_started) {
+		e = pthread_create(&ctx->miss_thread, NULL, npf_miss_thread, ctx);
+		ctx->miss_started = !e;
+	}
+	pthread_mutex_unlock(&ctx->miss_lock);
+	m->mr = e ? NULL : nic_reg_mr_implicit(((struct npf_pd *)ibpd)->pd, npf_nic_access(access));
+	if (!m->mr) {
+		e = e ? e : errno;
+		npf_err("implicit MR: the device refused it: %s", strerror(e));
+		free(m);
+		errno = e;
+		return NULL;
+	}
 	m->implicit = true;
 	m->access = access;
 	m->dev_id = -1;
@@ -323,7 +381,7 @@ static struct ibv_mr *npf_reg_implicit(struct ibv_pd *ibpd, int access)
 	m->vmr.ibv_mr.addr = NULL;
 	m->vmr.ibv_mr.length = SIZE_MAX;
 	m->vmr.ibv_mr.lkey = NPF_IMPLICIT_KEY | (atomic_fetch_add(&next, 1) & 0x7fffffff);
-	m->vmr.ibv_mr.rkey = m->vmr.ibv_mr.lkey;
+	m->vmr.ibv_mr.rkey = nic_mr_rkey(m->mr);
 	m->vmr.ibv_mr.handle = m->vmr.ibv_mr.lkey;
 	pthread_mutex_lock(&npf_lock);
 	m->next = npf_mrs;
@@ -362,15 +420,14 @@ static int npf_find_mapping(__u64 addr, __u64 len, __u64 *start, __u64 *end)
 
 static pthread_mutex_t npf_implicit_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* The child of implicit MR m holding [addr, addr + len): its lkey, or 0. */
-static __u32 npf_implicit_lkey(struct npf_mr *m, __u64 addr, __u64 len)
+/* The child of implicit MR m holding [addr, addr + len): its lkey, or 0. Under npf_implicit_lock. */
+static __u32 npf_implicit_lkey_locked(struct npf_mr *m, __u64 addr, __u64 len)
 {
 	struct npf_mr *c, **pp;
 	struct ibv_mr *mr;
 	__u64 start, end;
 	__u32 key = 0;
 
-	pthread_mutex_lock(&npf_implicit_lock);
 	for (c = m->children; c; c = c->next)
 		if (addr >= (uintptr_t)c->vmr.ibv_mr.addr &&
 		    addr + len <= (uintptr_t)c->vmr.ibv_mr.addr + c->vmr.ibv_mr.length) {
@@ -396,10 +453,61 @@ static __u32 npf_implicit_lkey(struct npf_mr *m, __u64 addr, __u64 len)
 	pthread_mutex_unlock(&npf_lock);
 	c->next = m->children;
 	m->children = c;
+	/* the NIC serves the implicit rkey through it from now on */
+	nic_mr_add_child(m->mr, c->mr);
 	key = c->vmr.ibv_mr.lkey;
 out:
+	return key;
+}
+
+static __u32 npf_implicit_lkey(struct npf_mr *m, __u64 addr, __u64 len)
+{
+	__u32 key;
+
+	pthread_mutex_lock(&npf_implicit_lock);
+	key = npf_implicit_lkey_locked(m, addr, len);
 	pthread_mutex_unlock(&npf_implicit_lock);
 	return key;
+}
+
+/*
+ * A peer asked for [addr, addr + len) through an implicit MR's rkey and no
+ * child holds it (NIC_EVENT_MR_MISS, queued by npf_nic_event): make the
+ * child, or refuse the range. Registering with npfd cannot happen on the
+ * NIC's engine thread (it holds the device lock), hence this thread.
+ */
+static void *npf_miss_thread(void *arg)
+{
+	struct npf_ctx *ctx = arg;
+
+	pthread_mutex_lock(&ctx->miss_lock);
+	while (!ctx->miss_stop) {
+		struct nic_mr *nmr;
+		struct npf_mr *m;
+		__u64 addr, len;
+
+		if (ctx->miss_head == ctx->miss_tail) {
+			pthread_cond_wait(&ctx->miss_cond, &ctx->miss_lock);
+			continue;
+		}
+		nmr = ctx->miss[ctx->miss_head % 16].mr;
+		addr = ctx->miss[ctx->miss_head % 16].addr;
+		len = ctx->miss[ctx->miss_head % 16].len;
+		ctx->miss_head++;
+		pthread_mutex_unlock(&ctx->miss_lock);
+		/* the implicit MR may be gone: found under the lock its dereg takes */
+		pthread_mutex_lock(&npf_implicit_lock);
+		pthread_mutex_lock(&npf_lock);
+		for (m = npf_mrs; m && !(m->implicit && m->mr == nmr); m = m->next)
+			;
+		pthread_mutex_unlock(&npf_lock);
+		if (m && !npf_implicit_lkey_locked(m, addr, len))
+			nic_mr_refuse(m->mr, addr, len);
+		pthread_mutex_unlock(&npf_implicit_lock);
+		pthread_mutex_lock(&ctx->miss_lock);
+	}
+	pthread_mutex_unlock(&ctx->miss_lock);
+	return NULL;
 }
 
 static struct npf_mr *npf_mr_by_lkey(__u32 lkey)
@@ -536,6 +644,8 @@ static int npf_dereg_mr(struct verbs_mr *vmr)
 	}
 	pthread_mutex_unlock(&npf_lock);
 	if (m->implicit) {
+		/* the miss thread looks implicit MRs up under this lock */
+		pthread_mutex_lock(&npf_implicit_lock);
 		while (m->children) {
 			struct npf_mr *c = m->children;
 
@@ -545,9 +655,13 @@ static int npf_dereg_mr(struct verbs_mr *vmr)
 			npf_mrs = c;
 			pthread_mutex_unlock(&npf_lock);
 			err = npf_dereg_mr(&c->vmr);
-			if (err)
+			if (err) {
+				pthread_mutex_unlock(&npf_implicit_lock);
 				return err;
+			}
 		}
+		nic_dereg_mr(m->mr);
+		pthread_mutex_unlock(&npf_implicit_lock);
 		free(m);
 		return 0;
 	}
@@ -614,6 +728,123 @@ static int npf_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, ui
 	return 0;
 }
 
+/* ---- asynchronous events ---------------------------------------------------------- */
+
+/*
+ * What ibv_get_async_event() reads from the context's async_fd: libibverbs
+ * 44 read()s one struct ib_uverbs_async_event_desc (the kernel's format:
+ * element, then event_type), takes element as the ibv_qp or ibv_cq
+ * pointer, and calls the provider's async_event op (none here).
+ * ibv_ack_async_event() counts acknowledgements in the QP or CQ
+ * (events_completed, async_events_completed).
+ *
+ * async_fd is one end of an AF_UNIX SOCK_SEQPACKET pair: one record per
+ * event, never torn, and the provider can take back events nobody read
+ * yet (MSG_DONTWAIT) when their QP or CQ is destroyed, as the kernel
+ * discards them; destroy then waits until every event that was read has
+ * been acknowledged, as ibv_destroy_qp/cq do with kernel providers.
+ *
+ * The NIC reports (nic_event_fn, engine thread, device lock held):
+ *  - a responder's fatal refusal with no receive completion to carry it:
+ *    an invalid request (IBV_EVENT_QP_REQ_ERR), an access violation, e.g.
+ *    a peer's WRITE or READ with a bad rkey (IBV_EVENT_QP_ACCESS_ERR);
+ *  - a completion lost to a full CQ: IBV_EVENT_CQ_ERR on the CQ (once)
+ *    and IBV_EVENT_QP_FATAL on the QP, which goes to the error state;
+ *  - the first request a QP accepts: IBV_EVENT_COMM_EST, passed on only
+ *    if the QP is still in RTR then (what hardware reports it for).
+ * Requester errors (RETRY_EXC_ERR, RNR_RETRY_EXC_ERR, a NAK from the
+ * peer, LOC_PROT_ERR) are reported by the failed WR's completion, not by
+ * an event, as on hardware. IBV_EVENT_QP_LAST_WQE_REACHED and SRQ events
+ * need an SRQ, which npf devices do not have.
+ */
+static void npf_nic_event(void *arg, const struct nic_event *ev)
+{
+	static const enum ibv_event_type type[] = {
+		[NIC_EVENT_QP_FATAL] = IBV_EVENT_QP_FATAL,
+		[NIC_EVENT_QP_REQ_ERR] = IBV_EVENT_QP_REQ_ERR,
+		[NIC_EVENT_QP_ACCESS_ERR] = IBV_EVENT_QP_ACCESS_ERR,
+		[NIC_EVENT_COMM_EST] = IBV_EVENT_COMM_EST,
+		[NIC_EVENT_CQ_ERR] = IBV_EVENT_CQ_ERR,
+	};
+	struct npf_ctx *ctx = arg;
+	struct ib_uverbs_async_event_desc d = {};
+	__u32 *reported = NULL;
+
+	/* (IBV_EVENT_CQ_ERR is 0: only the NIC's types index the table) */
+	if (ev->type == NIC_EVENT_MR_MISS) {
+		/* for the miss thread; a full queue drops it: the NIC asks again */
+		pthread_mutex_lock(&ctx->miss_lock);
+		if (ctx->miss_tail - ctx->miss_head < 16) {
+			ctx->miss[ctx->miss_tail % 16].mr = ev->mr;
+			ctx->miss[ctx->miss_tail % 16].addr = ev->addr;
+			ctx->miss[ctx->miss_tail % 16].len = ev->len;
+			ctx->miss_tail++;
+			pthread_cond_signal(&ctx->miss_cond);
+		}
+		pthread_mutex_unlock(&ctx->miss_lock);
+		return;
+	}
+	if (ev->type < NIC_EVENT_QP_FATAL || ev->type > NIC_EVENT_CQ_ERR)
+		return;
+	d.event_type = type[ev->type];
+	pthread_mutex_lock(&ctx->ev_lock);
+	if (ev->qp) {
+		struct npf_qp *q;
+
+		for (q = ctx->qps; q && q->qp != ev->qp; q = q->next)
+			;
+		if (q && (ev->type != NIC_EVENT_COMM_EST || q->attr.qp_state == IBV_QPS_RTR)) {
+			d.element = (uintptr_t)&q->vqp.qp;
+			reported = &q->events_reported;
+		}
+	} else if (ev->cq) {
+		struct npf_cq *c;
+
+		for (c = ctx->cqs; c && c->cq != ev->cq; c = c->next)
+			;
+		if (c) {
+			d.element = (uintptr_t)&c->vcq.cq;
+			reported = &c->events_reported;
+		}
+	}
+	if (reported && ctx->async_wr >= 0) {
+		/* never block the engine: a full socket loses the event (counted) */
+		if (send(ctx->async_wr, &d, sizeof(d), MSG_DONTWAIT | MSG_NOSIGNAL) == sizeof(d))
+			++*reported;
+		else
+			ctx->events_lost++;
+	}
+	pthread_mutex_unlock(&ctx->ev_lock);
+}
+
+/*
+ * Take back the events nobody has read that name element; under ev_lock.
+ * Returns how many there were. The others go back in their order.
+ */
+static __u32 npf_events_discard(struct npf_ctx *ctx, __u64 element)
+{
+	struct ib_uverbs_async_event_desc keep[64], d;
+	__u32 dropped = 0, n = 0, i;
+
+	for (;;) {
+		ssize_t r = recv(ctx->vctx.context.async_fd, &d, sizeof(d), MSG_DONTWAIT);
+
+		if (r != sizeof(d))
+			break;
+		if (d.element == element)
+			dropped++;
+		else if (n < sizeof(keep) / sizeof(keep[0]))
+			keep[n++] = d;
+		else
+			ctx->events_lost++;
+	}
+	for (i = 0; i < n; i++)
+		if (send(ctx->async_wr, &keep[i], sizeof(keep[i]), MSG_DONTWAIT | MSG_NOSIGNAL) !=
+		    sizeof(keep[i]))
+			ctx->events_lost++;
+	return dropped;
+}
+
 /* ---- CQ ------------------------------------------------------------------------ */
 
 static int (*preload_wfd)(int rfd);
@@ -648,18 +879,37 @@ static struct ibv_cq *npf_create_cq(struct ibv_context *context, int cqe,
 		return NULL;
 	}
 	cq->vcq.cq.cqe = cqe;
+	pthread_mutex_lock(&ctx->ev_lock);
+	cq->next = ctx->cqs;
+	ctx->cqs = cq;
+	pthread_mutex_unlock(&ctx->ev_lock);
 	return &cq->vcq.cq;
 }
 
 static int npf_destroy_cq(struct ibv_cq *ibcq)
 {
-	struct npf_cq *cq = (struct npf_cq *)ibcq;
+	struct npf_cq *cq = (struct npf_cq *)ibcq, **pp;
+	struct npf_ctx *ctx = npf_ctx_of(ibcq->context);
+	__u32 read;
 	int err;
 
 	nic_cq_arm(cq->cq, -1, 0);
 	err = nic_destroy_cq(cq->cq);
 	if (err)
 		return -err;
+	pthread_mutex_lock(&ctx->ev_lock);
+	for (pp = &ctx->cqs; *pp; pp = &(*pp)->next)
+		if (*pp == cq) {
+			*pp = cq->next;
+			break;
+		}
+	read = cq->events_reported - npf_events_discard(ctx, (uintptr_t)ibcq);
+	pthread_mutex_unlock(&ctx->ev_lock);
+	/* what ibv_cmd_destroy_cq() does: every event read must be acknowledged */
+	pthread_mutex_lock(&ibcq->mutex);
+	while (ibcq->async_events_completed != read)
+		pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
+	pthread_mutex_unlock(&ibcq->mutex);
 	free(cq);
 	return 0;
 }
@@ -791,6 +1041,10 @@ static struct ibv_qp *npf_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr
 	qp->vqp.qp.handle = qp->vqp.qp.qp_num;
 	qp->vqp.qp.state = IBV_QPS_RESET;
 	qp->attr.qp_state = IBV_QPS_RESET;
+	pthread_mutex_lock(&qp->ctx->ev_lock);
+	qp->next = qp->ctx->qps;
+	qp->ctx->qps = qp;
+	pthread_mutex_unlock(&qp->ctx->ev_lock);
 	return &qp->vqp.qp;
 
 err_qp:
@@ -806,11 +1060,26 @@ err_free:
 
 static int npf_destroy_qp(struct ibv_qp *ibqp)
 {
-	struct npf_qp *qp = (struct npf_qp *)ibqp;
+	struct npf_qp *qp = (struct npf_qp *)ibqp, **pp;
+	struct npf_ctx *ctx = qp->ctx;
 	int err = nic_destroy_qp(qp->qp);
+	__u32 read;
 
 	if (err)
 		return -err;
+	pthread_mutex_lock(&ctx->ev_lock);
+	for (pp = &ctx->qps; *pp; pp = &(*pp)->next)
+		if (*pp == qp) {
+			*pp = qp->next;
+			break;
+		}
+	read = qp->events_reported - npf_events_discard(ctx, (uintptr_t)ibqp);
+	pthread_mutex_unlock(&ctx->ev_lock);
+	/* what ibv_cmd_destroy_qp() does: every event read must be acknowledged */
+	pthread_mutex_lock(&ibqp->mutex);
+	while (ibqp->events_completed != read)
+		pthread_cond_wait(&ibqp->cond, &ibqp->mutex);
+	pthread_mutex_unlock(&ibqp->mutex);
 	nic_dereg_mr(qp->inl_mr);
 	munmap(qp->inl, (qp->inl_slots * NPF_MAX_INLINE + NPF_PAGE - 1) & ~(NPF_PAGE - 1));
 	free(qp);
@@ -926,7 +1195,9 @@ static int npf_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask
 		qp->attr.min_rnr_timer = attr->min_rnr_timer;
 	if (mask & IBV_QP_DEST_QPN)
 		qp->attr.dest_qp_num = attr->dest_qp_num;
+	pthread_mutex_lock(&qp->ctx->ev_lock); /* npf_nic_event reads it (COMM_EST) */
 	qp->attr.qp_state = next;
+	pthread_mutex_unlock(&qp->ctx->ev_lock);
 	ibqp->state = next;
 	return 0;
 }
@@ -1074,7 +1345,16 @@ static void npf_free_context(struct ibv_context *context)
 				(unsigned long long)st.page_responses,
 				(unsigned long long)st.requester_stalls);
 	}
+	pthread_mutex_lock(&ctx->miss_lock);
+	ctx->miss_stop = true;
+	pthread_cond_signal(&ctx->miss_cond);
+	pthread_mutex_unlock(&ctx->miss_lock);
+	if (ctx->miss_started)
+		pthread_join(ctx->miss_thread, NULL);
 	nic_close(ctx->nic);
+	if (ctx->events_lost)
+		npf_err("%s: %lu asynchronous events lost (nobody read the async fd)",
+			context->device->name, ctx->events_lost);
 	if (!claim)
 		claim = (void (*)(int, int))dlsym(RTLD_DEFAULT, "npf_verbs_preload_claim");
 	if (claim)
@@ -1122,9 +1402,13 @@ static struct verbs_context *npf_alloc_context(struct ibv_device *ibdev, int cmd
 		return NULL;
 	ctx->dev = dev;
 	ctx->async_wr = -1;
+	pthread_mutex_init(&ctx->ev_lock, NULL);
+	pthread_mutex_init(&ctx->miss_lock, NULL);
+	pthread_cond_init(&ctx->miss_cond, NULL);
 	inet_ntop(AF_INET, &dev->addr, addr, sizeof(addr));
 	{
-		NIC_OPTS(nic_opts, o, .wire = NIC_WIRE_ROCE, .udp_addr = addr);
+		NIC_OPTS(nic_opts, o, .wire = NIC_WIRE_ROCE, .udp_addr = addr,
+			 .event_fn = npf_nic_event, .event_arg = ctx);
 
 		ctx->nic = nic_open(&o);
 	}
@@ -1138,14 +1422,17 @@ static struct verbs_context *npf_alloc_context(struct ibv_device *ibdev, int cmd
 					     "");
 		goto err_uninit;
 	}
-	/* async events: what ibv_get_async_event() reads */
-	if (pipe2(p, O_CLOEXEC)) {
+	/* async events: what ibv_get_async_event() reads (see npf_nic_event) */
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p)) {
 		e = errno;
 		goto err_nic;
 	}
+	shutdown(p[0], SHUT_WR);
 	ctx->vctx.context.async_fd = p[0];
 	ctx->vctx.context.num_comp_vectors = 1;
+	pthread_mutex_lock(&ctx->ev_lock);
 	ctx->async_wr = p[1];
+	pthread_mutex_unlock(&ctx->ev_lock);
 	claim = (void (*)(int, int))dlsym(RTLD_DEFAULT, "npf_verbs_preload_claim");
 	if (claim)
 		claim(cmd_fd, 1);
