@@ -24,8 +24,8 @@
 #include <time.h>
 #include "npf_json.h"
 
-static int bench_json;		 /* --json: one object per row */
-static const char *bench_prog;	 /* "npf-bench-NAME", for error messages */
+static int bench_json;	       /* --json: one object per row */
+static const char *bench_prog; /* "npf-bench-NAME", for error messages */
 static int bench_first_col;
 
 static inline uint64_t bench_now_ns(void)
@@ -363,7 +363,8 @@ static inline void bench_col_ci(const char *key, int w, int prec, struct bench_c
 	npf_json_double(bench_jkey(k), prec + 1, ci.hi);
 	if (bench_json)
 		return;
-	snprintf(text, sizeof(text), "%+.*f [%+.*f, %+.*f]", prec, ci.est, prec, ci.lo, prec, ci.hi);
+	snprintf(text, sizeof(text), "%+.*f [%+.*f, %+.*f]", prec, ci.est, prec, ci.lo, prec,
+		 ci.hi);
 	printf("%*s", w, text);
 }
 

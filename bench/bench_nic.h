@@ -254,9 +254,13 @@ static inline void bn_post(struct nic_qp *qp, enum nic_wr_opcode op, __u64 wr_id
 			   __u32 len, struct nic_mr *lmr, void *raddr, struct nic_mr *rmr)
 {
 	struct nic_sge sge = {(uintptr_t)laddr, len, nic_mr_lkey(lmr)};
-	struct nic_send_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1, .opcode = op,
+	struct nic_send_wr wr = {.wr_id = wr_id,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = op,
 				 .send_flags = NIC_SEND_SIGNALED,
-				 .remote_addr = (uintptr_t)raddr, .rkey = rmr ? nic_mr_rkey(rmr) : 0};
+				 .remote_addr = (uintptr_t)raddr,
+				 .rkey = rmr ? nic_mr_rkey(rmr) : 0};
 	int err = nic_post_send(qp, &wr, NULL);
 
 	if (err)
@@ -295,8 +299,8 @@ static inline struct nic_wc bn_wait(struct nic_cq *cq)
 }
 
 /* Run one op to completion and return its latency in ns. */
-static inline uint64_t bn_op(struct bn_pair *p, int q, enum nic_wr_opcode op, void *laddr, __u32 len,
-			     struct nic_mr *lmr, void *raddr, struct nic_mr *rmr)
+static inline uint64_t bn_op(struct bn_pair *p, int q, enum nic_wr_opcode op, void *laddr,
+			     __u32 len, struct nic_mr *lmr, void *raddr, struct nic_mr *rmr)
 {
 	uint64_t t0 = bench_now_ns();
 
@@ -330,9 +334,10 @@ static inline struct npf_client *bn_connect(void)
 	struct npf_client *c = npf_client__connect(NULL);
 
 	if (!c)
-		bench_die("cannot connect to npfd at %s: %s (is npfd running? make bench starts one)",
-			  getenv("NPF_SOCKET") ? getenv("NPF_SOCKET") : NPF_DEFAULT_SOCKET,
-			  strerror(errno));
+		bench_die(
+			"cannot connect to npfd at %s: %s (is npfd running? make bench starts one)",
+			getenv("NPF_SOCKET") ? getenv("NPF_SOCKET") : NPF_DEFAULT_SOCKET,
+			strerror(errno));
 	return c;
 }
 

@@ -107,7 +107,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (pages < rounds || rounds < BENCH_CI_MIN_N || rounds > MAX_ROUNDS) {
-		fprintf(stderr, "npf-bench-cpu_fault: --rounds must be %d-%d and --pages at least --rounds\n",
+		fprintf(stderr,
+			"npf-bench-cpu_fault: --rounds must be %d-%d and --pages at least --rounds\n",
 			BENCH_CI_MIN_N, MAX_ROUNDS);
 		return 2;
 	}
@@ -230,7 +231,8 @@ int main(int argc, char **argv)
 		bench_col_u64("max_ns", 10, sum.max);
 		if (base >= 0) {
 			bench_col_str("baseline", 24, method_name[base]);
-			bench_col_ci("x_baseline_p50", 22, 2, round_ratio(round_p50, (int)m, base, rounds));
+			bench_col_ci("x_baseline_p50", 22, 2,
+				     round_ratio(round_p50, (int)m, base, rounds));
 		} else {
 			bench_col_str("baseline", 24, "-");
 			bench_col_raw("x_baseline_p50", "                     -", "null");
@@ -264,8 +266,9 @@ int main(int argc, char **argv)
 			printf("%-22s %s -> page installed by npfd: p50 < %llu ns (log2 bucket); the rest is %s\n",
 			       method_name[m], traced ? "trap" : "npfd read the fault",
 			       (unsigned long long)s50,
-			       traced ? "waking the thread"
-				      : "the trap, waking npfd and waking the thread (npfd --trace-cpu-faults stamps the trap)");
+			       traced ?
+				       "waking the thread" :
+				       "the trap, waking npfd and waking the thread (npfd --trace-cpu-faults stamps the trap)");
 	}
 	npf_client__close(c);
 	close(fd);

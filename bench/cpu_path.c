@@ -79,8 +79,8 @@ static double floor_us[MAX_ROUNDS]; /* MADV_POPULATE_WRITE, µs per page, per ro
 /* The private-page floor (see above): µs per page. */
 static double populate_floor(void)
 {
-	char *m = mmap(NULL, region_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-		       -1, 0);
+	char *m = mmap(NULL, region_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		       0);
 	uint64_t t0;
 	double us;
 
@@ -330,8 +330,8 @@ static double worst(const double *v, int n)
 	return m;
 }
 
-static struct row *find(struct row *rows, int n, enum backing b, bool shuffled, bool cold,
-			bool seq, int threads)
+static struct row *find(struct row *rows, int n, enum backing b, bool shuffled, bool cold, bool seq,
+			int threads)
 {
 	int i;
 

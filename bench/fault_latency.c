@@ -78,7 +78,8 @@ static uint64_t uring_read(int fd, void *buf, size_t len, off_t off)
 	io_uring_prep_read(sqe, fd, buf, (unsigned)len, (__u64)off);
 	io_uring_submit_and_wait(&ring, 1);
 	if (io_uring_wait_cqe(&ring, &cqe) || cqe->res != (int)len)
-		bench_die("io_uring O_DIRECT read: %s", cqe ? strerror(-cqe->res) : "no completion");
+		bench_die("io_uring O_DIRECT read: %s",
+			  cqe ? strerror(-cqe->res) : "no completion");
 	io_uring_cqe_seen(&ring, cqe);
 	return bench_now_ns() - t0;
 }
@@ -168,7 +169,8 @@ static void print_row(const struct size_run *sr, const char *method, struct benc
 	bench_col_f("p95_us", 9, 1, (double)m.p95 / 1e3);
 	bench_col_f("p99_us", 9, 1, (double)m.p99 / 1e3);
 	bench_col_f("max_us", 9, 1, (double)m.max / 1e3);
-	bench_col_f("ratio_to_cpu_first_touch_p50", 8, 2, ref_p50 ? (double)m.p50 / (double)ref_p50 : 0);
+	bench_col_f("ratio_to_cpu_first_touch_p50", 8, 2,
+		    ref_p50 ? (double)m.p50 / (double)ref_p50 : 0);
 	bench_row_end();
 }
 
@@ -195,8 +197,8 @@ static void report(struct size_run *sr)
 	 * its futex wake-ups overlap npfd's work in a faulting WR, so it does
 	 * not subtract.
 	 */
-	bench_text("breakdown (medians, us): %-14s %9s %9s %9s %9s\n", "kind", "total",
-		   "npfd", "NIC+data", "no-fault");
+	bench_text("breakdown (medians, us): %-14s %9s %9s %9s %9s\n", "kind", "total", "npfd",
+		   "NIC+data", "no-fault");
 	for (k = 0; k < NKINDS; k++) {
 		uint64_t tot = bench_summarize(&sr->lat[k]).p50;
 		uint64_t np = bench_summarize(&sr->npfd[k]).p50;

@@ -46,10 +46,11 @@ static double stream(struct bn_pair *p, struct bn_mem *m, size_t base, struct bn
 		for (q = 0; q < nqp && posted < nwr; q++) {
 			if (inflight[q] >= per_qp_window)
 				continue;
-			size_t off = reuse ? (posted * wr_bytes) % m->len : base + posted * wr_bytes;
+			size_t off = reuse ? (posted * wr_bytes) % m->len :
+					     base + posted * wr_bytes;
 
-			bn_post(p->a.qp[q], NIC_WR_RDMA_READ, (__u64)q, m->buf + off, (__u32)wr_bytes,
-				m->mr, peer->buf, peer->mr);
+			bn_post(p->a.qp[q], NIC_WR_RDMA_READ, (__u64)q, m->buf + off,
+				(__u32)wr_bytes, m->mr, peer->buf, peer->mr);
 			inflight[q]++;
 			posted++;
 		}
@@ -182,7 +183,8 @@ int main(int argc, char **argv)
 			bench_col_ci("ratio_to_populate_ranged", 24, 3,
 				     bench_median_ci(ratio, rounds));
 		else
-			bench_col_raw("ratio_to_populate_ranged", "                       -", "null");
+			bench_col_raw("ratio_to_populate_ranged", "                       -",
+				      "null");
 		bench_col_u64("page_requests", 9, reqs);
 		bench_col_f("npfd_mean_us_per_request", 10, 1,
 			    reqs ? (double)ns / (double)reqs / 1e3 : 0);

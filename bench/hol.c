@@ -112,10 +112,12 @@ int main(int argc, char **argv)
 				bn_post(qp, NIC_WR_RDMA_READ, 0, first, BN_PAGE, fmr, peer.buf,
 					peer.mr);
 				bn_post(p.a.qp[QP_OTHER], NIC_WR_RDMA_READ, NWR,
-					warm.buf + 64 * BN_PAGE, BN_PAGE, warm.mr, peer.buf, peer.mr);
+					warm.buf + 64 * BN_PAGE, BN_PAGE, warm.mr, peer.buf,
+					peer.mr);
 				for (w = 1; w < NWR; w++)
-					bn_post(qp, NIC_WR_RDMA_READ, w, warm.buf + (w + 1) * BN_PAGE,
-						BN_PAGE, warm.mr, peer.buf + w * BN_PAGE, peer.mr);
+					bn_post(qp, NIC_WR_RDMA_READ, w,
+						warm.buf + (w + 1) * BN_PAGE, BN_PAGE, warm.mr,
+						peer.buf + w * BN_PAGE, peer.mr);
 				while (got < NWR + 1) {
 					struct nic_wc wc = bn_wait(p.a.cq);
 
@@ -166,15 +168,16 @@ int main(int argc, char **argv)
 	}
 	bench_text("ordering: in-order, WR1..7 wait for WR0's fault; relaxed "
 		   "(NIC_QP_RELAXED_ORDERING), they do not conflict with WR0 and need not\n");
-	bench_text("%-58s %26s\n", "per-round paired figures (median over rounds)", "[95% interval]");
+	bench_text("%-58s %26s\n", "per-round paired figures (median over rounds)",
+		   "[95% interval]");
 	for (r = 0; r < rounds; r++)
 		v[r] = wr0[0][1][r] - wr0[0][0][r];
 	summary_row("fault cost: in-order WR0 faulting - resident", v, rounds, "us");
 	for (o = 0; o < 2; o++) {
 		for (r = 0; r < rounds; r++)
 			v[r] = fol[o][1][r] - fol[o][0][r];
-		summary_row(o ? "delay of WR1..7 by the fault, relaxed"
-			      : "delay of WR1..7 by the fault, in order",
+		summary_row(o ? "delay of WR1..7 by the fault, relaxed" :
+				"delay of WR1..7 by the fault, in order",
 			    v, rounds, "us");
 	}
 	for (r = 0; r < rounds; r++)

@@ -73,15 +73,15 @@
 #include "bench_nic.h"
 
 enum { KZERO, KMINOR, NOFAULT, MINOR, ANON, KZERO_ALONE, KMINOR_ALONE, NMETHODS };
-static const char *const method_name[] = {"kernel-zero-fill",	    "kernel-minor",
-					  "nic-wr-no-fault",	    "nic-fault-minor",
-					  "nic-fault-anon",	    "kernel-zero-fill-alone",
+static const char *const method_name[] = {"kernel-zero-fill",  "kernel-minor",
+					  "nic-wr-no-fault",   "nic-fault-minor",
+					  "nic-fault-anon",    "kernel-zero-fill-alone",
 					  "kernel-minor-alone"};
 /* The baseline of the same kind, interleaved in the same rounds. */
 /* The interleaved kernel faults against themselves alone: what interleaving does to them. */
-static const int like[NMETHODS] = {[KZERO] = KZERO_ALONE, [KMINOR] = KMINOR_ALONE,
-				   [NOFAULT] = -1, [MINOR] = KMINOR, [ANON] = KZERO,
-				   [KZERO_ALONE] = -1, [KMINOR_ALONE] = -1};
+static const int like[NMETHODS] = {
+	[KZERO] = KZERO_ALONE, [KMINOR] = KMINOR_ALONE, [NOFAULT] = -1,	    [MINOR] = KMINOR,
+	[ANON] = KZERO,	       [KZERO_ALONE] = -1,	[KMINOR_ALONE] = -1};
 
 #define MAX_ROUNDS 256
 #define POLLED_REPORT_NS 4000 /* see the header: below it, the report woke nobody */
@@ -118,9 +118,13 @@ static struct nic_stats nic_stats(void)
 static uint64_t write_4k(enum cq_mode mode, struct bn_mem *src, size_t off, struct bn_mem *dst)
 {
 	struct nic_sge sge = {(uintptr_t)(src->buf + off), BN_PAGE, nic_mr_lkey(src->mr)};
-	struct nic_send_wr wr = {.wr_id = off, .sg_list = &sge, .num_sge = 1,
-				 .opcode = NIC_WR_RDMA_WRITE, .send_flags = NIC_SEND_SIGNALED,
-				 .remote_addr = (uintptr_t)dst->buf, .rkey = nic_mr_rkey(dst->mr)};
+	struct nic_send_wr wr = {.wr_id = off,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = NIC_WR_RDMA_WRITE,
+				 .send_flags = NIC_SEND_SIGNALED,
+				 .remote_addr = (uintptr_t)dst->buf,
+				 .rkey = nic_mr_rkey(dst->mr)};
 	struct nic_wc wc;
 	uint64_t t0 = bench_now_ns(), t1;
 	int err = nic_post_send(ep.qp[0], &wr, NULL);
@@ -167,7 +171,8 @@ struct run {
 	uint64_t polled, faults;
 };
 
-static void stats_delta(struct run *run, int m, const struct nic_stats *a, const struct nic_stats *b)
+static void stats_delta(struct run *run, int m, const struct nic_stats *a,
+			const struct nic_stats *b)
 {
 	run->report_sum[m] += b->report_ns_total - a->report_ns_total;
 	run->wait_sum[m] += b->answer_wait_ns_total - a->answer_wait_ns_total;
@@ -253,8 +258,10 @@ static void measure(enum cq_mode mode, size_t rounds, size_t per, struct bn_mem 
 				write_4k(mode, &area[m], i * BN_PAGE, dst);
 				b = nic_stats();
 				if (b.stalls_resumed != a.stalls_resumed + 1)
-					bench_die("a WRITE from a page not in the IO page table stalled %llu times, not once",
-						  (unsigned long long)(b.stalls_resumed - a.stalls_resumed));
+					bench_die(
+						"a WRITE from a page not in the IO page table stalled %llu times, not once",
+						(unsigned long long)(b.stalls_resumed -
+								     a.stalls_resumed));
 				stats_delta(run, m, &a, &b);
 				if (b.page_requests == a.page_requests + 1) {
 					run->faults++;
@@ -383,12 +390,10 @@ static void report(enum cq_mode mode, struct run *run)
 
 int main(int argc, char **argv)
 {
-	static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
-						 {"pages", required_argument, NULL, 'n'},
-						 {"rounds", required_argument, NULL, 'r'},
-						 {"cq", required_argument, NULL, 'c'},
-						 {"help", no_argument, NULL, 'h'},
-						 {}};
+	static const struct option longopts[] = {
+		{"json", no_argument, NULL, 'j'},	  {"pages", required_argument, NULL, 'n'},
+		{"rounds", required_argument, NULL, 'r'}, {"cq", required_argument, NULL, 'c'},
+		{"help", no_argument, NULL, 'h'},	  {}};
 	size_t pages = 8192, rounds = 16;
 	int modes[2] = {CQ_SLEEP, CQ_SPIN}, nmodes = 2, opt, i;
 	struct bn_mem dst, warm;
@@ -451,9 +456,10 @@ int main(int argc, char **argv)
 		for (opt = 0; opt < NMETHODS; opt++)
 			bench_free(&run.lat[opt]);
 	}
-	bench_text("(nic-fault-*: fault raised -> queue pair resumed, measured by the NIC per WR;\n"
-		   " breakdown: mean = report + answer wait + detect/resume; npfd's part of the wait\n"
-		   " is npfd's clock; the target is judged with --cq sleep: see the header comment)\n");
+	bench_text(
+		"(nic-fault-*: fault raised -> queue pair resumed, measured by the NIC per WR;\n"
+		" breakdown: mean = report + answer wait + detect/resume; npfd's part of the wait\n"
+		" is npfd's clock; the target is judged with --cq sleep: see the header comment)\n");
 	bn_mem_free(&warm);
 	bn_mem_free(&dst);
 	nic_close(ep.nic);

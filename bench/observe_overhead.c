@@ -280,8 +280,8 @@ int main(int argc, char **argv)
 				snprintf(policy_path, sizeof(policy_path), "%s", optarg);
 			else
 				/* exe is this program's directory by now (dirname above) */
-				snprintf(policy_path, sizeof(policy_path), "%s/../policies/%s.bpf.o",
-					 exe, optarg);
+				snprintf(policy_path, sizeof(policy_path),
+					 "%s/../policies/%s.bpf.o", exe, optarg);
 			if (access(policy_path, R_OK))
 				bench_die("--policy: %s: %s", policy_path, strerror(errno));
 			state_name[UP] = "npfd up, policy";
@@ -378,9 +378,9 @@ int main(int argc, char **argv)
 	bench_col_raw("trace_cpu_faults", "", npfd_traces ? "true" : "false");
 	bench_col_raw("policy_loaded", "", policy_path[0] ? "true" : "false");
 	bench_text("\nnpfd %s, median over",
-		   npfd_traces ? "with --trace-cpu-faults (collector attached)"
-		   : policy_path[0] ? "with a policy loaded (run by npfd: nothing attached)"
-				    : "as by default (collector detached)");
+		   npfd_traces	  ? "with --trace-cpu-faults (collector attached)" :
+		   policy_path[0] ? "with a policy loaded (run by npfd: nothing attached)" :
+				    "as by default (collector detached)");
 	bench_col_u64("rounds_used", 0, used);
 	bench_text(" of");
 	bench_col_u64("rounds", 0, rounds);

@@ -175,8 +175,8 @@ int main(int argc, char **argv)
 	unlink(tmpl);
 	order = malloc(pages * sizeof(*order));
 
-	bench_text("%-12s %-10s %10s %10s %10s %10s %9s %11s\n", "experiment", "policy",
-		   "touched", "faults", "fetched", "wasted", "seconds", "fault cut");
+	bench_text("%-12s %-10s %10s %10s %10s %10s %9s %11s\n", "experiment", "policy", "touched",
+		   "faults", "fetched", "wasted", "seconds", "fault cut");
 	for (i = 0; i < pages; i++)
 		order[i] = i;
 	for (i = 0; i < 3; i++) {

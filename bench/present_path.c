@@ -227,12 +227,10 @@ static void print_target(const char *kind, size_t counts[3], double floor)
 
 int main(int argc, char **argv)
 {
-	static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
-						 {"epochs", required_argument, NULL, 'e'},
-						 {"iters", required_argument, NULL, 'i'},
-						 {"blocks", required_argument, NULL, 'b'},
-						 {"help", no_argument, NULL, 'h'},
-						 {}};
+	static const struct option longopts[] = {
+		{"json", no_argument, NULL, 'j'},	 {"epochs", required_argument, NULL, 'e'},
+		{"iters", required_argument, NULL, 'i'}, {"blocks", required_argument, NULL, 'b'},
+		{"help", no_argument, NULL, 'h'},	 {}};
 	size_t epochs = 50, iters = 20, blocks = 20, e, i, k, lat_counts[3] = {0},
 	       tput_counts[3] = {0};
 	struct bn_mem peer, mem[NARMS], *arm[NARMS];
@@ -274,7 +272,8 @@ int main(int argc, char **argv)
 	}
 	if (epochs < BENCH_CI_MIN_N || iters < 2 || !blocks)
 		bench_die("--epochs must be at least %d (a 95%% interval), --iters at least 2 "
-			  "and --blocks at least 1", BENCH_CI_MIN_N);
+			  "and --blocks at least 1",
+			  BENCH_CI_MIN_N);
 
 	c = bn_connect();
 	bn_pair_open(&p, 1);
@@ -290,8 +289,9 @@ int main(int argc, char **argv)
 				bench_die("out of memory for %zu epochs", epochs);
 		}
 		for (k = 0; k < 4; k++) {
-			rows[i].pair[k] = calloc(LAT_MORE * iters > blocks ? LAT_MORE * iters : blocks,
-						 sizeof(double));
+			rows[i].pair[k] =
+				calloc(LAT_MORE * iters > blocks ? LAT_MORE * iters : blocks,
+				       sizeof(double));
 			if (!rows[i].pair[k])
 				bench_die("out of memory for %zu iterations", iters);
 		}

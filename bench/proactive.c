@@ -46,8 +46,8 @@
 enum { M_EXACT, M_PI4, M_PIA, M_TOUCH, M_PIN, M_XFER, NMETH };
 #define NPF_METH (M_TOUCH + 1) /* methods on an npf region of their own */
 #define MAX_REPS 256
-static const char *const meth_name[] = {"exact", "pi4", "pia", "touch-nopres", "pin-nopres",
-					"transfer-only"};
+static const char *const meth_name[] = {"exact",	"pi4",	      "pia",
+					"touch-nopres", "pin-nopres", "transfer-only"};
 static const __u32 sizes[] = {4096, 65536, 1 << 20, 4 << 20};
 static const int probs[] = {1, 10, 50, 100};
 static uint64_t rng = 88172645463325252ULL;
@@ -134,12 +134,10 @@ static uint64_t transfer(struct bn_pair *p, struct bn_mem *peer, struct bn_mem *
 
 int main(int argc, char **argv)
 {
-	static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
-						 {"reps", required_argument, NULL, 'r'},
-						 {"cpu", required_argument, NULL, 'c'},
-						 {"policies", required_argument, NULL, 'P'},
-						 {"help", no_argument, NULL, 'h'},
-						 {}};
+	static const struct option longopts[] = {
+		{"json", no_argument, NULL, 'j'},      {"reps", required_argument, NULL, 'r'},
+		{"cpu", required_argument, NULL, 'c'}, {"policies", required_argument, NULL, 'P'},
+		{"help", no_argument, NULL, 'h'},      {}};
 	char policy_dir[PATH_MAX], exe[PATH_MAX];
 	struct bn_mem peer, npf[NPF_METH], plain;
 	size_t reps = 12, s, pr, i;

@@ -112,7 +112,8 @@ int main(int argc, char **argv)
 		struct bn_mem m;
 		int k;
 
-		snprintf(skip, sizeof(skip), "skipped: needs %zu GiB resident, MemAvailable %.1f GiB, keeps 4 GiB free",
+		snprintf(skip, sizeof(skip),
+			 "skipped: needs %zu GiB resident, MemAvailable %.1f GiB, keeps 4 GiB free",
 			 sizes[i], (double)avail / (1 << 30));
 		rss0 = rss_kib();
 		t0 = bench_now_ns();
@@ -146,7 +147,8 @@ int main(int argc, char **argv)
 			munmap(buf, len);
 		}
 	}
-	bench_text("paper (seed 001 Table 2): create MR 50 us + 400 ms/GB pinned, 135 us + 20 ms/GB NP-RDMA\n");
+	bench_text(
+		"paper (seed 001 Table 2): create MR 50 us + 400 ms/GB pinned, 135 us + 20 ms/GB NP-RDMA\n");
 	nic_close(ep.nic);
 	npf_client__close(c);
 	return 0;

@@ -44,10 +44,8 @@ const volatile __u32 npf_policy_id SEC(".rodata.npf") = 0;
 
 #define NPF_POLICY(pname)                                                                          \
 	char LICENSE[] SEC("license") = "Dual BSD/GPL";                                            \
-	struct npf_policy_info __npf_policy_info SEC(NPF_POLICY_SECTION)                           \
-		__attribute__((used)) = {.magic = NPF_POLICY_MAGIC,                                \
-					 .abi_version = NPF_POLICY_ABI_VERSION,                    \
-					 .name = pname}
+	struct npf_policy_info __npf_policy_info SEC(NPF_POLICY_SECTION) __attribute__((used)) = { \
+		.magic = NPF_POLICY_MAGIC, .abi_version = NPF_POLICY_ABI_VERSION, .name = pname}
 
 static __always_inline struct npf_policy_ctx *npf_policy_ctx(void)
 {

@@ -145,7 +145,7 @@ __attribute__((format(printf, 2, 3))) static void pr(enum npf_print_level level,
 
 /* Record why the current operation failed, for npf_client__errmsg(); returns -err. */
 __attribute__((format(printf, 3, 4))) static int set_err(struct npf_client *c, int err,
-							  const char *fmt, ...)
+							 const char *fmt, ...)
 {
 	va_list ap;
 
@@ -421,8 +421,8 @@ static ssize_t recv_reply(struct npf_client *c, __u32 seq, __u64 deadline)
 		break;
 	}
 	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
-		return set_err(c, EPROTO, "malformed reply from npfd: %zd bytes, more than %d",
-			       n, NPF_MSG_MAX);
+		return set_err(c, EPROTO, "malformed reply from npfd: %zd bytes, more than %d", n,
+			       NPF_MSG_MAX);
 	return n;
 }
 
@@ -467,12 +467,14 @@ static int request_raw(struct npf_client *c, __u16 type, const void *body, size_
 		return rep->status;
 	}
 	if (hdr->type != (type | NPF_MSG_REPLY) || hdr->seq != seq)
-		return set_err(c, EPROTO,
-			       "malformed reply from npfd: type 0x%x seq %u for request type %u seq %u",
-			       hdr->type, hdr->seq, type, seq);
+		return set_err(
+			c, EPROTO,
+			"malformed reply from npfd: type 0x%x seq %u for request type %u seq %u",
+			hdr->type, hdr->seq, type, seq);
 	if (hdr->len != (size_t)n)
-		return set_err(c, EPROTO, "malformed reply from npfd: length field %u, received %zd",
-			       hdr->len, n);
+		return set_err(c, EPROTO,
+			       "malformed reply from npfd: length field %u, received %zd", hdr->len,
+			       n);
 
 	if (rep->status < 0) {
 		if (rep->count)
@@ -683,10 +685,12 @@ static int client_uffd(struct npf_client *c)
 		return 0;
 	fd = create_uffd();
 	if (fd < 0)
-		return set_err(c, -fd,
-			       fd == -ENOSYS ? "cannot create a userfaultfd: %s (the kernel lacks CONFIG_USERFAULTFD)"
-					     : "cannot create a userfaultfd: %s (run as root, grant access to /dev/userfaultfd, or set vm.unprivileged_userfaultfd=1)",
-			       strerror(-fd));
+		return set_err(
+			c, -fd,
+			fd == -ENOSYS ?
+				"cannot create a userfaultfd: %s (the kernel lacks CONFIG_USERFAULTFD)" :
+				"cannot create a userfaultfd: %s (run as root, grant access to /dev/userfaultfd, or set vm.unprivileged_userfaultfd=1)",
+			strerror(-fd));
 	err = uffd_api(fd, NPF_UFFD_FEATURES);
 	if (err == -EPERM) {
 		/*
@@ -703,9 +707,10 @@ static int client_uffd(struct npf_client *c)
 	}
 	if (err) {
 		close(fd);
-		return set_err(c, -err,
-			       "UFFDIO_API failed: %s (npfd needs userfaultfd events REMAP, REMOVE and UNMAP)",
-			       strerror(-err));
+		return set_err(
+			c, -err,
+			"UFFDIO_API failed: %s (npfd needs userfaultfd events REMAP, REMOVE and UNMAP)",
+			strerror(-err));
 	}
 	c->uffd = fd;
 	pr_debug("created userfaultfd %d", fd);
@@ -1281,8 +1286,8 @@ int npf_client__register(struct npf_client *c, void *addr, size_t len,
 		goto out;
 	}
 	if (backing != 0 && backing != NPF_BACKING_ANON && backing != NPF_BACKING_FILE) {
-		err = set_err(c, EINVAL, "unknown backing %u (NPF_BACKING_ANON or NPF_BACKING_FILE)",
-			      backing);
+		err = set_err(c, EINVAL,
+			      "unknown backing %u (NPF_BACKING_ANON or NPF_BACKING_FILE)", backing);
 		goto out;
 	}
 	if (backing == NPF_BACKING_FILE && backing_fd < 0) {
@@ -1326,8 +1331,7 @@ int npf_client__register(struct npf_client *c, void *addr, size_t len,
 	if (err)
 		goto out;
 	if (!info.region_id || info.region_id > (__u32)0x7fffffff) {
-		err = set_err(c, EPROTO, "malformed reply from npfd: region id %u",
-			      info.region_id);
+		err = set_err(c, EPROTO, "malformed reply from npfd: region id %u", info.region_id);
 		goto out;
 	}
 	pthread_mutex_lock(&c->tab_lock);
@@ -1409,8 +1413,8 @@ int npf_client__stats(struct npf_client *c, __u32 region_id, struct npf_region_s
 	pthread_mutex_lock(&c->lock);
 	if (region_id)
 		req.region_id = npfd_region_id(c, region_id);
-	err = npf_request(c, NPF_MSG_STATS, &req, sizeof(req), NULL, 0, sizeof(**out),
-			  (void **)out, count);
+	err = npf_request(c, NPF_MSG_STATS, &req, sizeof(req), NULL, 0, sizeof(**out), (void **)out,
+			  count);
 	pthread_mutex_unlock(&c->lock);
 	return err;
 }

@@ -26,7 +26,7 @@ extern "C" {
 /* Declare and zero an options struct with its size filled in. */
 #define NPF_OPTS(TYPE, NAME, ...)                                                                  \
 	struct TYPE NAME = ({                                                                      \
-		struct TYPE ___##NAME = {.sz = sizeof(struct TYPE), __VA_ARGS__};                 \
+		struct TYPE ___##NAME = {.sz = sizeof(struct TYPE), __VA_ARGS__};                  \
 		___##NAME;                                                                         \
 	})
 
@@ -90,11 +90,11 @@ NPF_API const char *npf_client__errmsg(const struct npf_client *client);
 
 struct npf_region_opts {
 	size_t sz;
-	__u32 backing;	    /* 0 or NPF_BACKING_ANON: first touch reads zeros (the default);
+	__u32 backing;	      /* 0 or NPF_BACKING_ANON: first touch reads zeros (the default);
 			     * NPF_BACKING_FILE: first touch reads backing_fd */
-	int backing_fd;	    /* NPF_BACKING_FILE only: the file (npfd keeps its own reference) */
-	__u64 file_offset;  /* NPF_BACKING_FILE only: where the region starts (page aligned) */
-	const char *name;   /* shown by npfctl; truncated to NPF_NAME_LEN - 1 */
+	int backing_fd;	      /* NPF_BACKING_FILE only: the file (npfd keeps its own reference) */
+	__u64 file_offset;    /* NPF_BACKING_FILE only: where the region starts (page aligned) */
+	const char *name;     /* shown by npfctl; truncated to NPF_NAME_LEN - 1 */
 	int fault_around_kib; /* 0: npfd's fault-around-kib; NPF_FAULT_AROUND_EXACT: the
 			       * faulting page only; else a power of two, 4 to 2048 KiB:
 			       * a CPU fault also installs its aligned block's cheap pages */

@@ -50,8 +50,7 @@ static enum npf_feat_result refused(char *detail, size_t len, const char *what, 
 /* ------------------------------------------------------------------ */
 
 /* UFFDIO_API may be called once per descriptor: one fresh descriptor per feature. */
-static enum npf_feat_result uffd_feature(char *detail, size_t len, __u64 feature,
-					 const char *name)
+static enum npf_feat_result uffd_feature(char *detail, size_t len, __u64 feature, const char *name)
 {
 	struct uffdio_api api = {.api = UFFD_API, .features = feature};
 	int fd = npf_uffd_create(O_CLOEXEC | O_NONBLOCK);
@@ -202,8 +201,8 @@ static enum npf_feat_result probe_uring_read_fixed(char *detail, size_t len)
 		return refused(detail, len, "io_uring_setup", -err);
 	probe = io_uring_get_probe_ring(&ring);
 	iov.iov_len = 4096;
-	iov.iov_base = mmap(NULL, iov.iov_len, PROT_READ | PROT_WRITE,
-			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	iov.iov_base =
+		mmap(NULL, iov.iov_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (!probe) {
 		r = refused(detail, len, "IORING_REGISTER_PROBE", ENOTSUP);
 	} else if (!io_uring_opcode_supported(probe, IORING_OP_READ_FIXED)) {
@@ -358,8 +357,9 @@ static enum npf_feat_result probe_fentry(char *detail, size_t len)
 		enum npf_feat_result r = refused(detail, len, "fentry load", errno);
 
 		if (r == NPF_FEAT_NO && errno == EPERM)
-			snprintf(detail, len,
-				 "refused (expected on this kernel: lockdown); npf uses tracepoints and tail calls instead");
+			snprintf(
+				detail, len,
+				"refused (expected on this kernel: lockdown); npf uses tracepoints and tail calls instead");
 		return r;
 	}
 	close(fd);
@@ -407,8 +407,7 @@ static enum npf_feat_result probe_tracefs(char *detail, size_t len)
 	return NPF_FEAT_NO;
 }
 
-static enum npf_feat_result tracepoint(char *detail, size_t len, const char *cat,
-				       const char *name)
+static enum npf_feat_result tracepoint(char *detail, size_t len, const char *cat, const char *name)
 {
 	size_t i;
 
@@ -668,8 +667,7 @@ struct npf_feature npf_features[] = {
 	 "npfd: CPU fault counting and latency (cpu_faults)"},
 	{"tracing", "iommu:io_page_fault", probe_tp_io_page_fault, OPT,
 	 "counting IOMMU faults of real devices (iommu_faults)"},
-	{"tracing", "uprobe", probe_uprobe, OPT,
-	 "device page requests of the software NIC"},
+	{"tracing", "uprobe", probe_uprobe, OPT, "device page requests of the software NIC"},
 	{"tracing", "uprobe on nop5 optimized", probe_uprobe_nop5, OPT,
 	 "cheap software NIC page requests (each costs a trap instead of a syscall)"},
 };

@@ -31,7 +31,7 @@ struct npf_feature {
 	const char *name;
 	enum npf_feat_result (*probe)(char *detail, size_t len);
 	enum npf_feat_need need;
-	const char *disables; /* what does not work without it */
+	const char *disables;	     /* what does not work without it */
 	enum npf_feat_result result; /* cached */
 	char detail[160];	     /* the probe's evidence: errno, timing, path */
 };

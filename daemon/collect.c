@@ -505,9 +505,10 @@ int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen)
 		p = NULL;
 	}
 	if (!p)
-		return refuse(err, errlen, e,
-			      "cannot attach the page request uprobe to npf_nic_fault_report in %s or a libnpf* library it maps: %s (is the software NIC linked into the program?)",
-			      cand[0], strerror(e));
+		return refuse(
+			err, errlen, e,
+			"cannot attach the page request uprobe to npf_nic_fault_report in %s or a libnpf* library it maps: %s (is the software NIC linked into the program?)",
+			cand[0], strerror(e));
 	p->dev = st.st_dev;
 	p->ino = st.st_ino;
 	list_add_tail(&p->node, &nic_probes);
@@ -538,8 +539,8 @@ void collect_nic_uprobe_put(struct npfd_mm *mm)
 int collect_shared_map_fd(const char *name, bool cpu)
 {
 	if (!strcmp(name, NPF_MAP_POLICY_SCRATCH))
-		return bpf_map__fd(cpu ? skel->maps.npf_policy_scratch_cpu
-				       : skel->maps.npf_policy_scratch);
+		return bpf_map__fd(cpu ? skel->maps.npf_policy_scratch_cpu :
+					 skel->maps.npf_policy_scratch);
 	if (!strcmp(name, NPF_MAP_EVENTS))
 		return bpf_map__fd(skel->maps.npf_events);
 	if (!strcmp(name, NPF_MAP_RING_CTL))
@@ -606,7 +607,8 @@ static void policy_conf_write(void)
 /* Point slot at the two copies of a policy (-1, -1: empty the slot). */
 int collect_policy_install(__u32 slot, int cpu_fd, int kp_fd)
 {
-	int cpu = bpf_map__fd(skel->maps.npf_policy_cpu), kp = bpf_map__fd(skel->maps.npf_policy_kp);
+	int cpu = bpf_map__fd(skel->maps.npf_policy_cpu),
+	    kp = bpf_map__fd(skel->maps.npf_policy_kp);
 	bool used = cpu_fd >= 0;
 
 	if (slot > NPF_MAX_REGIONS)
@@ -734,8 +736,7 @@ int collect_filter_update(pid_t tgid, struct npfd_mm *mm)
 
 	if (!tgid)
 		return 0;
-	list_for_each_entry(r, &mm->regions, node)
-	{
+	list_for_each_entry(r, &mm->regions, node) {
 		if (pr.nr == NPF_MAX_RANGES_PER_PROC)
 			return -E2BIG;
 		pr.r[pr.nr].start = r->start;

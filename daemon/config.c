@@ -140,7 +140,8 @@ static void list_keys(char *buf, size_t len)
 	buf[0] = '\0';
 	for (i = 0; i < NR_OPTS && n < len; i++)
 		if (opts[i].type != T_ACTION)
-			n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? ", " : "", opts[i].name);
+			n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? ", " : "",
+					      opts[i].name);
 }
 
 static int parse_uint(const char *s, unsigned int min, unsigned int max, unsigned int *out)
@@ -256,16 +257,17 @@ void config_usage(FILE *f)
 			fprintf(f, "%27s", "");
 		}
 	}
-	fprintf(f, "\n"
-		   "Every option but --config, --check, --check-config, --help and --version is\n"
-		   "also a key of the configuration file (npfd.conf(5)): 'poll-us = 50'. The\n"
-		   "command line overrides the file; SIGHUP (systemctl reload npfd) re-reads it.\n"
-		   "\n"
-		   "npfd must run as root (or with CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN): it loads\n"
-		   "BPF programs and serves other processes' userfaultfds.\n"
-		   "\n"
-		   "Exit status: 0 clean shutdown, 1 failure at start or while running, 2 usage or\n"
-		   "configuration error.\n");
+	fprintf(f,
+		"\n"
+		"Every option but --config, --check, --check-config, --help and --version is\n"
+		"also a key of the configuration file (npfd.conf(5)): 'poll-us = 50'. The\n"
+		"command line overrides the file; SIGHUP (systemctl reload npfd) re-reads it.\n"
+		"\n"
+		"npfd must run as root (or with CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN): it loads\n"
+		"BPF programs and serves other processes' userfaultfds.\n"
+		"\n"
+		"Exit status: 0 clean shutdown, 1 failure at start or while running, 2 usage or\n"
+		"configuration error.\n");
 }
 
 int config_parse_args(int argc, char **argv, struct npfd_cmdline *cl)
@@ -391,8 +393,9 @@ static int config_read_file(const char *path, bool must_exist, struct npfd_confi
 			char keys[256];
 
 			list_keys(keys, sizeof(keys));
-			snprintf(err, len, "%s:%u: unknown key '%s' (keys are npfd's long options: %s)",
-				 path, lineno, key, keys);
+			snprintf(err, len,
+				 "%s:%u: unknown key '%s' (keys are npfd's long options: %s)", path,
+				 lineno, key, keys);
 			ret = -EINVAL;
 			break;
 		}

@@ -296,8 +296,7 @@ void client_drop(struct npfd_client *c)
 		c->wait->client = NULL;
 	c->wait = NULL;
 	list_del_init(&c->resume);
-	list_for_each_entry_safe(mm, tmp, &npfd.mms, node)
-	{
+	list_for_each_entry_safe(mm, tmp, &npfd.mms, node) {
 		if (mm->owner != c)
 			continue;
 		/*
@@ -508,8 +507,7 @@ static void do_list(struct reply *rp)
 	struct npfd_region *r;
 
 	list_for_each_entry(mm, &npfd.mms, node)
-		list_for_each_entry(r, &mm->regions, node)
-		{
+		list_for_each_entry(r, &mm->regions, node) {
 			struct npf_region_info *ri = reply_item(rp, sizeof(*ri));
 
 			if (!ri) {
@@ -526,8 +524,7 @@ static void do_stats(struct reply *rp, __u32 id)
 	struct npfd_region *r;
 
 	list_for_each_entry(mm, &npfd.mms, node)
-		list_for_each_entry(r, &mm->regions, node)
-		{
+		list_for_each_entry(r, &mm->regions, node) {
 			struct npf_region_stats_full *sf;
 
 			if ((id && r->id != id) || !r->stats)
@@ -593,8 +590,7 @@ static void bad_message(struct npfd_client *c)
 }
 
 /* Handle one received message; returns -1 when the client must be dropped. */
-static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags, int *fds,
-			  int nfds)
+static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags, int *fds, int nfds)
 {
 	struct npf_msg_hdr *hdr = (struct npf_msg_hdr *)buf;
 	char why[NPF_ERRMSG_LEN];
@@ -663,9 +659,10 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 			}
 			if (nfds != 1) {
 				rc = -EINVAL;
-				snprintf(err, sizeof(err),
-					 "attaching a device needs 1 descriptor (its IO page table), got %d",
-					 nfds);
+				snprintf(
+					err, sizeof(err),
+					"attaching a device needs 1 descriptor (its IO page table), got %d",
+					nfds);
 				break;
 			}
 			rc = device_attach(c, &areq, want, fds[0], &info, err, sizeof(err));
@@ -712,13 +709,15 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 		case NPF_MSG_POLICY_ENABLE:
 			if (!c->privileged) {
 				rc = -EPERM;
-				snprintf(err, sizeof(err), "only root may switch policies on or off");
+				snprintf(err, sizeof(err),
+					 "only root may switch policies on or off");
 				break;
 			}
 			collect_policy_enable(((struct npf_policy_enable_req *)body)->enabled != 0);
-			pr_info("policies %s", ((struct npf_policy_enable_req *)body)->enabled
-						       ? "enabled"
-						       : "disabled: every fault gets the built-in decision");
+			pr_info("policies %s",
+				((struct npf_policy_enable_req *)body)->enabled ?
+					"enabled" :
+					"disabled: every fault gets the built-in decision");
 			break;
 		case NPF_MSG_REGION_REGISTER:
 		case NPF_MSG_REGION_ADOPT: {

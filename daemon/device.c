@@ -46,15 +46,15 @@
 #define INVAL_ACK_TIMEOUT_NS (2ULL * 1000 * 1000 * 1000)
 
 struct npfd_device {
-	struct list_head node; /* in devices */
+	struct list_head node;	    /* in devices */
 	struct npfd_region *region; /* NULL once retiring */
 	struct npfd_mm *mm;	    /* the process whose device it is; NULL once orphaned */
-	bool detached;	/* a tombstone: kept to answer late requests INVALID */
-	bool retiring;	/* being detached: waiting for the NIC's acknowledgement */
-	bool orphaned;	/* its process went while it was retiring: free it after */
-	__u64 retire_seq;	/* the invalidation whose acknowledgement ends the retirement */
-	__u64 retire_deadline;	/* now_ns() past which it ends without one */
-	struct npfd_wait *wait; /* the request answered when it ends, or NULL */
+	bool detached;		    /* a tombstone: kept to answer late requests INVALID */
+	bool retiring;		    /* being detached: waiting for the NIC's acknowledgement */
+	bool orphaned;		    /* its process went while it was retiring: free it after */
+	__u64 retire_seq;	    /* the invalidation whose acknowledgement ends the retirement */
+	__u64 retire_deadline;	    /* now_ns() past which it ends without one */
+	struct npfd_wait *wait;	    /* the request answered when it ends, or NULL */
 	__u32 id;
 	struct npf_iopt_header *hdr;
 	size_t map_len;
@@ -85,7 +85,7 @@ struct group {
 
 static struct list_head devices = LIST_HEAD_INIT(devices);
 static struct list_head groups = LIST_HEAD_INIT(groups);
-static unsigned int nretiring; /* devices waiting for an acknowledgement */
+static unsigned int nretiring;	 /* devices waiting for an acknowledgement */
 static unsigned int nbacklogged; /* devices with invalidations waiting for ring slots */
 
 /* A backlog past this many requests becomes one request for the whole device. */
@@ -148,8 +148,8 @@ static int post_response(struct npfd_device *d, __u64 cookie, __u32 status)
 
 	if (tail - head >= NPF_NIC_RING_SIZE)
 		return -EAGAIN; /* the NIC has not consumed: try after the next batch */
-	rr->ent[tail % NPF_NIC_RING_SIZE] = (struct npf_page_response){.cookie = cookie,
-								      .status = status};
+	rr->ent[tail % NPF_NIC_RING_SIZE] =
+		(struct npf_page_response){.cookie = cookie, .status = status};
 	__atomic_store_n(&rr->tail, tail + 1, __ATOMIC_RELEASE);
 	d->resp_posted = true;
 	return 0;
@@ -241,8 +241,7 @@ static void answer_groups_of(struct npfd_device *d, __u32 status)
 {
 	struct group *g, *tmp;
 
-	list_for_each_entry_safe(g, tmp, &groups, node)
-	{
+	list_for_each_entry_safe(g, tmp, &groups, node) {
 		if (g->dev != d)
 			continue;
 		post_response(d, g->cookie, status);
@@ -371,8 +370,7 @@ void device_mm_gone(struct npfd_mm *mm)
 {
 	struct npfd_device *d, *tmp;
 
-	list_for_each_entry_safe(d, tmp, &devices, node)
-	{
+	list_for_each_entry_safe(d, tmp, &devices, node) {
 		if (d->mm != mm)
 			continue;
 		if (d->retiring) {
@@ -421,9 +419,10 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 			adopt_id);
 	}
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (size_t)st.st_size < sizeof(hdr))
-		return refuse(err, errlen, EINVAL,
-			    "the descriptor is not an IO page table (a memfd of at least %zu bytes)",
-			    sizeof(hdr));
+		return refuse(
+			err, errlen, EINVAL,
+			"the descriptor is not an IO page table (a memfd of at least %zu bytes)",
+			sizeof(hdr));
 	/*
 	 * npfd maps the table and writes it from its event loop: a table the
 	 * client could shrink afterwards would make those writes SIGBUS.
@@ -442,7 +441,8 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 
 	map = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED)
-		return refuse(err, errlen, errno, "cannot map the IO page table: %s", strerror(errno));
+		return refuse(err, errlen, errno, "cannot map the IO page table: %s",
+			      strerror(errno));
 	d = calloc(1, sizeof(*d));
 	if (!d) {
 		munmap(map, need);
@@ -523,8 +523,7 @@ void device_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 {
 	struct npfd_device *d;
 
-	list_for_each_entry(d, &devices, node)
-	{
+	list_for_each_entry(d, &devices, node) {
 		__u64 lo = start > d->start ? start : d->start;
 		__u64 hi = d->start + d->npages * NPF_PAGE_SIZE;
 
@@ -543,8 +542,7 @@ void device_pages_installed(struct npfd_region *r, __u64 start, __u64 npages)
 {
 	struct npfd_device *d;
 
-	list_for_each_entry(d, &devices, node)
-	{
+	list_for_each_entry(d, &devices, node) {
 		__u64 end = start + npages * NPF_PAGE_SIZE, i, lo, hi;
 
 		/*
@@ -577,7 +575,8 @@ static bool pagemap_read(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n)
 			return false;
 	}
 	return pread(mm->pagemap_fd, ent, n * sizeof(__u64),
-		     (off_t)((va >> NPF_PAGE_SHIFT) * sizeof(__u64))) == (ssize_t)(n * sizeof(__u64));
+		     (off_t)((va >> NPF_PAGE_SHIFT) * sizeof(__u64))) ==
+	       (ssize_t)(n * sizeof(__u64));
 }
 
 /*
@@ -770,8 +769,7 @@ void device_flush(void)
 	struct npfd_device *d;
 	struct group *g, *tmp;
 
-	list_for_each_entry_safe(g, tmp, &groups, node)
-	{
+	list_for_each_entry_safe(g, tmp, &groups, node) {
 		__u32 status = NPF_PR_SUCCESS;
 
 		if (!group_mapped(g)) {
@@ -790,8 +788,7 @@ void device_flush(void)
 		}
 		group_answer(g, status);
 	}
-	list_for_each_entry(d, &devices, node)
-	{
+	list_for_each_entry(d, &devices, node) {
 		if (d->nbacklog)
 			inval_post_backlog(d);
 		if (!d->resp_posted)

@@ -9,7 +9,10 @@ struct list_head {
 	struct list_head *next, *prev;
 };
 
-#define LIST_HEAD_INIT(name) {&(name), &(name)}
+#define LIST_HEAD_INIT(name)                                                                       \
+	{                                                                                          \
+		&(name), &(name)                                                                   \
+	}
 
 static inline void INIT_LIST_HEAD(struct list_head *h)
 {
@@ -36,16 +39,17 @@ static inline int list_empty(const struct list_head *h)
 	return h->next == h;
 }
 
-#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 #define list_entry(ptr, type, member) container_of(ptr, type, member)
 
 #define list_for_each_entry(pos, head, member)                                                     \
-	for (pos = list_entry((head)->next, __typeof__(*pos), member); &pos->member != (head);    \
+	for (pos = list_entry((head)->next, __typeof__(*pos), member); &pos->member != (head);     \
 	     pos = list_entry(pos->member.next, __typeof__(*pos), member))
 
 #define list_for_each_entry_safe(pos, n, head, member)                                             \
 	for (pos = list_entry((head)->next, __typeof__(*pos), member),                             \
 	    n = list_entry(pos->member.next, __typeof__(*pos), member);                            \
-	     &pos->member != (head); pos = n, n = list_entry(n->member.next, __typeof__(*n), member))
+	     &pos->member != (head);                                                               \
+	     pos = n, n = list_entry(n->member.next, __typeof__(*n), member))
 
 #endif

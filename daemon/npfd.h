@@ -57,11 +57,11 @@ struct npfd_region {
 	char name[NPF_NAME_LEN];
 	struct npf_region_stats *stats; /* mmap of npf_region_stats[slot] */
 	struct npf_latency_hist *latency;
-	__u64 last_batch; /* resolver flush that last counted this region */
-	__u8 *installed;  /* bitmap: pages npfd installed (prefetch skips them) */
-	int ws_fd;	  /* working-set record being written (wsreplay), or -1 */
-	bool ws_replayed; /* this run replayed a record: append to it */
-	bool ws_failed;	  /* recording failed once: do not retry every fault */
+	__u64 last_batch;    /* resolver flush that last counted this region */
+	__u8 *installed;     /* bitmap: pages npfd installed (prefetch skips them) */
+	int ws_fd;	     /* working-set record being written (wsreplay), or -1 */
+	bool ws_replayed;    /* this run replayed a record: append to it */
+	bool ws_failed;	     /* recording failed once: do not retry every fault */
 	__u64 faults_failed; /* faults npfd could not serve (poisoned), for the log */
 };
 
@@ -70,16 +70,16 @@ struct npfd_mm {
 	struct list_head node; /* in npfd.mms */
 	int uffd;
 	ino_t uffd_ino;
-	pid_t tgid; /* 0: forked child not yet seen faulting */
-	uid_t uid;  /* of the client that registered it: per-uid limits */
-	int pidfd;  /* forked children: tells npfd when the child exits */
+	pid_t tgid;		   /* 0: forked child not yet seen faulting */
+	uid_t uid;		   /* of the client that registered it: per-uid limits */
+	int pidfd;		   /* forked children: tells npfd when the child exits */
 	struct npfd_client *owner; /* control connection that answers for it, or NULL */
 	struct list_head regions;
 	__u32 nr_regions;
 	bool forked;
-	bool dead; /* torn down; freed at the end of the loop iteration */
+	bool dead;     /* torn down; freed at the end of the loop iteration */
 	bool adopting; /* more regions are being adopted: faults outside them wait */
-	int src;   /* event-loop source id of uffd */
+	int src;       /* event-loop source id of uffd */
 	int pid_src;
 	struct nic_probe *nic_probe; /* the uprobe on its executable's npf_nic_fault_report() */
 	int pagemap_fd;		     /* /proc/PID/pagemap, opened for device requests */
@@ -240,7 +240,7 @@ void policy_set_ws_dir(const char *dir);
 void policy_region_registered(struct npfd_region *r);
 void ws_record(struct npfd_region *r, __u64 page);
 bool policy_decide_cpu(struct npfd_region *r, __u32 tid, __u64 addr, bool write, __u64 raised,
-			const struct npf_fault_record *traced, struct npf_fault_record *out);
+		       const struct npf_fault_record *traced, struct npf_fault_record *out);
 struct npf_policy_decision policy_clamp(const struct npf_fault_record *rec,
 					const struct npfd_region *r);
 

@@ -164,14 +164,14 @@ static struct bpf_object *load_copy(const void *buf, size_t size, const char *na
 		nprogs++;
 	}
 	if (nprogs != 1) {
-		refuse(err, errlen, EINVAL, "a policy object holds exactly one program, this one %d",
-		     nprogs);
+		refuse(err, errlen, EINVAL,
+		       "a policy object holds exactly one program, this one %d", nprogs);
 		goto bad;
 	}
 	if (bpf_program__type(only) != BPF_PROG_TYPE_TRACEPOINT) {
 		refuse(err, errlen, EINVAL,
-		     "wrong program type: a policy is a SEC(\"tracepoint\") program, '%s' is in section %s",
-		     bpf_program__name(only), bpf_program__section_name(only));
+		       "wrong program type: a policy is a SEC(\"tracepoint\") program, '%s' is in section %s",
+		       bpf_program__name(only), bpf_program__section_name(only));
 		goto bad;
 	}
 	bpf_program__set_type(only, type);
@@ -191,7 +191,8 @@ static struct bpf_object *load_copy(const void *buf, size_t size, const char *na
 			__u32 v = id;
 
 			if (bpf_map__set_initial_value(map, &v, sizeof(v))) {
-				refuse(err, errlen, EINVAL, "cannot set npf_policy_id (not a __u32?)");
+				refuse(err, errlen, EINVAL,
+				       "cannot set npf_policy_id (not a __u32?)");
 				goto bad;
 			}
 			continue;
@@ -203,7 +204,8 @@ static struct bpf_object *load_copy(const void *buf, size_t size, const char *na
 	}
 	ret = bpf_object__load(obj);
 	if (ret) {
-		refuse(err, errlen, -ret, "the kernel refused policy '%s': %s", name, strerror(-ret));
+		refuse(err, errlen, -ret, "the kernel refused policy '%s': %s", name,
+		       strerror(-ret));
 		if (log[0]) {
 			pr_warn("policy %s: verifier log:\n%s", name, log);
 			verifier_tail(log, err, errlen);
@@ -356,9 +358,10 @@ int policy_load(struct npfd_client *c, const struct npf_policy_load_req *req, in
 		if (!r)
 			return refuse(err, errlen, ENOENT, "no region %u", req->region_id);
 		if (!c->privileged && r->mm != c->mm)
-			return refuse(err, errlen, EPERM,
-				    "region %u belongs to pid %d: only its owner or root may set its policy",
-				    r->id, r->mm->tgid);
+			return refuse(
+				err, errlen, EPERM,
+				"region %u belongs to pid %d: only its owner or root may set its policy",
+				r->id, r->mm->tgid);
 		slot = 1 + r->slot;
 	} else if (!c->privileged) {
 		return refuse(err, errlen, EPERM, "only root may set the global policy");
@@ -373,8 +376,9 @@ int policy_load(struct npfd_client *c, const struct npf_policy_load_req *req, in
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode))
 		return refuse(err, errlen, EINVAL, "the policy descriptor is not a regular file");
 	if (st.st_size <= 0 || st.st_size > MAX_POLICY_OBJECT)
-		return refuse(err, errlen, EFBIG, "a policy object is 1 byte to %d MiB, this one %lld bytes",
-			    MAX_POLICY_OBJECT >> 20, (long long)st.st_size);
+		return refuse(err, errlen, EFBIG,
+			      "a policy object is 1 byte to %d MiB, this one %lld bytes",
+			      MAX_POLICY_OBJECT >> 20, (long long)st.st_size);
 	buf = malloc((size_t)st.st_size);
 	if (!buf)
 		return refuse(err, errlen, ENOMEM, "out of memory");
@@ -390,7 +394,9 @@ int policy_load(struct npfd_client *c, const struct npf_policy_load_req *req, in
 	snprintf(name, sizeof(name), "%s", req->name[0] ? req->name : info.name);
 	if (!name[0]) {
 		free(buf);
-		return refuse(err, errlen, EINVAL, "the policy has no name: give it one in NPF_POLICY() or with 'name NAME'");
+		return refuse(
+			err, errlen, EINVAL,
+			"the policy has no name: give it one in NPF_POLICY() or with 'name NAME'");
 	}
 	p = calloc(1, sizeof(*p));
 	if (!p) {
@@ -423,7 +429,7 @@ int policy_load(struct npfd_client *c, const struct npf_policy_load_req *req, in
 		bpf_object__close(p->obj_kp);
 		free(p);
 		return refuse(err, errlen, -ret, "cannot install the policy in slot %u: %s", slot,
-			    strerror(-ret));
+			      strerror(-ret));
 	}
 	old = policy_by_name(name);
 	/* a region's choice held this slot, or the regions that chose the old one follow */
@@ -515,9 +521,10 @@ void ws_record(struct npfd_region *r, __u64 page)
 		if (r->ws_failed || ws_path(r, path, sizeof(path)))
 			return;
 		mkdir_p(ws_dir, 0750);
-		r->ws_fd = open(path,
-				O_WRONLY | O_CREAT | O_CLOEXEC | (r->ws_replayed ? O_APPEND : O_TRUNC),
-				0640);
+		r->ws_fd =
+			open(path,
+			     O_WRONLY | O_CREAT | O_CLOEXEC | (r->ws_replayed ? O_APPEND : O_TRUNC),
+			     0640);
 		if (r->ws_fd < 0) {
 			pr_warn("region %u: cannot record its working set in %s: %s", r->id, path,
 				strerror(errno));
@@ -590,8 +597,7 @@ void policy_list(void (*emit)(const struct npf_policy_status *, void *), void *a
 {
 	struct npfd_policy *p;
 
-	list_for_each_entry(p, &policies, node)
-	{
+	list_for_each_entry(p, &policies, node) {
 		struct npf_policy_status st = p->st;
 
 		st.enabled = collect_policy_enabled();
@@ -667,7 +673,7 @@ static void policy_watchdog(struct npfd_policy *p, __u64 took, __u64 slow)
  * no policy decided, and the built-in decision applies.
  */
 bool policy_decide_cpu(struct npfd_region *r, __u32 tid, __u64 addr, bool write, __u64 raised,
-			const struct npf_fault_record *traced, struct npf_fault_record *out)
+		       const struct npf_fault_record *traced, struct npf_fault_record *out)
 {
 	struct npf_cpu_policy_args args = {
 		.addr = addr,
@@ -677,7 +683,9 @@ bool policy_decide_cpu(struct npfd_region *r, __u32 tid, __u64 addr, bool write,
 		.region_length = r->length,
 		.tgid_tid = (__u64)(__u32)r->mm->tgid << 32 | tid,
 		.region_id_slot = (__u64)r->id << 32 | r->slot,
-		.access = traced ? traced->access : write ? NPF_ACCESS_WRITE : NPF_ACCESS_READ,
+		.access = traced ? traced->access :
+			  write	 ? NPF_ACCESS_WRITE :
+				   NPF_ACCESS_READ,
 	};
 
 	__u64 t0 = now_ns();

@@ -25,7 +25,8 @@ int policy_object_info(const void *buf, size_t size, struct npf_policy_info *inf
 	if (!elf || elf_kind(elf) != ELF_K_ELF || elf_getshdrstrndx(elf, &shstrndx)) {
 		if (elf)
 			elf_end(elf);
-		return refuse(err, errlen, ENOEXEC, "not an ELF object: build policies with clang -target bpf");
+		return refuse(err, errlen, ENOEXEC,
+			      "not an ELF object: build policies with clang -target bpf");
 	}
 	while ((scn = elf_nextscn(elf, scn))) {
 		GElf_Shdr sh;
@@ -40,7 +41,8 @@ int policy_object_info(const void *buf, size_t size, struct npf_policy_info *inf
 		data = elf_getdata(scn, NULL);
 		/* A SHT_NOBITS section has a size but no bytes (d_buf NULL). */
 		if (!data || !data->d_buf || data->d_size < sizeof(*info)) {
-			ret = refuse(err, errlen, EINVAL, "section %s is too short", NPF_POLICY_SECTION);
+			ret = refuse(err, errlen, EINVAL, "section %s is too short",
+				     NPF_POLICY_SECTION);
 			break;
 		}
 		memcpy(info, data->d_buf, sizeof(*info));
@@ -49,19 +51,19 @@ int policy_object_info(const void *buf, size_t size, struct npf_policy_info *inf
 	}
 	elf_end(elf);
 	if (ret == -ENOENT)
-		return refuse(err, errlen, EINVAL,
-			    "no %s section: not an npf policy (declare it with NPF_POLICY(\"name\"))",
-			    NPF_POLICY_SECTION);
+		return refuse(
+			err, errlen, EINVAL,
+			"no %s section: not an npf policy (declare it with NPF_POLICY(\"name\"))",
+			NPF_POLICY_SECTION);
 	if (ret)
 		return ret;
 	if (info->magic != NPF_POLICY_MAGIC)
 		return refuse(err, errlen, EINVAL, "bad magic 0x%08x in %s", info->magic,
-			    NPF_POLICY_SECTION);
+			      NPF_POLICY_SECTION);
 	if (info->abi_version != NPF_POLICY_ABI_VERSION)
 		return refuse(err, errlen, EPROTONOSUPPORT,
-			    "policy ABI version %u is not supported: this npfd speaks version %d",
-			    info->abi_version, NPF_POLICY_ABI_VERSION);
+			      "policy ABI version %u is not supported: this npfd speaks version %d",
+			      info->abi_version, NPF_POLICY_ABI_VERSION);
 	info->name[sizeof(info->name) - 1] = '\0';
 	return 0;
 }
-

@@ -309,23 +309,25 @@ static int check_uffd(struct npfd_client *c, int uffd, ino_t *ino, char *err, si
 	ret = uffd_features(uffd, &features);
 	if (ret == -ENOTTY)
 		return refuse(err, errlen, EBADF,
-			    "the descriptor passed as the userfaultfd is not a userfaultfd");
+			      "the descriptor passed as the userfaultfd is not a userfaultfd");
 	if (ret == -EBADFD)
 		return refuse(err, errlen, EINVAL,
-			    "the userfaultfd has not been initialised with UFFDIO_API");
+			      "the userfaultfd has not been initialised with UFFDIO_API");
 	if (ret)
 		return refuse(err, errlen, -ret, "cannot inspect the userfaultfd: %s",
-			    strerror(-ret));
+			      strerror(-ret));
 	if ((features & NPF_UFFD_REQUIRED_FEATURES) != NPF_UFFD_REQUIRED_FEATURES)
-		return refuse(err, errlen, EINVAL,
-			    "the userfaultfd lacks features npfd needs (EVENT_REMAP, EVENT_REMOVE, EVENT_UNMAP): got 0x%llx",
-			    (unsigned long long)features);
+		return refuse(
+			err, errlen, EINVAL,
+			"the userfaultfd lacks features npfd needs (EVENT_REMAP, EVENT_REMOVE, EVENT_UNMAP): got 0x%llx",
+			(unsigned long long)features);
 	if (fstat(uffd, &st))
 		return refuse(err, errlen, errno, "cannot stat the userfaultfd: %s",
-			    strerror(errno));
+			      strerror(errno));
 	if (c->mm && c->mm->uffd_ino != st.st_ino)
-		return refuse(err, errlen, EINVAL,
-			    "this connection already registered regions with another userfaultfd; use one per connection");
+		return refuse(
+			err, errlen, EINVAL,
+			"this connection already registered regions with another userfaultfd; use one per connection");
 	*ino = st.st_ino;
 	return 0;
 }
@@ -357,7 +359,7 @@ static int adopt_uffd(struct npfd_client *c, int uffd, ino_t ino, char *err, siz
 {
 	if (fcntl(uffd, F_SETFL, O_NONBLOCK))
 		return refuse(err, errlen, errno, "cannot make the userfaultfd non-blocking: %s",
-			    strerror(errno));
+			      strerror(errno));
 	c->mm = mm_new(uffd, ino, c->pid, c);
 	if (!c->mm)
 		return refuse(err, errlen, ENOMEM, "out of memory or event sources");
@@ -456,23 +458,25 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 				return 0;
 			}
 			if (overlaps(it, start, len))
-				return refuse(err, errlen, EEXIST,
-					    "region 0x%llx-0x%llx overlaps region %u (0x%llx-0x%llx)",
-					    (unsigned long long)start, (unsigned long long)end,
-					    it->id, (unsigned long long)it->start,
-					    (unsigned long long)(it->start + it->length));
+				return refuse(
+					err, errlen, EEXIST,
+					"region 0x%llx-0x%llx overlaps region %u (0x%llx-0x%llx)",
+					(unsigned long long)start, (unsigned long long)end, it->id,
+					(unsigned long long)it->start,
+					(unsigned long long)(it->start + it->length));
 		}
 	if (c->mm && c->mm->nr_regions >= NPF_MAX_RANGES_PER_PROC)
 		return refuse(err, errlen, ENOSPC, "a process may register at most %d regions",
-			    NPF_MAX_RANGES_PER_PROC);
+			      NPF_MAX_RANGES_PER_PROC);
 	if (npfd.nr_regions >= NPF_MAX_REGIONS)
-		return refuse(err, errlen, ENOSPC, "npfd serves at most %d regions", NPF_MAX_REGIONS);
+		return refuse(err, errlen, ENOSPC, "npfd serves at most %d regions",
+			      NPF_MAX_REGIONS);
 
 	ret = check_mapped_anon(c->pid, start, end, what, sizeof(what));
 	if (ret)
 		return refuse(err, errlen, ret == -ESRCH ? ESRCH : EFAULT,
-			    "region 0x%llx-0x%llx of pid %d: %s", (unsigned long long)start,
-			    (unsigned long long)end, c->pid, what);
+			      "region 0x%llx-0x%llx of pid %d: %s", (unsigned long long)start,
+			      (unsigned long long)end, c->pid, what);
 
 	if (want_fds == 2) {
 		ret = check_backing(fds[1], req->file_offset, len, err, errlen);
@@ -492,20 +496,22 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 		int e = errno;
 
 		if (e == EBUSY)
-			return refuse(err, errlen, EBUSY,
-				    "region 0x%llx-0x%llx is already registered with another userfaultfd",
-				    (unsigned long long)start, (unsigned long long)end);
+			return refuse(
+				err, errlen, EBUSY,
+				"region 0x%llx-0x%llx is already registered with another userfaultfd",
+				(unsigned long long)start, (unsigned long long)end);
 		return refuse(err, errlen, e, "UFFDIO_REGISTER of 0x%llx-0x%llx failed: %s",
-			    (unsigned long long)start, (unsigned long long)end, strerror(e));
+			      (unsigned long long)start, (unsigned long long)end, strerror(e));
 	}
 
 	range.start = start;
 	range.len = len;
 	if (!registered_in(c->pid, start, end)) {
 		ioctl(uffd, UFFDIO_UNREGISTER, &range);
-		return refuse(err, errlen, EPERM,
-			    "the userfaultfd is not pid %d's own: it registered memory of another process",
-			    c->pid);
+		return refuse(
+			err, errlen, EPERM,
+			"the userfaultfd is not pid %d's own: it registered memory of another process",
+			c->pid);
 	}
 	if (!c->mm) {
 		ret = adopt_uffd(c, uffd, ino, err, errlen);
@@ -542,9 +548,9 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 		fds[1] = -1;
 	}
 	r->ws_fd = -1;
-	r->fault_around = req->flags & NPF_REGION_FAULT_AROUND
-				  ? (int)(req->fault_around_kib / (NPF_PAGE_SIZE / 1024))
-				  : -1;
+	r->fault_around = req->flags & NPF_REGION_FAULT_AROUND ?
+				  (int)(req->fault_around_kib / (NPF_PAGE_SIZE / 1024)) :
+				  -1;
 	r->installed = calloc((len >> NPF_PAGE_SHIFT) / 8 + 1, 1);
 	list_add_tail(&r->node, &c->mm->regions);
 	c->mm->nr_regions++;
@@ -577,9 +583,10 @@ int region_unregister(struct npfd_client *c, __u32 id, struct npfd_wait *w, char
 	if (!r)
 		return refuse(err, errlen, ENOENT, "no region %u", id);
 	if (!c->mm || r->mm != c->mm)
-		return refuse(err, errlen, EPERM,
-			    "region %u belongs to another client (pid %d): only its owner may unregister it",
-			    id, r->mm->tgid);
+		return refuse(
+			err, errlen, EPERM,
+			"region %u belongs to another client (pid %d): only its owner may unregister it",
+			id, r->mm->tgid);
 	pr_info("pid %d: region %u unregistered", c->pid, id);
 	region_drop(r, true, w);
 	return 0;
@@ -610,8 +617,7 @@ void mm_forked(struct npfd_mm *parent, int child_uffd)
 	}
 	mm->forked = true;
 	mm->uid = parent->uid;
-	list_for_each_entry(pr, &parent->regions, node)
-	{
+	list_for_each_entry(pr, &parent->regions, node) {
 		struct npfd_region *r = calloc(1, sizeof(*r));
 
 		if (!r)

@@ -105,8 +105,7 @@ void resolve_exit(void)
 	free(runs);
 }
 
-static int queue_fault(struct npfd_mm *mm, __u64 addr, __u32 tid, __u64 t, bool write,
-		       bool cached)
+static int queue_fault(struct npfd_mm *mm, __u64 addr, __u32 tid, __u64 t, bool write, bool cached)
 {
 	if (nfaults == faults_cap) {
 		size_t cap = faults_cap ? faults_cap * 2 : 1024;
@@ -117,9 +116,12 @@ static int queue_fault(struct npfd_mm *mm, __u64 addr, __u32 tid, __u64 t, bool 
 		faults = f;
 		faults_cap = cap;
 	}
-	faults[nfaults++] = (struct fault){
-		.mm = mm, .page = addr & ~(NPF_PAGE_SIZE - 1), .tid = tid, .raised = t,
-		.write = write, .cached = cached};
+	faults[nfaults++] = (struct fault){.mm = mm,
+					   .page = addr & ~(NPF_PAGE_SIZE - 1),
+					   .tid = tid,
+					   .raised = t,
+					   .write = write,
+					   .cached = cached};
 	return 0;
 }
 
@@ -294,7 +296,7 @@ static void forget_installed(struct npfd_region *r, __u64 start, __u64 end)
 	if (!r->installed)
 		return;
 	for (i = (lo - r->start) >> NPF_PAGE_SHIFT; lo < hi; lo += NPF_PAGE_SIZE, i++)
-		r->installed[i / 8] &= (__u8)~(1 << (i % 8));
+		r->installed[i / 8] &= (__u8) ~(1 << (i % 8));
 }
 
 /* An mm event on [start, end): count it, and take the pages from the devices. */
@@ -302,8 +304,7 @@ static void count_event(struct npfd_mm *mm, __u64 start, __u64 end)
 {
 	struct npfd_region *r;
 
-	list_for_each_entry(r, &mm->regions, node)
-	{
+	list_for_each_entry(r, &mm->regions, node) {
 		if (!(start < r->start + r->length && r->start < end))
 			continue;
 		if (r->stats)
@@ -319,8 +320,7 @@ static void handle_unmap(struct npfd_mm *mm, __u64 start, __u64 end)
 	struct npfd_region *r, *tmp;
 
 	count_event(mm, start, end);
-	list_for_each_entry_safe(r, tmp, &mm->regions, node)
-	{
+	list_for_each_entry_safe(r, tmp, &mm->regions, node) {
 		__u64 rs = r->start, re = r->start + r->length;
 
 		if (end <= rs || start >= re)
@@ -355,8 +355,7 @@ static void handle_remap(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len)
 	struct npfd_region *r;
 
 	count_event(mm, from, from + len);
-	list_for_each_entry(r, &mm->regions, node)
-	{
+	list_for_each_entry(r, &mm->regions, node) {
 		if (r->start >= from && r->start + r->length <= from + len) {
 			r->start = r->start - from + to;
 			if (r->stats)
@@ -505,7 +504,8 @@ static void cpu_fault(struct npfd_mm *mm, __u64 addr, __u32 tid, __u64 t, bool w
 	bool known = tid && collect_fault_take(tid, page, &rec), cached = false;
 	struct npfd_region *r = mm_find_region(mm, page);
 	__u64 raised = known && rec.ts_ns <= t ? rec.ts_ns : t;
-	bool decided = r && policy_decide_cpu(r, tid, addr, write, raised, known ? &rec : NULL, &dec);
+	bool decided = r &&
+		       policy_decide_cpu(r, tid, addr, write, raised, known ? &rec : NULL, &dec);
 
 	if (decided)
 		apply_decision(mm, r, &dec);
@@ -540,8 +540,8 @@ void resolve_uffd_ready(void *arg)
 			case UFFD_EVENT_PAGEFAULT:
 				if (!mm->tgid && m->arg.pagefault.feat.ptid)
 					mm_learn_tgid(mm, (pid_t)m->arg.pagefault.feat.ptid);
-				cpu_fault(mm, m->arg.pagefault.address, m->arg.pagefault.feat.ptid, t,
-					  m->arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WRITE);
+				cpu_fault(mm, m->arg.pagefault.address, m->arg.pagefault.feat.ptid,
+					  t, m->arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WRITE);
 				break;
 			case UFFD_EVENT_FORK:
 				mm_forked(mm, (int)m->arg.fork.ufd);
@@ -676,8 +676,7 @@ static int fail_run(struct run *rn, const char *src)
 
 static void wake(struct run *rn)
 {
-	struct uffdio_range range = {.start = rn->start,
-				     .len = (__u64)rn->npages * NPF_PAGE_SIZE};
+	struct uffdio_range range = {.start = rn->start, .len = (__u64)rn->npages * NPF_PAGE_SIZE};
 
 	if (ioctl(rn->mm->uffd, UFFDIO_WAKE, &range) && errno != ESRCH)
 		pr_warn("pid %d: UFFDIO_WAKE 0x%llx failed: %s", rn->mm->tgid,
@@ -725,7 +724,8 @@ static void read_runs(struct run *rs, size_t n)
 		io_uring_prep_read_fixed(sqe, rn->region->file_fd,
 					 staging + (size_t)rn->staging * NPF_PAGE_SIZE,
 					 rn->npages * NPF_PAGE_SIZE,
-					 rn->region->file_offset + (rn->start - rn->region->start), 0);
+					 rn->region->file_offset + (rn->start - rn->region->start),
+					 0);
 		io_uring_sqe_set_data64(sqe, i);
 		inflight++;
 	}

@@ -137,14 +137,16 @@ int wire_check_region_req(const struct npf_region_req *req, int nfds, char *err,
 	if (req->flags & ~NPF_REGION_FAULT_AROUND)
 		return wire_refuse(err, errlen, EINVAL, "unknown flags 0x%x", req->flags);
 	if (req->pad || (!(req->flags & NPF_REGION_FAULT_AROUND) && req->fault_around_kib))
-		return wire_refuse(err, errlen, EINVAL,
-				   "fault_around_kib is set without NPF_REGION_FAULT_AROUND, or pad is not 0");
+		return wire_refuse(
+			err, errlen, EINVAL,
+			"fault_around_kib is set without NPF_REGION_FAULT_AROUND, or pad is not 0");
 	if (req->fault_around_kib > NPF_FAULT_AROUND_MAX_KIB ||
 	    req->fault_around_kib & (req->fault_around_kib - 1) ||
 	    (req->fault_around_kib && req->fault_around_kib < NPF_PAGE_SIZE / 1024))
-		return wire_refuse(err, errlen, EINVAL,
-				   "fault-around of %u KiB: want 0 (the faulting page only) or a power of two from 4 to %d",
-				   req->fault_around_kib, NPF_FAULT_AROUND_MAX_KIB);
+		return wire_refuse(
+			err, errlen, EINVAL,
+			"fault-around of %u KiB: want 0 (the faulting page only) or a power of two from 4 to %d",
+			req->fault_around_kib, NPF_FAULT_AROUND_MAX_KIB);
 	want_fds = req->backing == NPF_BACKING_FILE ? 2 : 1;
 	if (nfds != want_fds)
 		return wire_refuse(err, errlen, EINVAL,

@@ -128,12 +128,17 @@ static double transfer(struct side *s, enum nic_wr_opcode op, __u64 raddr, __u32
 
 	while (done < n) {
 		while (posted < n && posted - done < 8) {
-			struct nic_sge sge = {.addr = (__u64)(uintptr_t)(s->mem + posted * WR_BYTES),
-					      .length = WR_BYTES,
-					      .lkey = nic_mr_lkey(s->mr)};
-			struct nic_send_wr wr = {.wr_id = posted, .sg_list = &sge, .num_sge = 1,
-						 .opcode = op, .send_flags = NIC_SEND_SIGNALED,
-						 .remote_addr = raddr + posted * WR_BYTES, .rkey = rkey};
+			struct nic_sge sge = {
+				.addr = (__u64)(uintptr_t)(s->mem + posted * WR_BYTES),
+				.length = WR_BYTES,
+				.lkey = nic_mr_lkey(s->mr)};
+			struct nic_send_wr wr = {.wr_id = posted,
+						 .sg_list = &sge,
+						 .num_sge = 1,
+						 .opcode = op,
+						 .send_flags = NIC_SEND_SIGNALED,
+						 .remote_addr = raddr + posted * WR_BYTES,
+						 .rkey = rkey};
 			struct nic_send_wr *bad;
 			int err = nic_post_send(s->qp, &wr, &bad);
 
@@ -177,8 +182,8 @@ static int receiver(int sock)
 	uint64_t sum;
 	char ch;
 
-	side_open(&s, "receiver", NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_REMOTE_WRITE |
-					  NIC_ACCESS_REMOTE_READ);
+	side_open(&s, "receiver",
+		  NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_REMOTE_WRITE | NIC_ACCESS_REMOTE_READ);
 	if (nic_qp_connect_fd(s.qp, sock))
 		die(&s, "connect", "QP exchange failed");
 	addr = (__u64)(uintptr_t)s.mem;
@@ -216,8 +221,7 @@ static int sender(int sock)
 	       (unsigned long long)(total >> 20), t, (double)(total >> 20) / t);
 	memset(s.mem, 0, total); /* READ it back over what we wrote */
 	t = transfer(&s, NIC_WR_RDMA_READ, raddr, rkey);
-	printf("sender: RDMA READ of it back: %.2f s (%.0f MiB/s)\n", t,
-	       (double)(total >> 20) / t);
+	printf("sender: RDMA READ of it back: %.2f s (%.0f MiB/s)\n", t, (double)(total >> 20) / t);
 	print_requests(&s);
 	errno = 0;
 	if (write(sock, "w", 1) != 1 || read(sock, &theirs, sizeof(theirs)) != sizeof(theirs))

@@ -127,7 +127,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "npf-workload: cannot create %s: %s\n", path, strerror(errno));
 		return 1;
 	}
-	printf("writing a %llu MiB backing file %s\n", (unsigned long long)(region_bytes >> 20), path);
+	printf("writing a %llu MiB backing file %s\n", (unsigned long long)(region_bytes >> 20),
+	       path);
 	for (chunk = 0; chunk < region_bytes >> 20; chunk++) {
 		for (i = 0; i < (1 << 20) / 8; i++)
 			buf[i] = (chunk * (1 << 20) / 8 + i) ^ SALT;
@@ -144,17 +145,18 @@ int main(int argc, char **argv)
 			strerror(errno));
 		return 1;
 	}
-	file_mem = mmap(NULL, region_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-			-1, 0);
-	anon_mem = mmap(NULL, region_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-			-1, 0);
+	file_mem = mmap(NULL, region_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+			0);
+	anon_mem = mmap(NULL, region_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+			0);
 	if (file_mem == MAP_FAILED || anon_mem == MAP_FAILED) {
 		fprintf(stderr, "npf-workload: mmap: %s\n", strerror(errno));
 		return 1;
 	}
 	t0 = now();
 	{
-		NPF_OPTS(npf_region_opts, fo, .backing = NPF_BACKING_FILE, .backing_fd = fd, .name = "workload-file");
+		NPF_OPTS(npf_region_opts, fo, .backing = NPF_BACKING_FILE, .backing_fd = fd,
+			 .name = "workload-file");
 		NPF_OPTS(npf_region_opts, ao, .name = "workload-anon");
 
 		idf = npf_client__register(c, file_mem, region_bytes, &fo);

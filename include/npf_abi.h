@@ -18,9 +18,9 @@
 #define NPF_PAGE_SHIFT 12
 
 /* Limits shared by npfd and the BPF collectors. */
-#define NPF_MAX_REGIONS 1024	     /* stats slots; region ids are not slots */
-#define NPF_MAX_RANGES_PER_PROC 32   /* bounded loop in the fault filter */
-#define NPF_LAT_BUCKETS 32	     /* log2(ns) buckets: [2^i, 2^(i+1)) ns */
+#define NPF_MAX_REGIONS 1024	   /* stats slots; region ids are not slots */
+#define NPF_MAX_RANGES_PER_PROC 32 /* bounded loop in the fault filter */
+#define NPF_LAT_BUCKETS 32	   /* log2(ns) buckets: [2^i, 2^(i+1)) ns */
 #define NPF_NAME_LEN 32
 #define NPF_ERRMSG_LEN 256
 
@@ -135,7 +135,7 @@ struct npf_cpu_policy_args {
 	__u64 region_id_slot; /* region id << 32 | region slot */
 	__u64 access;	      /* NPF_ACCESS_* */
 };
-#define NPF_MAP_POLICY_KP "npf_policy_kp"   /* the same, for device faults (uprobe) */
+#define NPF_MAP_POLICY_KP "npf_policy_kp" /* the same, for device faults (uprobe) */
 #define NPF_MAP_POLICY_CONF "npf_policy_conf"
 
 /* npf_policy_conf[0] */
@@ -223,10 +223,10 @@ struct npf_latency_hist {
 
 /* npf_global[0]: counters that belong to no region. */
 struct npf_global_stats {
-	__u64 iommu_faults;	 /* iommu:io_page_fault, any device */
-	__u64 records_dropped;	 /* ring buffer full */
-	__u64 filter_misses;	 /* fault of a watched process outside its ranges */
-	__u64 faults_failed;	 /* npfd: faults it could not serve (the backing file's read
+	__u64 iommu_faults;    /* iommu:io_page_fault, any device */
+	__u64 records_dropped; /* ring buffer full */
+	__u64 filter_misses;   /* fault of a watched process outside its ranges */
+	__u64 faults_failed;   /* npfd: faults it could not serve (the backing file's read
 				  * failed or ended): the page was poisoned, the access got
 				  * SIGBUS. Not in npf_status (libnpf's ABI): bpftool shows it */
 };
@@ -238,9 +238,9 @@ struct npf_global_stats {
  * one record.
  */
 enum npf_mm_event {
-	NPF_MM_PAGE_FREE = 0,	/* kmem:mm_page_free: reclaim, migration, collapse, KSM */
-	NPF_MM_SWAP_WRITE = 1,	/* vmscan:mm_vmscan_write_folio: swap-out written */
-	NPF_MM_KSM_MERGE = 2,	/* ksm:ksm_merge_with_ksm_page */
+	NPF_MM_PAGE_FREE = 0,  /* kmem:mm_page_free: reclaim, migration, collapse, KSM */
+	NPF_MM_SWAP_WRITE = 1, /* vmscan:mm_vmscan_write_folio: swap-out written */
+	NPF_MM_KSM_MERGE = 2,  /* ksm:ksm_merge_with_ksm_page */
 	NPF_MM_NR_EVENTS = 3,
 };
 
@@ -278,27 +278,27 @@ struct npf_mm_stats {
 #define NPF_DEFAULT_BPFFS "/sys/fs/bpf/npf"
 
 enum npf_msg_type {
-	NPF_MSG_STATUS = 1,	     /* -> npf_status */
-	NPF_MSG_REGION_REGISTER = 2, /* npf_region_req + fds -> npf_region_info */
+	NPF_MSG_STATUS = 1,	       /* -> npf_status */
+	NPF_MSG_REGION_REGISTER = 2,   /* npf_region_req + fds -> npf_region_info */
 	NPF_MSG_REGION_UNREGISTER = 3, /* npf_region_id_req -> nothing */
-	NPF_MSG_REGION_LIST = 4,     /* -> npf_region_info[] */
-	NPF_MSG_STATS = 5,	     /* npf_region_id_req (0: all) -> npf_region_stats_full[] */
-	NPF_MSG_DEVICE_ATTACH = 6,   /* npf_device_attach_req + IO page table fd -> npf_device_info */
-	NPF_MSG_DEVICE_DETACH = 7,   /* npf_device_id_req -> nothing (after invalidation) */
-	NPF_MSG_DEVICE_LIST = 8,     /* -> npf_device_info[] */
-	NPF_MSG_POLICY_LOAD = 9,     /* npf_policy_load_req + BPF object fd -> npf_policy_status */
-	NPF_MSG_POLICY_UNLOAD = 10,  /* npf_policy_name_req -> nothing */
-	NPF_MSG_POLICY_LIST = 11,    /* -> npf_policy_status[] */
-	NPF_MSG_POLICY_ENABLE = 12,  /* npf_policy_enable_req: the kill switch -> nothing */
+	NPF_MSG_REGION_LIST = 4,       /* -> npf_region_info[] */
+	NPF_MSG_STATS = 5,	       /* npf_region_id_req (0: all) -> npf_region_stats_full[] */
+	NPF_MSG_DEVICE_ATTACH = 6, /* npf_device_attach_req + IO page table fd -> npf_device_info */
+	NPF_MSG_DEVICE_DETACH = 7, /* npf_device_id_req -> nothing (after invalidation) */
+	NPF_MSG_DEVICE_LIST = 8,   /* -> npf_device_info[] */
+	NPF_MSG_POLICY_LOAD = 9,   /* npf_policy_load_req + BPF object fd -> npf_policy_status */
+	NPF_MSG_POLICY_UNLOAD = 10, /* npf_policy_name_req -> nothing */
+	NPF_MSG_POLICY_LIST = 11,   /* -> npf_policy_status[] */
+	NPF_MSG_POLICY_ENABLE = 12, /* npf_policy_enable_req: the kill switch -> nothing */
 	/*
 	 * Added in protocol version 1 without a bump (an npfd that predates
 	 * them answers EOPNOTSUPP): a client whose npfd died and came back
 	 * hands its regions and devices to the new npfd.
 	 */
-	NPF_MSG_REGION_ADOPT = 13,   /* npf_region_adopt_req + fds as REGISTER -> npf_region_info */
-	NPF_MSG_DEVICE_ADOPT = 14,   /* npf_device_adopt_req + IO page table fd -> npf_device_info */
-	NPF_MSG_POLICY_HEALTH = 16,  /* -> npf_policy_health[] (the watchdog's view) */
-	NPF_MSG_REPLY = 0x8000,	     /* OR-ed into the request type */
+	NPF_MSG_REGION_ADOPT = 13,  /* npf_region_adopt_req + fds as REGISTER -> npf_region_info */
+	NPF_MSG_DEVICE_ADOPT = 14,  /* npf_device_adopt_req + IO page table fd -> npf_device_info */
+	NPF_MSG_POLICY_HEALTH = 16, /* -> npf_policy_health[] (the watchdog's view) */
+	NPF_MSG_REPLY = 0x8000,	    /* OR-ed into the request type */
 };
 
 struct npf_msg_hdr {
@@ -311,8 +311,8 @@ struct npf_msg_hdr {
 
 /* Every reply: the header, then this, then `count` payload items. */
 struct npf_reply {
-	__s32 status; /* 0 or -errno */
-	__u32 count;  /* payload items that follow */
+	__s32 status;		    /* 0 or -errno */
+	__u32 count;		    /* payload items that follow */
 	char error[NPF_ERRMSG_LEN]; /* NUL-terminated reason when status < 0 */
 };
 
@@ -419,7 +419,7 @@ struct npf_device_info {
 	__u32 region_id;
 	__u32 tgid;
 	__u32 pad;
-	__u64 start;	     /* first byte of the MR's page table coverage */
+	__u64 start; /* first byte of the MR's page table coverage */
 	__u64 npages;
 	__u64 page_requests; /* page request groups answered */
 	__u64 pages_mapped;  /* entries npfd set present */
@@ -462,7 +462,7 @@ struct npf_policy_status {
 struct npf_policy_health {
 	__u32 policy_id;
 	__u32 region_id;
-	__u32 state;	      /* enum npf_policy_state */
+	__u32 state; /* enum npf_policy_state */
 	__u32 pad;
 	__u64 slow_decisions; /* decisions that took NPF_POLICY_SLOW_NS or more */
 	char name[32];
@@ -509,7 +509,7 @@ struct npf_status {
 	__u64 batches;
 	__u64 iommu_faults;
 	__u64 records_dropped;
-	__u64 bad_messages; /* requests refused as malformed */
+	__u64 bad_messages;  /* requests refused as malformed */
 	__u64 filter_misses; /* faults of served processes outside their regions (BPF) */
 	char bpffs[64];
 };

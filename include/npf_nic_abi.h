@@ -48,13 +48,13 @@ enum npf_pr_status {
  * memory with bpf_probe_read_user).
  */
 struct npf_page_request {
-	__u32 magic;	 /* NPF_IOPT_MAGIC */
-	__u32 mr_id;	 /* npfd's device attachment id of the memory region */
-	__u64 addr;	 /* first missing page (virtual address in the MR owner) */
-	__u64 len;	 /* bytes from addr to the end of the last missing page */
-	__u64 cookie;	 /* echoed in the response: (qp number << 32) | sequence */
-	__u32 npages;	 /* missing pages within [addr, addr + len) */
-	__u32 access;	 /* NPF_ACCESS_READ / NPF_ACCESS_WRITE (npf_abi.h) */
+	__u32 magic;  /* NPF_IOPT_MAGIC */
+	__u32 mr_id;  /* npfd's device attachment id of the memory region */
+	__u64 addr;   /* first missing page (virtual address in the MR owner) */
+	__u64 len;    /* bytes from addr to the end of the last missing page */
+	__u64 cookie; /* echoed in the response: (qp number << 32) | sequence */
+	__u32 npages; /* missing pages within [addr, addr + len) */
+	__u32 access; /* NPF_ACCESS_READ / NPF_ACCESS_WRITE (npf_abi.h) */
 };
 
 struct npf_page_response {

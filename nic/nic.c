@@ -177,8 +177,8 @@ static void nic_idle_wait(struct futex_waitv *w, int n, __u64 deadline)
 	if (r < 0 && errno == ENOSYS) {
 		struct timespec rel = {0, 1000000};
 
-		syscall(SYS_futex, (void *)(uintptr_t)w[0].uaddr,
-			FUTEX_WAIT | FUTEX_PRIVATE_FLAG, (__u32)w[0].val, &rel, NULL, 0);
+		syscall(SYS_futex, (void *)(uintptr_t)w[0].uaddr, FUTEX_WAIT | FUTEX_PRIVATE_FLAG,
+			(__u32)w[0].val, &rel, NULL, 0);
 	}
 }
 
@@ -536,8 +536,8 @@ struct nic_mr *nic_mr_child(struct nic_mr *parent, __u64 vaddr, __u64 len, bool 
 	now = nic_now_ns();
 	if (parent->miss_addr != vaddr || parent->miss_len != len ||
 	    now - parent->miss_ns > NIC_PR_REISSUE_MS * 1000000ULL) {
-		struct nic_event ev = {.type = NIC_EVENT_MR_MISS, .mr = parent, .addr = vaddr,
-				       .len = len};
+		struct nic_event ev = {
+			.type = NIC_EVENT_MR_MISS, .mr = parent, .addr = vaddr, .len = len};
 
 		parent->miss_addr = vaddr;
 		parent->miss_len = len;
@@ -608,8 +608,8 @@ int nic_mr_map_pinned(struct nic_mr *mr)
 		do
 			new = (old | NPF_PTE_PRESENT | NPF_PTE_READ | NPF_PTE_WRITE) +
 			      (1ULL << NPF_PTE_VERSION_SHIFT);
-		while (!__atomic_compare_exchange_n(&mr->pte[i], &old, new, false,
-						    __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+		while (!__atomic_compare_exchange_n(&mr->pte[i], &old, new, false, __ATOMIC_RELEASE,
+						    __ATOMIC_RELAXED));
 	}
 	return 0;
 }
@@ -1018,9 +1018,8 @@ int nic_qp_set_psn(struct nic_qp *qp, __u32 psn)
 	nic_ctl_lock(qp->nic);
 	/* connected but nothing posted yet (RTR -> RTS) is still in time */
 	if (qp->state == QPS_ERR ||
-	    (qp->state == QPS_RTS &&
-	     (atomic_load(&qp->sq_prod) != atomic_load(&qp->sq_head) || qp->sq_next != qp->sq_head ||
-	      qp->tx_high != qp->next_psn))) {
+	    (qp->state == QPS_RTS && (atomic_load(&qp->sq_prod) != atomic_load(&qp->sq_head) ||
+				      qp->sq_next != qp->sq_head || qp->tx_high != qp->next_psn))) {
 		err = -EISCONN;
 	} else {
 		qp->next_psn = psn & 0xffffff;
@@ -1071,8 +1070,8 @@ static int nic_full_io(int fd, void *buf, size_t len, bool wr)
 	size_t done = 0;
 
 	while (done < len) {
-		ssize_t r = wr ? write(fd, (char *)buf + done, len - done)
-			       : read(fd, (char *)buf + done, len - done);
+		ssize_t r = wr ? write(fd, (char *)buf + done, len - done) :
+				 read(fd, (char *)buf + done, len - done);
 
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -1119,7 +1118,8 @@ int nic_post_send(struct nic_qp *qp, struct nic_send_wr *wr, struct nic_send_wr 
 			err = -EINVAL;
 			break;
 		}
-		if (prod - atomic_load_explicit(&qp->sq_head, memory_order_acquire) >= qp->sq_size) {
+		if (prod - atomic_load_explicit(&qp->sq_head, memory_order_acquire) >=
+		    qp->sq_size) {
 			err = -ENOMEM;
 			break;
 		}
@@ -1160,7 +1160,8 @@ int nic_post_recv(struct nic_qp *qp, struct nic_recv_wr *wr, struct nic_recv_wr 
 			err = -EINVAL;
 			break;
 		}
-		if (prod - atomic_load_explicit(&qp->rq_head, memory_order_acquire) >= qp->rq_size) {
+		if (prod - atomic_load_explicit(&qp->rq_head, memory_order_acquire) >=
+		    qp->rq_size) {
 			err = -ENOMEM;
 			break;
 		}

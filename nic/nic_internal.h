@@ -20,11 +20,11 @@
 #define NIC_MAX_MR 1024
 #define NIC_MAX_QP 1024
 #define NIC_QPN_BASE 0x100
-#define NIC_MAX_PR 16		/* hard cap on outstanding page requests per QP */
-#define NIC_MAX_RD 8		/* outstanding RDMA READs per QP (both directions) */
-#define NIC_WINDOW 256		/* unacknowledged packets per QP */
-#define NIC_BUDGET 64		/* packets per QP per engine pass, each direction */
-#define NIC_REORDER_MAX 32	/* relaxed ordering: WQEs not started looked at for one to start */
+#define NIC_MAX_PR 16	   /* hard cap on outstanding page requests per QP */
+#define NIC_MAX_RD 8	   /* outstanding RDMA READs per QP (both directions) */
+#define NIC_WINDOW 256	   /* unacknowledged packets per QP */
+#define NIC_BUDGET 64	   /* packets per QP per engine pass, each direction */
+#define NIC_REORDER_MAX 32 /* relaxed ordering: WQEs not started looked at for one to start */
 #define NIC_SHM_SLOTS 256
 #define NIC_PKT_MAGIC 0x544b504e /* "NPKT" */
 #define NIC_PKT_VERSION 1
@@ -39,7 +39,7 @@ enum nic_pkt_op {
 	PKT_WRITE,
 	PKT_READ_REQ,
 	PKT_READ_RESP,
-	PKT_ACK, /* ACK or NAK, see syndrome */
+	PKT_ACK,	 /* ACK or NAK, see syndrome */
 	PKT_UNSUPPORTED, /* RoCE: a request opcode this device does not implement */
 };
 
@@ -61,18 +61,18 @@ enum nic_syndrome {
 struct nic_pkt {
 	__u32 magic;
 	__u8 version;
-	__u8 op;	/* enum nic_pkt_op */
-	__u8 syndrome;	/* PKT_ACK */
+	__u8 op;       /* enum nic_pkt_op */
+	__u8 syndrome; /* PKT_ACK */
 	__u8 pad;
 	__u32 dst_qpn;
 	__u32 src_qpn;
 	__u32 psn;
-	__u32 len;	/* payload bytes after this header */
-	__u32 rkey;	/* WRITE, READ_REQ */
-	__u32 rnr_us;	/* RNR NAK: how long to wait */
-	__u64 vaddr;	/* WRITE: target of this payload; READ_REQ: start */
-	__u64 msg_len;	/* whole message (SEND, WRITE, READ) */
-	__u64 offset;	/* this payload's offset in the message */
+	__u32 len;     /* payload bytes after this header */
+	__u32 rkey;    /* WRITE, READ_REQ */
+	__u32 rnr_us;  /* RNR NAK: how long to wait */
+	__u64 vaddr;   /* WRITE: target of this payload; READ_REQ: start */
+	__u64 msg_len; /* whole message (SEND, WRITE, READ) */
+	__u64 offset;  /* this payload's offset in the message */
 	__u8 data[];
 };
 
@@ -109,14 +109,17 @@ struct nic_wire {
 	void *rxq;
 	__u32 *rxq_len;
 	__u32 rxq_head, rxq_tail;
-	struct nic_pkt *rx_pkt;	/* the head datagram decoded (it needs the QP's state then) */
+	struct nic_pkt *rx_pkt; /* the head datagram decoded (it needs the QP's state then) */
 	bool rx_decoded;
 	/* roce decoder state: what later packets of a message leave out */
-	__u32 rx_send_psn;	/* first PSN of the SEND being received */
-	__u32 rx_write_psn;	/* first PSN, target, rkey and length of the WRITE */
+	__u32 rx_send_psn;  /* first PSN of the SEND being received */
+	__u32 rx_write_psn; /* first PSN, target, rkey and length of the WRITE */
 	__u64 rx_write_va, rx_write_len;
 	__u32 rx_write_rkey;
-	struct { __u32 psn, npkts; __u64 va, len; } rx_reads[NIC_MAX_RD]; /* READ requests seen */
+	struct {
+		__u32 psn, npkts;
+		__u64 va, len;
+	} rx_reads[NIC_MAX_RD]; /* READ requests seen */
 	__u32 rx_reads_next;
 };
 #define NIC_ROCE_RXQ 256
@@ -133,8 +136,8 @@ struct nic_mr {
 	struct nic_pd *pd;
 	__u32 key;
 	int access;
-	__u64 addr, len;  /* what was registered */
-	__u64 start;	  /* page-aligned start of the IO page table */
+	__u64 addr, len; /* what was registered */
+	__u64 start;	 /* page-aligned start of the IO page table */
 	__u64 npages;
 	__u32 npf_id;
 	int iopt_fd;
@@ -144,16 +147,16 @@ struct nic_mr {
 	__u64 inval_seen_ns; /* opts.inval_ack_delay_us: when unacknowledged ones were first seen */
 	/* implicit MRs (nic_reg_mr_implicit) and their children */
 	bool implicit;
-	struct nic_mr *parent;		/* a child's implicit MR */
+	struct nic_mr *parent; /* a child's implicit MR */
 	struct nic_mr *children, *sibling;
-	__u64 refused_addr, refused_len; /* nic_mr_refuse() */
+	__u64 refused_addr, refused_len;    /* nic_mr_refuse() */
 	__u64 miss_addr, miss_len, miss_ns; /* the last NIC_EVENT_MR_MISS */
 };
 
 struct nic_cq {
 	struct nic *nic;
 	int refs;
-	__u32 size; /* power of two */
+	__u32 size;	    /* power of two */
 	_Atomic __u32 prod; /* engine; futex word */
 	_Atomic __u32 cons; /* application */
 	_Atomic __u32 waiters;
@@ -177,13 +180,13 @@ struct nic_swqe {
 	__u64 len;
 	__u32 first_psn;
 	__u32 npkts;
-	__u32 rd_got;	/* READ: response packets received */
-	bool started;	/* has its PSNs: in ord[] */
+	__u32 rd_got; /* READ: response packets received */
+	bool started; /* has its PSNs: in ord[] */
 	bool done;
-	bool retired;	/* its completion was reported */
-	bool stalled;	/* waits for a page response before it can start */
+	bool retired;	 /* its completion was reported */
+	bool stalled;	 /* waits for a page response before it can start */
 	__u32 stall_gen; /* fault_gen when it stalled: retried once it changes */
-	__u64 stall_ns;	/* when it first found a page missing, 0 never */
+	__u64 stall_ns;	 /* when it first found a page missing, 0 never */
 	enum nic_wc_status status;
 };
 
@@ -238,25 +241,25 @@ struct nic_qp {
 	__u32 sq_size;
 	_Atomic __u32 sq_prod;
 	_Atomic __u32 sq_head;
-	__u32 sq_next;	   /* first WQE without PSNs */
-	__u32 *ord;	   /* SQ indices, sq_size entries */
+	__u32 sq_next; /* first WQE without PSNs */
+	__u32 *ord;    /* SQ indices, sq_size entries */
 	__u32 ord_head, ord_tail;
-	__u32 tx_pos;	   /* ord[] position being transmitted (ord_head <= tx_pos <= ord_tail) */
-	__u32 tx_pkt;	   /* packet within it */
-	__u32 next_psn;	   /* PSN for the next new WQE */
-	__u32 una;	   /* oldest unacknowledged PSN */
-	__u32 tx_high;	   /* one past the highest PSN ever sent */
-	__u64 timer_at;	   /* retransmission deadline (ns), 0 = idle */
-	__u64 rnr_until;   /* no transmission before this (ns) */
+	__u32 tx_pos;	 /* ord[] position being transmitted (ord_head <= tx_pos <= ord_tail) */
+	__u32 tx_pkt;	 /* packet within it */
+	__u32 next_psn;	 /* PSN for the next new WQE */
+	__u32 una;	 /* oldest unacknowledged PSN */
+	__u32 tx_high;	 /* one past the highest PSN ever sent */
+	__u64 timer_at;	 /* retransmission deadline (ns), 0 = idle */
+	__u64 rnr_until; /* no transmission before this (ns) */
 	__u32 retries;
 	__u32 rnr_retries;
-	bool tx_fault;	   /* the started WQE at fault_pos lost a page: waits for a response */
-	__u64 miss_ns;	   /* when the last page check found a page missing */
+	bool tx_fault; /* the started WQE at fault_pos lost a page: waits for a response */
+	__u64 miss_ns; /* when the last page check found a page missing */
 	__u32 fault_pos;
 	__u32 tx_fault_gen;
-	bool rd_fault;	   /* a READ response hit a missing page: re-read on answer */
+	bool rd_fault; /* a READ response hit a missing page: re-read on answer */
 	__u32 rd_fault_gen;
-	__u32 rd_reask;	   /* READ response PSN last asked for again */
+	__u32 rd_reask; /* READ response PSN last asked for again */
 
 	/* receive queue */
 	struct nic_rwqe *rq;
@@ -266,38 +269,38 @@ struct nic_qp {
 
 	/* responder */
 	__u32 epsn;
-	bool nak_state;	   /* a NAK for epsn went out: drop later PSNs silently */
+	bool nak_state; /* a NAK for epsn went out: drop later PSNs silently */
 	bool need_ack;
-	int nak_syn;	   /* the NAK that put us in nak_state */
-	__u32 ooo;	   /* packets past epsn seen in nak_state */
-	int pend_nak;	   /* syndrome of a NAK to send after READ responses, 0 none */
+	int nak_syn;  /* the NAK that put us in nak_state */
+	__u32 ooo;    /* packets past epsn seen in nak_state */
+	int pend_nak; /* syndrome of a NAK to send after READ responses, 0 none */
 	__u32 pend_nak_psn;
 	struct nic_rd_job rd[NIC_MAX_RD];
 	__u32 rd_head, rd_tail;
-	bool rd_stall;	   /* READ responses wait for a page response */
+	bool rd_stall; /* READ responses wait for a page response */
 	__u32 rd_stall_gen;
 
 	/* page requests */
 	struct nic_pr pr[NIC_MAX_PR];
 	__u32 npr;
 	__u32 pr_seq;
-	__u32 fault_gen;   /* bumped by every answer */
+	__u32 fault_gen;      /* bumped by every answer */
 	struct nic_pr failed; /* last INVALID answer (key 0: none) */
 
 	/* asynchronous events */
-	bool comm_est;	   /* NIC_EVENT_COMM_EST reported */
-	bool err_in_wc;	   /* the error that put the QP in error is in a completion */
+	bool comm_est;	/* NIC_EVENT_COMM_EST reported */
+	bool err_in_wc; /* the error that put the QP in error is in a completion */
 };
 
 struct nic {
 	struct nic_opts opts;
 	struct in_addr udp_addr;
-	int roce_fd;		/* NIC_WIRE_ROCE: the device's socket */
-	__u16 roce_port;	/* network order */
+	int roce_fd;	 /* NIC_WIRE_ROCE: the device's socket */
+	__u16 roce_port; /* network order */
 	void *roce_rxbuf, *roce_txbuf;
-	struct nic_pkt *roce_pkt;	/* the packet being built, before encoding */
-	size_t roce_held;		/* bytes of a datagram in roce_rxbuf whose QP was full */
-	struct sockaddr_in roce_from;	/* its sender */
+	struct nic_pkt *roce_pkt;     /* the packet being built, before encoding */
+	size_t roce_held;	      /* bytes of a datagram in roce_rxbuf whose QP was full */
+	struct sockaddr_in roce_from; /* its sender */
 	pthread_mutex_t lock;
 	pthread_t engine;
 	pthread_t udp_thread;

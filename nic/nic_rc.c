@@ -622,7 +622,8 @@ static int req_tx(struct nic_qp *qp, __u64 now, __u64 *deadline)
 			qp->tx_pos = qp->ord_head;
 			qp->tx_pkt = 0;
 		}
-		if (qp->tx_fault && qp->tx_pos == qp->fault_pos && qp->fault_gen == qp->tx_fault_gen)
+		if (qp->tx_fault && qp->tx_pos == qp->fault_pos &&
+		    qp->fault_gen == qp->tx_fault_gen)
 			break;
 		if (qp->tx_pos == qp->ord_tail) {
 			r = req_start_next(qp);
@@ -712,7 +713,8 @@ static void req_timer(struct nic_qp *qp, __u64 now, __u64 *deadline)
 		return;
 	}
 	req_rewind(qp, qp->una);
-	qp->timer_at = now + ((__u64)qp->attr.timeout_us * 1000ULL << (qp->retries < 4 ? qp->retries : 4));
+	qp->timer_at =
+		now + ((__u64)qp->attr.timeout_us * 1000ULL << (qp->retries < 4 ? qp->retries : 4));
 	set_deadline(deadline, qp->timer_at);
 }
 
@@ -739,8 +741,8 @@ static int resp_send(struct nic_qp *qp, const struct nic_pkt *pkt)
 	r = nic_sgl_dma(qp, rw->sge, rw->num_sge, pkt->offset, (void *)pkt->data, pkt->len,
 			DMA_WRITE);
 	if (r == -EFAULT) {
-		r = nic_fault_sgl(qp, rw->sge, rw->num_sge, pkt->offset,
-				  pkt->msg_len - pkt->offset, DMA_WRITE);
+		r = nic_fault_sgl(qp, rw->sge, rw->num_sge, pkt->offset, pkt->msg_len - pkt->offset,
+				  DMA_WRITE);
 		if (!r || r == -EAGAIN)
 			return SYN_RNR_NAK;
 		push_recv_wc(qp, rw->wr_id, NIC_WC_LOC_ACCESS_ERR, 0);
@@ -770,8 +772,9 @@ static struct nic_mr *resp_mr(struct nic_qp *qp, __u32 rkey, __u64 vaddr, __u64 
 	struct nic_mr *mr = nic_mr_lookup(qp->nic, rkey);
 
 	if (mr && mr->implicit)
-		mr = mr->pd == qp->pd && (mr->access & access) ? nic_mr_child(mr, vaddr, len, miss) :
-								 NULL;
+		mr = mr->pd == qp->pd && (mr->access & access) ?
+			     nic_mr_child(mr, vaddr, len, miss) :
+			     NULL;
 
 	if (!mr || mr->pd != qp->pd || !(mr->access & access) || !mr_contains(mr, vaddr, len))
 		return NULL;
@@ -958,8 +961,8 @@ static int resp_tx(struct nic_qp *qp, __u64 now, __u64 *deadline)
 		struct nic_rd_job *job = &qp->rd[qp->rd_head % NIC_MAX_RD];
 		__u64 off = (__u64)job->sent * qp->mtu;
 		__u64 n = min_u64(qp->mtu, job->len - off);
-		struct nic_mr *mr = resp_mr(qp, job->rkey, job->vaddr, job->len,
-					    NIC_ACCESS_REMOTE_READ, NULL);
+		struct nic_mr *mr =
+			resp_mr(qp, job->rkey, job->vaddr, job->len, NIC_ACCESS_REMOTE_READ, NULL);
 		struct nic_pkt *pkt;
 		int r;
 

@@ -219,10 +219,11 @@ int nic_roce_rx(struct nic *nic)
 		qp = dst_qpn ? nic_qp_lookup(nic, dst_qpn) : NULL;
 		w = qp ? &qp->wire : NULL;
 		/* packets carry no source QPN: the peer's address stands for it */
-		if (!qp || qp->state == QPS_INIT || from->sin_addr.s_addr != w->peer.sin_addr.s_addr ||
+		if (!qp || qp->state == QPS_INIT ||
+		    from->sin_addr.s_addr != w->peer.sin_addr.s_addr ||
 		    nic_roce_icrc(nic->roce_rxbuf, len, from->sin_addr.s_addr, nic->udp_addr.s_addr,
-				  from->sin_port, nic->roce_port) !=
-			    nic_roce_icrc_of(nic->roce_rxbuf, len)) {
+				  from->sin_port,
+				  nic->roce_port) != nic_roce_icrc_of(nic->roce_rxbuf, len)) {
 			nic->stats.pkts_dropped++;
 			continue;
 		}

@@ -34,7 +34,7 @@ extern "C" {
 /* Declare and zero an options struct with its size filled in. */
 #define NIC_OPTS(TYPE, NAME, ...)                                                                  \
 	struct TYPE NAME = ({                                                                      \
-		struct TYPE ___##NAME = {.sz = sizeof(struct TYPE), __VA_ARGS__};                 \
+		struct TYPE ___##NAME = {.sz = sizeof(struct TYPE), __VA_ARGS__};                  \
 		___##NAME;                                                                         \
 	})
 
@@ -118,9 +118,9 @@ typedef void nic_event_fn(void *arg, const struct nic_event *ev);
 
 struct nic_opts {
 	size_t sz;
-	enum nic_wire_type wire;  /* 0: NIC_WIRE_SHM */
-	const char *udp_addr;	  /* NIC_WIRE_UDP: local IPv4 address to bind (NULL: 127.0.0.1) */
-	__u32 tx_drop_every;	  /* fault injection: lose 1 in N transmitted packets, pseudo-randomly */
+	enum nic_wire_type wire; /* 0: NIC_WIRE_SHM */
+	const char *udp_addr;	 /* NIC_WIRE_UDP: local IPv4 address to bind (NULL: 127.0.0.1) */
+	__u32 tx_drop_every; /* fault injection: lose 1 in N transmitted packets, pseudo-randomly */
 	/*
 	 * Fault injection: a slow device. Acknowledge npfd's invalidations
 	 * this long after the engine first sees them (DMA goes on meanwhile:
@@ -128,8 +128,8 @@ struct nic_opts {
 	 * that waited for the acknowledgement from one that did not.
 	 */
 	__u32 inval_ack_delay_us;
-	__u16 udp_port;		  /* NIC_WIRE_ROCE: local port (host order; 0: NIC_ROCE_PORT) */
-	nic_event_fn *event_fn;	  /* asynchronous events (NULL: none reported) */
+	__u16 udp_port;		/* NIC_WIRE_ROCE: local port (host order; 0: NIC_ROCE_PORT) */
+	nic_event_fn *event_fn; /* asynchronous events (NULL: none reported) */
 	void *event_arg;
 };
 
@@ -144,18 +144,18 @@ void nic_close(struct nic *nic);
 struct nic_stats {
 	__u64 pkts_tx;
 	__u64 pkts_rx;
-	__u64 pkts_dropped;	   /* injected drops, malformed or unroutable packets */
-	__u64 retransmits;	   /* packets sent again (go-back-N) */
-	__u64 timeouts;		   /* retransmission timer expiries */
-	__u64 rnr_nak_tx;	   /* RNR NAKs sent (responder not ready or faulting) */
+	__u64 pkts_dropped; /* injected drops, malformed or unroutable packets */
+	__u64 retransmits;  /* packets sent again (go-back-N) */
+	__u64 timeouts;	    /* retransmission timer expiries */
+	__u64 rnr_nak_tx;   /* RNR NAKs sent (responder not ready or faulting) */
 	__u64 rnr_nak_rx;
 	__u64 seq_nak_tx;
-	__u64 page_requests;	   /* npf_nic_fault_report() calls */
+	__u64 page_requests;		/* npf_nic_fault_report() calls */
 	__u64 page_requests_suppressed; /* missing pages already requested, not asked again */
 	__u64 page_responses;
-	__u64 requester_stalls;	   /* WRs that waited for a page response before sending */
-	__u64 invalidations;	   /* inval ring entries acknowledged */
-	__u64 cq_overruns;	   /* completions lost because a CQ was full */
+	__u64 requester_stalls;	      /* WRs that waited for a page response before sending */
+	__u64 invalidations;	      /* inval ring entries acknowledged */
+	__u64 cq_overruns;	      /* completions lost because a CQ was full */
 	__u64 page_requests_reissued; /* reported again after NIC_PR_REISSUE_MS without an answer */
 	/*
 	 * Requester stalls that ended with the WR sent: the time from the
@@ -192,7 +192,7 @@ struct nic_pd *nic_alloc_pd(struct nic *nic);
 int nic_dealloc_pd(struct nic_pd *pd); /* -EBUSY while MRs or QPs use it */
 
 enum nic_access {
-	NIC_ACCESS_LOCAL_WRITE = 1,  /* RECV and RDMA READ may write it */
+	NIC_ACCESS_LOCAL_WRITE = 1, /* RECV and RDMA READ may write it */
 	NIC_ACCESS_REMOTE_WRITE = 2,
 	NIC_ACCESS_REMOTE_READ = 4,
 };
@@ -267,7 +267,7 @@ int nic_mr_set_npf_id(struct nic_mr *mr, __u32 id);
 
 enum nic_wc_status {
 	NIC_WC_SUCCESS = 0,
-	NIC_WC_LOC_LEN_ERR,	/* receive buffer too small for the SEND */
+	NIC_WC_LOC_LEN_ERR, /* receive buffer too small for the SEND */
 	NIC_WC_LOC_QP_OP_ERR,
 	NIC_WC_LOC_PROT_ERR,	/* bad lkey, out of bounds, or npfd said INVALID */
 	NIC_WC_WR_FLUSH_ERR,	/* QP in error: WR not executed */
@@ -275,7 +275,7 @@ enum nic_wc_status {
 	NIC_WC_REM_INV_REQ_ERR, /* responder refused the request (e.g. SEND too long) */
 	NIC_WC_REM_ACCESS_ERR,	/* bad rkey, out of bounds, no permission, or remote INVALID */
 	NIC_WC_REM_OP_ERR,
-	NIC_WC_RETRY_EXC_ERR,	/* no ACK after retry_cnt retransmissions */
+	NIC_WC_RETRY_EXC_ERR, /* no ACK after retry_cnt retransmissions */
 	NIC_WC_RNR_RETRY_EXC_ERR,
 };
 
@@ -344,10 +344,10 @@ struct nic_qp_init_attr {
 	int sq_sig_all;		 /* every send WR is signaled */
 	__u32 max_page_requests; /* outstanding page requests (default 4) */
 	__u32 rnr_timer_us;	 /* what our RNR NAKs ask the sender to wait (default 100) */
-	__u32 timeout_us;	 /* retransmission timeout, doubled per retry up to x16 (default 10000) */
-	__u32 retry_cnt;	 /* retransmissions without progress before RETRY_EXC_ERR (default 7) */
-	__u32 rnr_retry;	 /* RNR NAKs tolerated per WR; 7 = forever (default 7) */
-	__u32 flags;		 /* enum nic_qp_flags */
+	__u32 timeout_us; /* retransmission timeout, doubled per retry up to x16 (default 10000) */
+	__u32 retry_cnt;  /* retransmissions without progress before RETRY_EXC_ERR (default 7) */
+	__u32 rnr_retry;  /* RNR NAKs tolerated per WR; 7 = forever (default 7) */
+	__u32 flags;	  /* enum nic_qp_flags */
 };
 
 struct nic_qp *nic_create_qp(struct nic_pd *pd, const struct nic_qp_init_attr *attr);
@@ -362,13 +362,13 @@ __u32 nic_qp_num(const struct nic_qp *qp);
 #define NIC_QP_INFO_MAGIC 0x4951504e /* "NPQI" */
 struct nic_qp_info {
 	__u32 magic;
-	__u32 version;	 /* 1 */
-	__u32 wire;	 /* enum nic_wire_type */
+	__u32 version; /* 1 */
+	__u32 wire;    /* enum nic_wire_type */
 	__u32 qpn;
-	__u32 psn;	 /* first PSN this QP sends */
+	__u32 psn; /* first PSN this QP sends */
 	__u32 mtu;
-	__u32 udp_addr;	 /* network byte order */
-	__u16 udp_port;	 /* network byte order */
+	__u32 udp_addr; /* network byte order */
+	__u16 udp_port; /* network byte order */
 	__u16 pad;
 	char shm_name[64]; /* this QP's receive ring */
 };

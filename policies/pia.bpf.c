@@ -20,8 +20,9 @@ int pia(void *unused)
 		return 0;
 	if (ctx->rec.source == NPF_SRC_CPU) {
 		left = npf_region_pages(ctx) - npf_region_page(ctx) - 1;
-		ctx->rec.decision.after =
-			(__u32)(left < NPF_POLICY_MAX_PREFETCH - 1 ? left : NPF_POLICY_MAX_PREFETCH - 1);
+		ctx->rec.decision.after = (__u32)(left < NPF_POLICY_MAX_PREFETCH - 1 ?
+							  left :
+							  NPF_POLICY_MAX_PREFETCH - 1);
 	}
 	return npf_policy_submit(ctx);
 }

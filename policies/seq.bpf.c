@@ -53,9 +53,10 @@ int seq(void *unused)
 		if (!st)
 			return npf_policy_submit(ctx);
 	}
-	if (npf_fault_page(ctx) >= st->next_page && npf_fault_page(ctx) <= st->next_page + st->slack)
-		st->window = st->window ? (st->window * 2 > SEQ_MAX ? SEQ_MAX : st->window * 2)
-					: SEQ_FIRST;
+	if (npf_fault_page(ctx) >= st->next_page &&
+	    npf_fault_page(ctx) <= st->next_page + st->slack)
+		st->window = st->window ? (st->window * 2 > SEQ_MAX ? SEQ_MAX : st->window * 2) :
+					  SEQ_FIRST;
 	else
 		st->window = 0;
 	ctx->rec.decision.after = st->window;

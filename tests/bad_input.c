@@ -238,11 +238,14 @@ int main(void)
 			} cb;
 			char ch;
 			struct iovec iov = {.iov_base = &ch, .iov_len = 1};
-			struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
-					    .msg_control = cb.buf, .msg_controllen = sizeof(cb.buf)};
+			struct msghdr mh = {.msg_iov = &iov,
+					    .msg_iovlen = 1,
+					    .msg_control = cb.buf,
+					    .msg_controllen = sizeof(cb.buf)};
 
 			TH_ASSERT(recvmsg(sv[0], &mh, 0) == 1, "receive the child's uffd");
-			TH_ASSERT(npf_fdpass_take(&mh, &cfd, 1) == 1, "no descriptor from the child");
+			TH_ASSERT(npf_fdpass_take(&mh, &cfd, 1) == 1,
+				  "no descriptor from the child");
 		}
 		nfd = raw_connect();
 		region_req(nfd, shared_addr, 1 << 20, NPF_BACKING_ANON, 0, &cfd, 1);

@@ -45,7 +45,8 @@ static uint64_t pattern(uint64_t off)
 /* LEN bytes of anonymous memory aligned to 64 KiB (blocks are aligned in the address space). */
 static char *map_aligned(void)
 {
-	char *m = mmap(NULL, LEN + BLOCK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *m =
+		mmap(NULL, LEN + BLOCK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	char *a;
 
 	TH_ASSERT(m != MAP_FAILED, "mmap: %s", strerror(errno));
@@ -134,7 +135,8 @@ static void one_fault(int backing, int fa_kib, unsigned int page, unsigned int w
 	/* The block is aligned in the address space (mem: to 64 KiB only), as the kernel's. */
 	want_first = (unsigned int)((((uintptr_t)mem + page * 4096UL) &
 				     ~((uintptr_t)want_pages * 4096 - 1)) -
-				    (uintptr_t)mem) / 4096;
+				    (uintptr_t)mem) /
+		     4096;
 	TH_ASSERT(first == want_first && last == first + want_pages - 1,
 		  "%s: pages %u-%u present, want the aligned block of page %u (%u-%u)", what, first,
 		  last, page, want_first, want_first + want_pages - 1);
@@ -289,7 +291,8 @@ int main(void)
 		TH_ASSERT(pwrite(tfd, buf, LEN, 0) == (ssize_t)LEN, "write");
 		mem = map_aligned();
 		{
-			NPF_OPTS(npf_region_opts, o, .backing = NPF_BACKING_FILE, .backing_fd = tfd);
+			NPF_OPTS(npf_region_opts, o, .backing = NPF_BACKING_FILE,
+				 .backing_fd = tfd);
 
 			id = npf_client__register(c, mem, LEN, &o);
 			TH_ASSERT(id > 0, "register: %s", npf_client__errmsg(c));

@@ -99,7 +99,8 @@ int main(int argc, char **argv)
 	for (i = 0; i < 2; i++) {
 		const char *pol = i ? "exact" : "seq";
 		unsigned int want = i ? 1 : 16;
-		char *m = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		char *m =
+			mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		int rid;
 
 		TH_ASSERT(m != MAP_FAILED, "mmap");

@@ -34,7 +34,8 @@ static void make_file(const char *path)
 	for (chunk = 0; chunk < REGION >> 20; chunk++) {
 		for (i = 0; i < (1 << 20) / 8; i++)
 			buf[i] = (chunk * 256 + i / 512) * 512 + i % 512 + SALT;
-		TH_ASSERT(pwrite(fd, buf, 1 << 20, (off_t)(chunk << 20)) == 1 << 20, "write %s", path);
+		TH_ASSERT(pwrite(fd, buf, 1 << 20, (off_t)(chunk << 20)) == 1 << 20, "write %s",
+			  path);
 	}
 	free(buf);
 	close(fd);
@@ -130,9 +131,10 @@ int main(void)
 	TH_ASSERT(c, "connect: %s", strerror(errno));
 	{
 		/* Exact: npfd fills the touched pages only, so the counts can be compared. */
-		NPF_OPTS(npf_region_opts, fo, .backing = NPF_BACKING_FILE, .backing_fd = fd, .name = "file-1g",
+		NPF_OPTS(npf_region_opts, fo, .backing = NPF_BACKING_FILE, .backing_fd = fd,
+			 .name = "file-1g", .fault_around_kib = NPF_FAULT_AROUND_EXACT);
+		NPF_OPTS(npf_region_opts, ao, .name = "anon-1g",
 			 .fault_around_kib = NPF_FAULT_AROUND_EXACT);
-		NPF_OPTS(npf_region_opts, ao, .name = "anon-1g", .fault_around_kib = NPF_FAULT_AROUND_EXACT);
 
 		id_file = npf_client__register(c, file_mem, REGION, &fo);
 		TH_ASSERT(id_file > 0, "register file region: %s (%s)", strerror(-id_file),
@@ -170,9 +172,9 @@ int main(void)
 		TH_ASSERT(s->uffd_faults == want, "region %u: %llu uffd faults for %llu pages",
 			  s->region_id, (unsigned long long)s->uffd_faults,
 			  (unsigned long long)want);
-		TH_ASSERT(s->cpu_faults >= want, "region %u: BPF saw %llu CPU faults, fewer than %llu",
-			  s->region_id, (unsigned long long)s->cpu_faults,
-			  (unsigned long long)want);
+		TH_ASSERT(s->cpu_faults >= want,
+			  "region %u: BPF saw %llu CPU faults, fewer than %llu", s->region_id,
+			  (unsigned long long)s->cpu_faults, (unsigned long long)want);
 		/* more than once per page when threads meet on one, but never more than touches */
 		TH_ASSERT(s->cpu_faults <= (uint64_t)THREADS * TOUCHES_PER_THREAD,
 			  "region %u: BPF counted %llu CPU faults for %d touches", s->region_id,

@@ -64,7 +64,8 @@ int main(void)
 	TH_ASSERT(c, "connect");
 	mem = mmap(NULL, REGION, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	{
-		NPF_OPTS(npf_region_opts, o, .backing = NPF_BACKING_FILE, .backing_fd = fd, .name = "events");
+		NPF_OPTS(npf_region_opts, o, .backing = NPF_BACKING_FILE, .backing_fd = fd,
+			 .name = "events");
 		id = npf_client__register(c, mem, REGION, &o);
 		TH_ASSERT(id > 0, "register: %s", npf_client__errmsg(c));
 	}
@@ -96,8 +97,8 @@ int main(void)
 		check_page(moved, i, "after mremap");
 	check_page(moved, 3, "touched page after mremap");
 	TH_ASSERT(npf_client__region_list(c, &ri, &n) == 0 && n >= 1, "region list");
-	TH_ASSERT(ri[0].start == (uint64_t)(uintptr_t)moved, "region start 0x%llx, memory now at %p",
-		  (unsigned long long)ri[0].start, moved);
+	TH_ASSERT(ri[0].start == (uint64_t)(uintptr_t)moved,
+		  "region start 0x%llx, memory now at %p", (unsigned long long)ri[0].start, moved);
 	free(ri);
 	printf("mremap: region followed its memory\n");
 

@@ -252,9 +252,12 @@ static int side_a(int sock, void *arg)
 	/* bad lkey */
 	{
 		struct nic_sge sge = {(uintptr_t)src, 64, nic_mr_lkey(mr) + 0x100};
-		struct nic_send_wr wr = {.wr_id = 4, .sg_list = &sge, .num_sge = 1,
+		struct nic_send_wr wr = {.wr_id = 4,
+					 .sg_list = &sge,
+					 .num_sge = 1,
 					 .opcode = NIC_WR_RDMA_WRITE,
-					 .remote_addr = reg[0].addr, .rkey = reg[0].rkey};
+					 .remote_addr = reg[0].addr,
+					 .rkey = reg[0].rkey};
 
 		FX_ASSERT(!nic_post_send(qp[2], &wr, NULL), "post");
 		fx_expect_wc(ep.cq, 4, NIC_WC_LOC_PROT_ERR);
@@ -263,11 +266,13 @@ static int side_a(int sock, void *arg)
 
 	ok = stream_until_error(&ep, qp[3], src, mr, &reg[1], sock, 11);
 	printf("A: region unregistered mid-stream: %d WRITEs of 1 MiB completed, then "
-	       "REM_ACCESS_ERR and %d flushed\n", ok, NSTREAM - ok - 1);
+	       "REM_ACCESS_ERR and %d flushed\n",
+	       ok, NSTREAM - ok - 1);
 	fx_sync(sock, 21);
 	ok = stream_until_error(&ep, qp[4], src, mr, &reg[2], sock, 12);
 	printf("A: device detached mid-stream: %d WRITEs of 1 MiB completed, then "
-	       "REM_ACCESS_ERR and %d flushed\n", ok, NSTREAM - ok - 1);
+	       "REM_ACCESS_ERR and %d flushed\n",
+	       ok, NSTREAM - ok - 1);
 	fx_sync(sock, 22);
 	fx_sync(sock, 3);
 	fx_npf_close(c, &ep);

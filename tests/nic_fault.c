@@ -76,9 +76,10 @@ static int side_b(int sock, void *arg)
 	if (st.page_requests_reissued)
 		printf("1: the NIC reported its request again %llu time(s) (no answer within %d ms)\n",
 		       (unsigned long long)st.page_requests_reissued, NIC_PR_REISSUE_MS);
-	FX_ASSERT(rs.device_faults >= 1 && di.page_requests == rs.device_faults,
-		  "BPF counted %llu device faults, npfd answered %llu groups: every report must be answered",
-		  (unsigned long long)rs.device_faults, (unsigned long long)di.page_requests);
+	FX_ASSERT(
+		rs.device_faults >= 1 && di.page_requests == rs.device_faults,
+		"BPF counted %llu device faults, npfd answered %llu groups: every report must be answered",
+		(unsigned long long)rs.device_faults, (unsigned long long)di.page_requests);
 	FX_ASSERT(di.pages_mapped == NPG, "npfd mapped %llu entries, expected %lu",
 		  (unsigned long long)di.pages_mapped, NPG);
 	/*
@@ -180,7 +181,8 @@ static int side_a(int sock, void *arg)
 	FX_ASSERT(s1.page_responses == s0.page_responses,
 		  "the NIC got %llu page responses from a stopped npfd",
 		  (unsigned long long)(s1.page_responses - s0.page_responses));
-	FX_ASSERT(s1.page_requests == s0.page_requests + 1 && s1.requester_stalls > s0.requester_stalls,
+	FX_ASSERT(s1.page_requests == s0.page_requests + 1 &&
+			  s1.requester_stalls > s0.requester_stalls,
 		  "QP1's WR raised %llu page requests and %llu stalls, expected 1 and >= 1",
 		  (unsigned long long)(s1.page_requests - s0.page_requests),
 		  (unsigned long long)(s1.requester_stalls - s0.requester_stalls));
@@ -193,7 +195,8 @@ static int side_a(int sock, void *arg)
 	       "continued at %.2f ms; QP1 completed at %.2f ms\n",
 	       NQP2, tq2[0], tq2[NQP2 - 1], tc, tq1);
 	rs = fx_region_stats(c, region2);
-	FX_ASSERT(rs.pages_zeroed == NPG, "npfd zero-filled %llu pages of QP1's source, expected %lu",
+	FX_ASSERT(rs.pages_zeroed == NPG,
+		  "npfd zero-filled %llu pages of QP1's source, expected %lu",
 		  (unsigned long long)rs.pages_zeroed, NPG);
 	fx_expect_page_requests(c, "A stalled source", region2, dev2);
 	sum = fx_sum(src2, REG);

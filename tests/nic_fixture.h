@@ -52,13 +52,14 @@ static inline void fx_print_stats(const char *who, struct nic *nic)
 	       (unsigned long long)st.pkts_dropped, (unsigned long long)st.retransmits,
 	       (unsigned long long)st.timeouts, (unsigned long long)st.rnr_nak_tx,
 	       (unsigned long long)st.rnr_nak_rx, (unsigned long long)st.seq_nak_tx,
-	       (unsigned long long)st.page_requests, (unsigned long long)st.page_requests_suppressed,
+	       (unsigned long long)st.page_requests,
+	       (unsigned long long)st.page_requests_suppressed,
 	       (unsigned long long)st.page_responses, (unsigned long long)st.requester_stalls,
 	       (unsigned long long)st.invalidations);
 }
 
-static inline void __attribute__((noreturn, format(printf, 2, 3))) fx_exit(int code, const char *fmt,
-									       ...)
+static inline void __attribute__((noreturn, format(printf, 2, 3)))
+fx_exit(int code, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -184,7 +185,8 @@ static inline int fx_pair(fx_side_fn a, fx_side_fn b, void *arg, int timeout_s)
 		if (!pid[i]) {
 			close(sv[!i]);
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			setvbuf(stdout, NULL, _IOLBF, 0); /* a side killed on failure keeps its lines */
+			setvbuf(stdout, NULL, _IOLBF,
+				0); /* a side killed on failure keeps its lines */
 			st = fn[i](sv[i], arg);
 			fflush(stdout);
 			_exit(st);
@@ -320,8 +322,8 @@ static inline void fx_ep_open(struct fx_ep *ep, const struct nic_opts *opts)
 /* A QP of ep (flags: enum nic_qp_flags) connected to the peer's over sock. */
 static inline struct nic_qp *fx_qp_flags(struct fx_ep *ep, int sock, __u32 flags)
 {
-	NIC_OPTS(nic_qp_init_attr, attr, .send_cq = ep->cq, .recv_cq = ep->cq,
-		 .max_send_wr = 1024, .max_recv_wr = 1024, .flags = flags);
+	NIC_OPTS(nic_qp_init_attr, attr, .send_cq = ep->cq, .recv_cq = ep->cq, .max_send_wr = 1024,
+		 .max_recv_wr = 1024, .flags = flags);
 	struct nic_qp *qp = nic_create_qp(ep->pd, &attr);
 	int err;
 
@@ -343,7 +345,8 @@ static inline void fx_wait_wc(struct nic_cq *cq, struct nic_wc *wc, int timeout_
 	for (;;) {
 		if (nic_poll_cq(cq, 1, wc) == 1)
 			return;
-		FX_ASSERT(nic_cq_wait(cq, timeout_ms) == 0, "no completion within %d ms", timeout_ms);
+		FX_ASSERT(nic_cq_wait(cq, timeout_ms) == 0, "no completion within %d ms",
+			  timeout_ms);
 	}
 }
 
@@ -388,8 +391,7 @@ static inline int fx_post(struct nic_qp *qp, enum nic_wr_opcode op, __u64 wr_id,
  * region at raddr, `depth` work requests in flight; every one must succeed.
  */
 static inline void fx_stream(struct fx_ep *ep, enum nic_wr_opcode op, char *buf, __u64 n,
-			     __u32 chunk, struct nic_mr *mr, __u64 raddr, __u32 rkey,
-			     __u64 depth)
+			     __u32 chunk, struct nic_mr *mr, __u64 raddr, __u32 rkey, __u64 depth)
 {
 	__u64 posted = 0, done = 0;
 
@@ -471,8 +473,10 @@ static inline struct npf_client *fx_npf_connect(void)
 	const char *path = getenv("NPF_SOCKET");
 	struct npf_client *c = npf_client__connect(NULL);
 
-	FX_ASSERT(c, "cannot connect to npfd at %s: %s (is npfd running? the NIC tests start a private one)",
-		  path ? path : NPF_DEFAULT_SOCKET, strerror(errno));
+	FX_ASSERT(
+		c,
+		"cannot connect to npfd at %s: %s (is npfd running? the NIC tests start a private one)",
+		path ? path : NPF_DEFAULT_SOCKET, strerror(errno));
 	return c;
 }
 

@@ -116,8 +116,9 @@ static int side_b(int sock, void *arg)
 		nic_query_stats(ep.nic, &s1, sizeof(s1));
 		rs = fx_region_stats(c, region);
 		printf("B round %d: the NIC raised %llu page requests in all, got %llu responses; npfd: BPF counted %llu device faults, answered %llu groups of this device\n",
-		       round, (unsigned long long)s1.page_requests, (unsigned long long)s1.page_responses,
-		       (unsigned long long)rs.device_faults, (unsigned long long)di.page_requests);
+		       round, (unsigned long long)s1.page_requests,
+		       (unsigned long long)s1.page_responses, (unsigned long long)rs.device_faults,
+		       (unsigned long long)di.page_requests);
 		/*
 		 * One per DONTNEED; the mm watch (a device is attached) may add
 		 * a few for frames freed while a page was being refaulted, whose
@@ -125,7 +126,8 @@ static int side_b(int sock, void *arg)
 		 * costs a refault). A mm watch that invalidated on every freed
 		 * frame would add hundreds here.
 		 */
-		FX_ASSERT(di.invalidations >= EVICTIONS && di.invalidations <= EVICTIONS + EVICTIONS / 20,
+		FX_ASSERT(di.invalidations >= EVICTIONS &&
+				  di.invalidations <= EVICTIONS + EVICTIONS / 20,
 			  "round %d: npfd posted %llu invalidations for %d DONTNEEDs", round,
 			  (unsigned long long)di.invalidations, EVICTIONS);
 		FX_ASSERT(nic_acks(ep.nic) == posted, "round %d: the NIC acknowledged %llu of %llu",

@@ -100,16 +100,16 @@ static void run_phase(struct fx_ep *ep, struct nic_qp *qp1, struct nic_qp *qp2, 
 	t0 = th_now();
 	FX_ASSERT(!fx_post(qp1, NIC_WR_RDMA_READ, n * 10, ph->qp1_dst, PG, mr, ph->qp1_src, rkey),
 		  "post");
-	FX_ASSERT(
-	    !fx_post(qp2, NIC_WR_RDMA_READ, n * 10 + 1, ph->qp2_dst, PG, mr, ph->qp2_src, rkey),
-	    "post");
-	FX_ASSERT(
-	    !fx_post(qp2, NIC_WR_RDMA_WRITE, n * 10 + 2, ph->qp2_wsrc, PG, mr, ph->qp2_wdst, rkey),
-	    "post");
+	FX_ASSERT(!fx_post(qp2, NIC_WR_RDMA_READ, n * 10 + 1, ph->qp2_dst, PG, mr, ph->qp2_src,
+			   rkey),
+		  "post");
+	FX_ASSERT(!fx_post(qp2, NIC_WR_RDMA_WRITE, n * 10 + 2, ph->qp2_wsrc, PG, mr, ph->qp2_wdst,
+			   rkey),
+		  "post");
 	for (i = 0; i < 2; i++) {
 		fx_wait_wc(ep->cq, &wc, 20000);
 		FX_ASSERT(wc.qp_num == nic_qp_num(qp2) && wc.wr_id == (__u64)n * 10 + 1 + i &&
-			      wc.status == NIC_WC_SUCCESS,
+				  wc.status == NIC_WC_SUCCESS,
 			  "%d: while QP1's READ waits for npfd: completion on QP %u wr %llu '%s', "
 			  "expected QP2's wr %d",
 			  n, wc.qp_num, (unsigned long long)wc.wr_id, nic_wc_status_str(wc.status),
@@ -185,7 +185,7 @@ static int side_a(int sock, void *arg)
 				  dst + PG, reg.addr + PG, want + PG, src, reg.addr + AREA},
 		  1, &s0, &s1);
 	FX_ASSERT(s1.page_requests == s0.page_requests + 1 &&
-		      s1.requester_stalls == s0.requester_stalls + 1,
+			  s1.requester_stalls == s0.requester_stalls + 1,
 		  "1: QP1's READ raised %llu page requests and %llu stalls, expected 1 and 1",
 		  (unsigned long long)(s1.page_requests - s0.page_requests),
 		  (unsigned long long)(s1.requester_stalls - s0.requester_stalls));

@@ -47,7 +47,8 @@ static int side_b(int sock, void *arg)
 	for (k = 0; k < total / CHUNK; k++) {
 		fx_fill(expect, CHUNK, k);
 		if (memcmp(buf + k * CHUNK, expect, CHUNK) && bad++ < 3)
-			printf("B: 4 MiB chunk %llu differs from what A wrote\n", (unsigned long long)k);
+			printf("B: 4 MiB chunk %llu differs from what A wrote\n",
+			       (unsigned long long)k);
 	}
 	FX_ASSERT(!bad, "B: %llu of %llu chunks differ", (unsigned long long)bad,
 		  (unsigned long long)(total / CHUNK));

@@ -107,7 +107,8 @@ static int side_a(int sock, void *arg)
 		FX_ASSERT(pread(fd, file, CHUNK, (off_t)(k * CHUNK)) == (ssize_t)CHUNK, "read %s",
 			  path);
 		if (memcmp(dst + k * CHUNK, file, CHUNK) && bad++ < 3)
-			printf("A: 4 MiB chunk %llu differs from the file\n", (unsigned long long)k);
+			printf("A: 4 MiB chunk %llu differs from the file\n",
+			       (unsigned long long)k);
 	}
 	close(fd);
 	FX_ASSERT(!bad, "A: %llu of %llu chunks differ from the file", (unsigned long long)bad,

@@ -89,7 +89,9 @@ static int side_a(int sock, void *arg)
 			struct nic_sge sge[3] = {{(uintptr_t)p, l0, nic_mr_lkey(mr)},
 						 {(uintptr_t)q1, l1, nic_mr_lkey(mr)},
 						 {(uintptr_t)q2, l2, nic_mr_lkey(mr)}};
-			struct nic_send_wr wr = {.wr_id = i, .sg_list = sge, .num_sge = 3,
+			struct nic_send_wr wr = {.wr_id = i,
+						 .sg_list = sge,
+						 .num_sge = 3,
 						 .opcode = NIC_WR_SEND,
 						 .send_flags = NIC_SEND_SIGNALED};
 

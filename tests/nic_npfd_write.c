@@ -93,9 +93,10 @@ static void print_device(struct side *s, const char *who)
 			printf("%s: npfd answered %llu page request groups, mapped %llu pages, mean service %llu ns\n",
 			       who, (unsigned long long)di[i].page_requests,
 			       (unsigned long long)di[i].pages_mapped,
-			       (unsigned long long)(di[i].page_requests
-							    ? di[i].fault_ns_sum / di[i].page_requests
-							    : 0));
+			       (unsigned long long)(di[i].page_requests ?
+							    di[i].fault_ns_sum /
+								    di[i].page_requests :
+							    0));
 	free(di);
 }
 
@@ -112,7 +113,8 @@ static int target(int sock)
 	rkey = nic_mr_rkey(s.mr);
 	addr = (__u64)(uintptr_t)s.mem;
 	TH_ASSERT(write(sock, &rkey, sizeof(rkey)) == sizeof(rkey) &&
-		  write(sock, &addr, sizeof(addr)) == sizeof(addr), "send rkey");
+			  write(sock, &addr, sizeof(addr)) == sizeof(addr),
+		  "send rkey");
 	TH_ASSERT(read(sock, &ch, 1) == 1 && ch == 'D', "initiator did not finish");
 	for (off = 0; off < total; off++)
 		if ((uint8_t)s.mem[off] != pattern(off) && bad++ < 3)
@@ -139,9 +141,13 @@ static void post_write(struct side *s, uint64_t off, __u64 raddr, __u32 rkey, ui
 	struct nic_sge sge = {.addr = (__u64)(uintptr_t)(s->mem + off),
 			      .length = (__u32)WR_BYTES,
 			      .lkey = nic_mr_lkey(s->mr)};
-	struct nic_send_wr wr = {.wr_id = id, .sg_list = &sge, .num_sge = 1,
-				 .opcode = NIC_WR_RDMA_WRITE, .send_flags = NIC_SEND_SIGNALED,
-				 .remote_addr = raddr + off, .rkey = rkey};
+	struct nic_send_wr wr = {.wr_id = id,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = NIC_WR_RDMA_WRITE,
+				 .send_flags = NIC_SEND_SIGNALED,
+				 .remote_addr = raddr + off,
+				 .rkey = rkey};
 	struct nic_send_wr *bad;
 	int err = nic_post_send(s->qp, &wr, &bad);
 
@@ -175,7 +181,8 @@ static int initiator(int sock)
 	side_open(&s, NIC_ACCESS_LOCAL_WRITE, true);
 	TH_ASSERT(nic_qp_connect_fd(s.qp, sock) == 0, "initiator connect");
 	TH_ASSERT(read(sock, &rkey, sizeof(rkey)) == sizeof(rkey) &&
-		  read(sock, &raddr, sizeof(raddr)) == sizeof(raddr), "receive rkey");
+			  read(sock, &raddr, sizeof(raddr)) == sizeof(raddr),
+		  "receive rkey");
 
 	/* One work request over 1024 pages the NIC has never seen: one page request. */
 	t0 = th_now();

@@ -160,7 +160,7 @@ static int side_a(int sock, void *arg)
 		  "wr %llu on QP %u completed after R7 while npfd was stopped",
 		  (unsigned long long)wc.wr_id, wc.qp_num);
 	FX_ASSERT(!memcmp(dst, want + 2 * PG, PG) && !memcmp(dst + 2 * PG, want + 4 * PG, PG) &&
-		      !memcmp(dst + 3 * PG, want + 5 * PG, PG),
+			  !memcmp(dst + 3 * PG, want + 5 * PG, PG),
 		  "the READs that overtook R0: data differs");
 	nic_query_stats(ep.nic, &s1, sizeof(s1));
 	FX_ASSERT(s1.page_responses == s0.page_responses,

@@ -156,8 +156,7 @@ int main(void)
 	int r = fx_pair_npfd(side_a, side_b, NULL, 120);
 
 	if (!r)
-		printf(
-		    "PASS: relaxed ordering over a lossy link: every WR completes once, every byte "
-		    "arrives (through npfd)\n");
+		printf("PASS: relaxed ordering over a lossy link: every WR completes once, every byte "
+		       "arrives (through npfd)\n");
 	return r;
 }

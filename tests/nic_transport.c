@@ -111,7 +111,8 @@ static int side_a(int sock, void *arg)
 		struct msg_sum m = {lens[i], 0};
 
 		if (i < 2) {
-			FX_ASSERT(!fx_post(ep.qp, NIC_WR_SEND, i, src + 12345 * i, lens[i], mr, 0, 0),
+			FX_ASSERT(!fx_post(ep.qp, NIC_WR_SEND, i, src + 12345 * i, lens[i], mr, 0,
+					   0),
 				  "post send");
 			m.sum = fx_sum(src + 12345 * i, lens[i]);
 		} else {
@@ -120,7 +121,9 @@ static int side_a(int sock, void *arg)
 				{(uintptr_t)src + 2 * PG - 7, 5000, nic_mr_lkey(mr)},
 				{(uintptr_t)src + 3 * PG * 64, 2000, nic_mr_lkey(mr)},
 			};
-			struct nic_send_wr wr = {.wr_id = i, .sg_list = sge, .num_sge = 3,
+			struct nic_send_wr wr = {.wr_id = i,
+						 .sg_list = sge,
+						 .num_sge = 3,
 						 .opcode = NIC_WR_SEND,
 						 .send_flags = NIC_SEND_SIGNALED};
 			char *gather = malloc(10000);
@@ -139,10 +142,13 @@ static int side_a(int sock, void *arg)
 	/* WRITE the region in four 1 MiB WRs: only the last one signaled */
 	for (i = 0; i < 4; i++) {
 		struct nic_sge sge = {(uintptr_t)src + i * (REG / 4), REG / 4, nic_mr_lkey(mr)};
-		struct nic_send_wr wr = {.wr_id = 10 + i, .sg_list = &sge, .num_sge = 1,
+		struct nic_send_wr wr = {.wr_id = 10 + i,
+					 .sg_list = &sge,
+					 .num_sge = 1,
 					 .opcode = NIC_WR_RDMA_WRITE,
 					 .send_flags = i == 3 ? NIC_SEND_SIGNALED : 0,
-					 .remote_addr = reg.addr + i * (REG / 4), .rkey = reg.rkey};
+					 .remote_addr = reg.addr + i * (REG / 4),
+					 .rkey = reg.rkey};
 
 		FX_ASSERT(!nic_post_send(ep.qp, &wr, NULL), "post write");
 	}

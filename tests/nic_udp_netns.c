@@ -21,7 +21,8 @@ static struct nic_mr *reg_present(struct fx_ep *ep, void *buf, size_t len, int a
 
 static int side(int sock, void *arg, int me)
 {
-	NIC_OPTS(nic_opts, o, .wire = NIC_WIRE_UDP, .udp_addr = fx_ns_addr[me], .tx_drop_every = 50);
+	NIC_OPTS(nic_opts, o, .wire = NIC_WIRE_UDP, .udp_addr = fx_ns_addr[me],
+		 .tx_drop_every = 50);
 	int acc = NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_REMOTE_WRITE | NIC_ACCESS_REMOTE_READ;
 	struct fx_ep ep = {0};
 	struct fx_region reg, peer;

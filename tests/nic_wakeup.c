@@ -46,7 +46,8 @@ static __u64 reissued(struct fx_ep *ep)
 static void write_page(struct fx_ep *ep, char *src, struct nic_mr *mr, const struct fx_region *dst,
 		       __u64 off, __u64 wr_id)
 {
-	int err = fx_post(ep->qp, NIC_WR_RDMA_WRITE, wr_id, src, PG, mr, dst->addr + off, dst->rkey);
+	int err =
+		fx_post(ep->qp, NIC_WR_RDMA_WRITE, wr_id, src, PG, mr, dst->addr + off, dst->rkey);
 
 	FX_ASSERT(!err, "post WRITE: %s", strerror(-err));
 	fx_expect_wc(ep->cq, wr_id, NIC_WC_SUCCESS);
@@ -85,14 +86,16 @@ static int side_a(int sock, void *arg)
 			  (unsigned long long)fx_device_info(c, dev).page_requests);
 		FX_ASSERT(!npf_client__detach_device(c, (__u32)dev), "detach device %d", dev);
 		nic_dereg_mr(mr);
-		FX_ASSERT(!npf_client__unregister(c, (__u32)region), "unregister region %d", region);
+		FX_ASSERT(!npf_client__unregister(c, (__u32)region), "unregister region %d",
+			  region);
 		munmap(buf, PG);
 	}
 	printf("1: %d first faults after a fresh attach: %llu reported again\n", NATTACH,
 	       (unsigned long long)(reissued(&ep) - before));
-	FX_ASSERT(reissued(&ep) == before,
-		  "%llu first fault(s) after attach went unanswered for %d ms (a report npfd did not see)",
-		  (unsigned long long)(reissued(&ep) - before), NIC_PR_REISSUE_MS);
+	FX_ASSERT(
+		reissued(&ep) == before,
+		"%llu first fault(s) after attach went unanswered for %d ms (a report npfd did not see)",
+		(unsigned long long)(reissued(&ep) - before), NIC_PR_REISSUE_MS);
 
 	/* 2 */
 	buf = fx_alloc(NFAULT * PG);
@@ -111,9 +114,10 @@ static int side_a(int sock, void *arg)
 	FX_ASSERT(fx_device_info(c, dev).page_requests == NFAULT,
 		  "npfd answered %llu page requests for %d faults",
 		  (unsigned long long)fx_device_info(c, dev).page_requests, NFAULT);
-	FX_ASSERT(reissued(&ep) == before,
-		  "%llu fault(s) went unanswered for %d ms: a record npfd did not see (lost wakeup)",
-		  (unsigned long long)(reissued(&ep) - before), NIC_PR_REISSUE_MS);
+	FX_ASSERT(
+		reissued(&ep) == before,
+		"%llu fault(s) went unanswered for %d ms: a record npfd did not see (lost wakeup)",
+		(unsigned long long)(reissued(&ep) - before), NIC_PR_REISSUE_MS);
 	fx_send(sock, &i, sizeof(i));
 	fx_sync(sock, 1);
 	fx_npf_close(c, &ep);
@@ -132,8 +136,8 @@ static int side_b(int sock, void *arg)
 
 	fx_ep_open(&ep, NULL);
 	region = fx_npf_register(c, buf, DST, NULL);
-	mr = fx_npf_mr(c, &ep, region, buf, DST,
-		       NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_REMOTE_WRITE, NULL);
+	mr = fx_npf_mr(c, &ep, region, buf, DST, NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_REMOTE_WRITE,
+		       NULL);
 	fx_qp(&ep, sock);
 	dst = (struct fx_region){(uintptr_t)buf, DST, nic_mr_rkey(mr)};
 	fx_send(sock, &dst, sizeof(dst));

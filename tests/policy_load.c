@@ -72,8 +72,8 @@ static void check_page(const char *mem, uint64_t p)
 
 	for (i = 0; i < 512; i += 37)
 		if (w[i] != word(p * 4096 + (uint64_t)i * 8))
-			th_fail("page %llu word %d is 0x%llx, want 0x%llx", (unsigned long long)p, i,
-				(unsigned long long)w[i],
+			th_fail("page %llu word %d is 0x%llx, want 0x%llx", (unsigned long long)p,
+				i, (unsigned long long)w[i],
 				(unsigned long long)word(p * 4096 + (uint64_t)i * 8));
 }
 
@@ -130,9 +130,10 @@ static const char *bad_object(const char *tag, const char *source)
 	fputs(source, f);
 	fclose(f);
 	/* vmlinux.h is in the build tree the runner tests ($O/gen, beside $O/bin). */
-	snprintf(cmd, sizeof(cmd),
-		 "clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -Iinclude -I%s/../gen -Ibpf -c %s -o %s 2>&1",
-		 getenv("NPF_BIN") ?: "build/bin", src, obj);
+	snprintf(
+		cmd, sizeof(cmd),
+		"clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -Iinclude -I%s/../gen -Ibpf -c %s -o %s 2>&1",
+		getenv("NPF_BIN") ?: "build/bin", src, obj);
 	TH_ASSERT(system(cmd) == 0, "clang failed on %s", src);
 	return obj;
 }
@@ -147,8 +148,8 @@ static void expect_refused(struct npf_client *c, const char *what, const char *o
 	close(fd);
 	printf("%-24s -> %d \"%.200s\"\n", what, ret, npf_client__errmsg(c));
 	TH_ASSERT(ret < 0, "%s was accepted", what);
-	TH_ASSERT(strstr(npf_client__errmsg(c), needle), "%s: \"%s\" does not mention \"%s\"",
-		  what, npf_client__errmsg(c), needle);
+	TH_ASSERT(strstr(npf_client__errmsg(c), needle), "%s: \"%s\" does not mention \"%s\"", what,
+		  npf_client__errmsg(c), needle);
 	TH_ASSERT(th_npfd_alive(&d), "npfd died on %s", what);
 }
 
@@ -224,13 +225,15 @@ int main(void)
 		  (double)f_exact / (double)(f_on ? f_on : 1));
 
 	/* 2. bad objects, each refused for its own reason; seq stays */
-	expect_refused(c, "wrong ABI version",
-		       bad_object("abi", "#include \"npf_policy.h\"\n"
-					 "char LICENSE[] SEC(\"license\") = \"GPL\";\n"
-					 "struct npf_policy_info i SEC(\".npf_policy\") __attribute__((used)) ="
-					 " {.magic = NPF_POLICY_MAGIC, .abi_version = 99, .name = \"x\"};\n"
-					 "SEC(\"tracepoint\") int p(void *u) { return 0; }\n"),
-		       "ABI version 99");
+	expect_refused(
+		c, "wrong ABI version",
+		bad_object("abi",
+			   "#include \"npf_policy.h\"\n"
+			   "char LICENSE[] SEC(\"license\") = \"GPL\";\n"
+			   "struct npf_policy_info i SEC(\".npf_policy\") __attribute__((used)) ="
+			   " {.magic = NPF_POLICY_MAGIC, .abi_version = 99, .name = \"x\"};\n"
+			   "SEC(\"tracepoint\") int p(void *u) { return 0; }\n"),
+		"ABI version 99");
 	expect_refused(c, "wrong program type",
 		       bad_object("type", "#include \"npf_policy.h\"\nNPF_POLICY(\"xdp\");\n"
 					  "SEC(\"xdp\") int p(void *u) { return 2; }\n"),
@@ -259,8 +262,7 @@ int main(void)
 		fclose(f);
 		expect_refused(c, "not an ELF object", junk, "not an ELF");
 	}
-	TH_ASSERT(npf_client__policy_list(c, &ps, &n) == 0 && n == 1 &&
-			  !strcmp(ps[0].name, "seq"),
+	TH_ASSERT(npf_client__policy_list(c, &ps, &n) == 0 && n == 1 && !strcmp(ps[0].name, "seq"),
 		  "after the refusals, seq is not the one policy loaded");
 	printf("seq still loaded: %llu decisions, %llu clamped\n",
 	       (unsigned long long)ps[0].invocations, (unsigned long long)ps[0].clamped);

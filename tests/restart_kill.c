@@ -166,8 +166,8 @@ static int nic_initiator(int sock, void *arg)
 		fx_send(sock, &round, sizeof(round));
 		/* (each byte costs a socket buffer's worth of accounting: the parent drains them) */
 		while (write(ctl, "R", 1) != 1)
-			FX_ASSERT(errno == EAGAIN && !usleep(1000), "report progress to the parent: %s",
-				  strerror(errno));
+			FX_ASSERT(errno == EAGAIN && !usleep(1000),
+				  "report progress to the parent: %s", strerror(errno));
 	}
 	printf("nic initiator: %d reconnects\n", rs_reconnects);
 	FX_ASSERT(!rs_fallbacks,

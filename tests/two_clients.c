@@ -49,7 +49,8 @@ static void client(const char *path, uint64_t salt, long pages, int report)
 	mem = mmap(NULL, REGION, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	TH_ASSERT(c && fd >= 0 && mem != MAP_FAILED, "client setup: %s", strerror(errno));
 	{
-		NPF_OPTS(npf_region_opts, o, .backing = NPF_BACKING_FILE, .backing_fd = fd, .name = "client");
+		NPF_OPTS(npf_region_opts, o, .backing = NPF_BACKING_FILE, .backing_fd = fd,
+			 .name = "client");
 		id = npf_client__register(c, mem, REGION, &o);
 		TH_ASSERT(id > 0, "register: %s", npf_client__errmsg(c));
 	}
@@ -132,7 +133,8 @@ int main(void)
 		free(ri);
 		if (n == 0)
 			break;
-		TH_ASSERT(th_now() - t0 < 5, "%zu regions still listed after both clients ended", n);
+		TH_ASSERT(th_now() - t0 < 5, "%zu regions still listed after both clients ended",
+			  n);
 	}
 	npf_client__close(c);
 	close(ra);

@@ -76,7 +76,10 @@ struct npf_ctx {
 	 */
 	pthread_mutex_t miss_lock;
 	pthread_cond_t miss_cond;
-	struct { struct nic_mr *mr; __u64 addr, len; } miss[16];
+	struct {
+		struct nic_mr *mr;
+		__u64 addr, len;
+	} miss[16];
 	unsigned int miss_head, miss_tail;
 	bool miss_stop, miss_started;
 	pthread_t miss_thread;
@@ -125,16 +128,16 @@ struct npf_cq {
 	struct verbs_cq vcq;
 	struct nic_cq *cq;
 	int chan_wfd;
-	struct npf_cq *next;	/* ctx->cqs */
-	__u32 events_reported;	/* asynchronous events written for it */
+	struct npf_cq *next;   /* ctx->cqs */
+	__u32 events_reported; /* asynchronous events written for it */
 };
 
 struct npf_qp {
 	struct verbs_qp vqp;
 	struct nic_qp *qp;
 	struct npf_ctx *ctx;
-	struct npf_qp *next;	/* ctx->qps */
-	__u32 events_reported;	/* asynchronous events written for it */
+	struct npf_qp *next;   /* ctx->qps */
+	__u32 events_reported; /* asynchronous events written for it */
 	struct ibv_qp_cap cap;
 	int sq_sig_all;
 	struct ibv_qp_attr attr; /* what was set, for query_qp */

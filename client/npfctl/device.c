@@ -19,8 +19,9 @@ static int do_device_list(int argc, char **argv)
 	err = npf_client__device_list(client, &di, &n);
 	if (err)
 		return request_failed("device list", err);
-	print_string(NULL, "%s\n",
-		     "ID     REGION PID      START               PAGES      REQUESTS   MAPPED     INVALIDATIONS MEAN-SERVICE");
+	print_string(
+		NULL, "%s\n",
+		"ID     REGION PID      START               PAGES      REQUESTS   MAPPED     INVALIDATIONS MEAN-SERVICE");
 	open_json_array(NULL);
 	for (i = 0; i < n; i++) {
 		open_json_object(NULL);

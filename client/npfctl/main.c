@@ -189,15 +189,9 @@ static int do_version(void)
 static int do_objects(int argc, char **argv)
 {
 	static const struct cmd objects[] = {
-		{"status", do_status},
-		{"region", do_region},
-		{"stats", do_stats},
-		{"policy", do_policy},
-		{"device", do_device},
-		{"top", do_top},
-		{"doctor", do_doctor},
-		{"help", do_help},
-		{},
+		{"status", do_status}, {"region", do_region}, {"stats", do_stats},
+		{"policy", do_policy}, {"device", do_device}, {"top", do_top},
+		{"doctor", do_doctor}, {"help", do_help},     {},
 	};
 
 	if (argc < 1)
@@ -208,14 +202,10 @@ static int do_objects(int argc, char **argv)
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"json", no_argument, NULL, 'j'},
-		{"pretty", no_argument, NULL, 'p'},
-		{"socket", required_argument, NULL, 's'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{"format", required_argument, NULL, 'F'},
-		{"once", no_argument, NULL, 'O'},
-		{},
+		{"json", no_argument, NULL, 'j'},	  {"pretty", no_argument, NULL, 'p'},
+		{"socket", required_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},	  {"format", required_argument, NULL, 'F'},
+		{"once", no_argument, NULL, 'O'},	  {},
 	};
 	char bad[128] = "";
 	bool help = false, version = false, json_output = false, pretty_output = false;
@@ -247,7 +237,8 @@ int main(int argc, char **argv)
 				prometheus_output = true;
 			} else if (strcmp(optarg, "text") && !*bad) {
 				snprintf(bad, sizeof(bad),
-					 "--format: '%s' is not one of text, json, prometheus", optarg);
+					 "--format: '%s' is not one of text, json, prometheus",
+					 optarg);
 			}
 			break;
 		case 'O':

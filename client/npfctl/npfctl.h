@@ -14,8 +14,8 @@
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
-extern bool prometheus_output; /* --format prometheus (stats only) */
-extern bool top_once;	       /* --once (top only) */
+extern bool prometheus_output;	  /* --format prometheus (stats only) */
+extern bool top_once;		  /* --once (top only) */
 extern struct npf_client *client; /* open_client() connects it */
 
 /* One error line on stderr ({"error": "..."} in JSON mode). */

@@ -59,8 +59,11 @@ static int policy_list_or_show(const char *name)
 	if (!name) {
 		/* The kill switch is npfd-wide: say so above the table. */
 		if (n)
-			print_string(NULL, "%s\n", ps[0].enabled ? "policies enabled"
-								  : "policies DISABLED (kill switch): every fault gets the built-in decision");
+			print_string(
+				NULL, "%s\n",
+				ps[0].enabled ?
+					"policies enabled" :
+					"policies DISABLED (kill switch): every fault gets the built-in decision");
 		print_string(NULL, "%s\n", policy_header);
 		open_json_array(NULL);
 	}
@@ -126,8 +129,9 @@ static int do_policy_load(int argc, char **argv)
 				return usage_error("policy load: a name is 1 to %zu characters",
 						   sizeof(st.name) - 1);
 		} else {
-			return usage_error("policy load: unknown argument '%s' (region ID, name NAME)",
-					   argv[0]);
+			return usage_error(
+				"policy load: unknown argument '%s' (region ID, name NAME)",
+				argv[0]);
 		}
 	}
 	fd = open(file, O_RDONLY | O_CLOEXEC);

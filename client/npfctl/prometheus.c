@@ -51,8 +51,12 @@ static const struct {
 	const char *metric, *help;
 	size_t off;
 } prom_region_counters[] = {
-#define C(f, h) {"npf_region_" #f "_total", h, offsetof(struct npf_region_stats, f)}
-	C(cpu_faults, "CPU page faults in the region seen by the BPF collector (attached with npfd --trace-cpu-faults only)."),
+#define C(f, h)                                                                                    \
+	{                                                                                          \
+		"npf_region_" #f "_total", h, offsetof(struct npf_region_stats, f)                 \
+	}
+	C(cpu_faults,
+	  "CPU page faults in the region seen by the BPF collector (attached with npfd --trace-cpu-faults only)."),
 	C(device_faults, "Device page requests for the region."),
 	C(uffd_faults, "userfaultfd fault messages npfd resolved for the region."),
 	C(pages_zeroed, "Pages npfd installed zero-filled."),
@@ -67,7 +71,7 @@ void print_prometheus(const struct npf_status *st, const struct npf_region_stats
 		      const struct npf_region_info *ri, size_t nri)
 {
 	struct prom_region *r = calloc(n ? n : 1, sizeof(*r));
-	char (*names)[NPF_NAME_LEN + 1] = calloc(n ? n : 1, sizeof(*names));
+	char(*names)[NPF_NAME_LEN + 1] = calloc(n ? n : 1, sizeof(*names));
 	size_t i, k, c;
 	int b;
 
@@ -87,8 +91,7 @@ void print_prometheus(const struct npf_status *st, const struct npf_region_stats
 	}
 
 	prom_family("npf_up", "gauge", "1: npfd answered.");
-	printf("npf_up{pid=\"%u\",protocol_version=\"%u\"} 1\n", st->npfd_pid,
-	       st->proto_version);
+	printf("npf_up{pid=\"%u\",protocol_version=\"%u\"} 1\n", st->npfd_pid, st->proto_version);
 	prom_family("npf_uptime_seconds", "gauge", "Seconds since npfd started.");
 	printf("npf_uptime_seconds %.3f\n", (double)st->uptime_ns / 1e9);
 	prom_family("npf_clients", "gauge", "Connected clients.");
@@ -114,14 +117,16 @@ void print_prometheus(const struct npf_status *st, const struct npf_region_stats
 		printf(" %llu\n", (unsigned long long)sf[i].stats.length);
 	}
 	for (c = 0; c < sizeof(prom_region_counters) / sizeof(prom_region_counters[0]); c++) {
-		prom_family(prom_region_counters[c].metric, "counter", prom_region_counters[c].help);
+		prom_family(prom_region_counters[c].metric, "counter",
+			    prom_region_counters[c].help);
 		for (i = 0; i < n; i++) {
 			const char *base = (const char *)&sf[i].stats;
 
 			printf("%s", prom_region_counters[c].metric);
 			prom_labels(&r[i], NULL);
 			printf(" %llu\n",
-			       (unsigned long long)*(const __u64 *)(base + prom_region_counters[c].off));
+			       (unsigned long long)*(const __u64 *)(base +
+								    prom_region_counters[c].off));
 		}
 	}
 

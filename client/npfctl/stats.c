@@ -131,8 +131,8 @@ static int do_stats_show(int argc, char **argv)
 
 	if (argc > 0) {
 		if (strcmp(argv[0], "region"))
-			return usage_error("stats show: unexpected argument '%s' (want 'region ID')",
-					   argv[0]);
+			return usage_error(
+				"stats show: unexpected argument '%s' (want 'region ID')", argv[0]);
 		if (argc < 2)
 			return usage_error("stats show region: missing region ID");
 		if (parse_region_id(argv[1], &id))

@@ -105,8 +105,9 @@ static void top_frame(const struct top_sample *a, const struct top_sample *b)
 		   (double)(b->st.faults_resolved - a->st.faults_resolved) / dt);
 	print_u64("iommu_faults", "  iommu faults %llu", b->st.iommu_faults);
 	print_u64("records_dropped", "  dropped %llu\n\n", b->st.records_dropped);
-	print_string(NULL, "%s\n",
-		     "ID     PID      NAME             CPU/s    UFFD/s   PAGES/s  READ/s   MEAN     P50      P99");
+	print_string(
+		NULL, "%s\n",
+		"ID     PID      NAME             CPU/s    UFFD/s   PAGES/s  READ/s   MEAN     P50      P99");
 	open_json_array("per_region");
 	for (i = 0; i < b->n; i++) {
 		const struct npf_region_stats *s = &b->sf[i].stats;
@@ -130,12 +131,14 @@ static void top_frame(const struct top_sample *a, const struct top_sample *b)
 		print_u64("id", "%-6llu ", s->region_id);
 		print_u64("pid", "%-8llu ", s->tgid);
 		print_string("name", "%-16.16s ", is_json_context() || *name ? name : "-");
-		print_rate("cpu_faults_per_s", "%-8s ", (double)(s->cpu_faults - p->cpu_faults) / dt);
+		print_rate("cpu_faults_per_s", "%-8s ",
+			   (double)(s->cpu_faults - p->cpu_faults) / dt);
 		print_rate("uffd_faults_per_s", "%-8s ",
 			   (double)(s->uffd_faults - p->uffd_faults) / dt);
 		print_rate("pages_per_s", "%-8s ",
 			   (double)(s->pages_zeroed + s->pages_copied - p->pages_zeroed -
-				    p->pages_copied) / dt);
+				    p->pages_copied) /
+				   dt);
 		print_rate("bytes_read_per_s", "%-8s ",
 			   (double)(s->bytes_read - p->bytes_read) / dt);
 		print_u64("latency_samples", NULL, samples);

@@ -17,10 +17,10 @@
 #include <sys/socket.h>
 #include "wire_check.h"
 
-#define REFUSED_SAYS_WHY(rc, err) \
-	do { \
-		if ((rc) && (!memchr((err), '\0', sizeof(err)) || !(err)[0])) \
-			abort(); \
+#define REFUSED_SAYS_WHY(rc, err)                                                                  \
+	do {                                                                                       \
+		if ((rc) && (!memchr((err), '\0', sizeof(err)) || !(err)[0]))                      \
+			abort();                                                                   \
 	} while (0)
 
 static void check_region(const void *body, int nfds)

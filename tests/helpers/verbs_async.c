@@ -88,7 +88,8 @@ static void ep_open(struct ep *e, const char *name)
 	e->buf = mmap(NULL, BUF, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	TH_ASSERT(e->buf != MAP_FAILED, "mmap");
 	e->mr = ibv_reg_mr(e->pd, e->buf, BUF,
-			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				   IBV_ACCESS_REMOTE_READ);
 	TH_ASSERT(e->mr, "%s: reg_mr: %s", name, strerror(errno));
 }
 
@@ -120,8 +121,9 @@ static void rts(struct ibv_qp *qp)
 				.max_rd_atomic = 1};
 
 	TH_ASSERT(!ibv_modify_qp(qp, &a,
-				 IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-					 IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC),
+				 IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+					 IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+					 IBV_QP_MAX_QP_RD_ATOMIC),
 		  "QP %u: RTS failed", qp->qp_num);
 }
 
@@ -181,8 +183,7 @@ static int get_event(struct ibv_context *ctx, int ms, struct ibv_async_event *ev
 	TH_ASSERT(r >= 0, "poll on the async fd: %s", strerror(errno));
 	if (!r)
 		return 0;
-	TH_ASSERT(!ibv_get_async_event(ctx, ev), "ibv_get_async_event failed: %s",
-		  strerror(errno));
+	TH_ASSERT(!ibv_get_async_event(ctx, ev), "ibv_get_async_event failed: %s", strerror(errno));
 	return 1;
 }
 
@@ -348,14 +349,16 @@ int main(void)
 	wc = wait_wc(a.cq, 10, "WRITE with a bad rkey");
 	TH_ASSERT(wc.wr_id == 12 && wc.status == IBV_WC_REM_ACCESS_ERR,
 		  "WRITE with a bad rkey: %s, want REM_ACCESS_ERR", ibv_wc_status_str(wc.status));
-	ev = expect_qp_event(b.ctx, IBV_EVENT_QP_ACCESS_ERR, qb, "peer WRITE with a bad rkey", false);
+	ev = expect_qp_event(b.ctx, IBV_EVENT_QP_ACCESS_ERR, qb, "peer WRITE with a bad rkey",
+			     false);
 	TH_ASSERT(qp_state(qb) == IBV_QPS_ERR, "the responder is not in ERR");
 	expect_none(a.ctx, 300, "requester of the bad WRITE (its error is in the completion)");
 	/* destroy waits for the acknowledgement of the event it read */
 	destroy_target = qb;
 	TH_ASSERT(!pthread_create(&th, NULL, destroy_thread, NULL), "pthread_create");
 	usleep(300000);
-	TH_ASSERT(destroy_ret == -1, "ibv_destroy_qp returned before the event read was acknowledged");
+	TH_ASSERT(destroy_ret == -1,
+		  "ibv_destroy_qp returned before the event read was acknowledged");
 	ibv_ack_async_event(&ev);
 	t0 = now_s();
 	while (destroy_ret == -1 && now_s() < t0 + 5)

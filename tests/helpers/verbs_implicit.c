@@ -79,8 +79,9 @@ static void connect_qp(struct ibv_qp *qp, const union ibv_gid *dgid, uint32_t dq
 	a.rnr_retry = 7;
 	a.max_rd_atomic = 1;
 	TH_ASSERT(!ibv_modify_qp(qp, &a,
-				 IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-					 IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC),
+				 IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+					 IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+					 IBV_QP_MAX_QP_RD_ATOMIC),
 		  "RTS failed");
 }
 
@@ -174,8 +175,8 @@ int main(void)
 	/* a WRITE through it where nothing is mapped: refused as outside an MR */
 	wc = rdma(qa, qa_cq, IBV_WR_RDMA_WRITE, abuf, amr->lkey, hole, imr->rkey,
 		  "WRITE to no mapping");
-	TH_ASSERT(wc.status == IBV_WC_REM_ACCESS_ERR, "WRITE to no mapping: %s, want REM_ACCESS_ERR",
-		  ibv_wc_status_str(wc.status));
+	TH_ASSERT(wc.status == IBV_WC_REM_ACCESS_ERR,
+		  "WRITE to no mapping: %s, want REM_ACCESS_ERR", ibv_wc_status_str(wc.status));
 	printf("WRITE through the implicit rkey to no mapping: REM_ACCESS_ERR\n");
 
 	TH_ASSERT(!ibv_destroy_qp(qa) && !ibv_destroy_qp(qb), "destroy_qp");
