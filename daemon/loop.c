@@ -237,6 +237,7 @@ int loop_run(void)
 		resolve_flush();
 		device_flush();
 		mmwatch_flush();
+		mmwatch_tick();
 		control_flush();
 	}
 	return 0;

@@ -33,6 +33,7 @@
 #include <unistd.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "npfd.h"
@@ -56,6 +57,17 @@ static __u64 raced;	 /* frames freed before the BPF side could see them */
 static __u64 sweeps;	 /* regions swept for pages unmapped but not yet freed */
 static __u64 superseded; /* records for pages discarded or mapped again since */
 static __u64 handled[NPF_MM_NR_EVENTS];
+/*
+ * The ring's positions and data, mapped read-only (the kernel's layout of a
+ * BPF ring buffer: consumer page, producer page, data mapped twice), to see
+ * a committed record npfd was not woken for (mmwatch_tick).
+ */
+static const volatile unsigned long *ring_cons, *ring_prod;
+static const char *ring_data;
+static size_t ring_size, ring_prod_len;
+static unsigned long stall_pos = ~0UL;
+static __u64 stall_since, stalls;
+static __u64 rereads; /* records committed as a read of the ring stopped, read at once */
 /*
  * The shared zero page (UFFDIO_ZEROPAGE maps it for read faults): never
  * freed nor moved, mapped by any number of pages; not tracked.
@@ -437,11 +449,56 @@ static void check_lost(void)
 	}
 }
 
+static __u64 now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__u64)ts.tv_sec * 1000 + (__u64)ts.tv_nsec / 1000000;
+}
+
+/* Is a committed record waiting at the consumer position? */
+static bool ring_record_waiting(unsigned long *pos)
+{
+	unsigned long c, p;
+	__u32 len;
+
+	if (!ring_cons)
+		return false;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	c = *ring_cons;
+	p = *ring_prod;
+	if (c == p)
+		return false;
+	len = __atomic_load_n((const __u32 *)(ring_data + (c & (ring_size - 1))),
+			      __ATOMIC_ACQUIRE);
+	*pos = c;
+	return !(len & BPF_RINGBUF_BUSY_BIT);
+}
+
+/*
+ * The ring wakes npfd only for a record committed at the position npfd has
+ * consumed to (adaptive notification). libbpf's ring_buffer__consume()
+ * stores that position and then reads the next record's header with no
+ * full barrier between: a record committed just then can read the old
+ * position (no wakeup) while the consume sees it still busy (not read).
+ * Nothing wakes npfd for it, nor for any record after it, since the
+ * position it consumed to never moves again. So after each read: a full
+ * fence, and read again while a committed record waits; a record still
+ * busy after the fence sees the stored position when it commits, and
+ * wakes npfd.
+ */
 static void mm_ring_ready(void *arg)
 {
+	unsigned long pos;
+
 	if (!rb)
 		return;
 	ring_buffer__consume(rb);
+	while (ring_record_waiting(&pos)) {
+		rereads++;
+		ring_buffer__consume(rb);
+	}
 	invalidate_doomed();
 	check_lost();
 	/* Invalidations are posted; wake whoever waits (device_flush runs after the loop). */
@@ -564,6 +621,37 @@ fail:
 	swapin_buf = NULL;
 }
 
+/*
+ * Once per loop pass (the loop wakes at least every 200 ms): a committed
+ * record left waiting at the same position for over 100 ms means its
+ * wakeup was lost, whatever lost it (mm_ring_ready closes the one race
+ * known); after one lost wakeup none comes again, so count it, say so,
+ * and read the ring. Costs a fence and three loads per pass.
+ */
+void mmwatch_tick(void)
+{
+	unsigned long pos;
+	__u64 now;
+
+	if (!rb || !ring_record_waiting(&pos)) {
+		stall_pos = ~0UL;
+		return;
+	}
+	now = now_ms();
+	if (pos != stall_pos) {
+		stall_pos = pos;
+		stall_since = now;
+		return;
+	}
+	if (now - stall_since < 100)
+		return;
+	stalls++;
+	pr_warn("mm watch: records waited %llu ms in the ring with no wakeup: reading them now",
+		(unsigned long long)(now - stall_since));
+	stall_pos = ~0UL;
+	mm_ring_ready(NULL);
+}
+
 /* With the watch: reads in flight are cancelled (io_uring_queue_exit), their descriptors closed. */
 static void swapin_exit(void)
 {
@@ -603,6 +691,13 @@ static void unload(void)
 	rb_src = -1;
 	ring_buffer__free(rb);
 	rb = NULL;
+	if (ring_cons)
+		munmap((void *)ring_cons, (size_t)sysconf(_SC_PAGESIZE));
+	if (ring_prod)
+		munmap((void *)ring_prod, ring_prod_len);
+	ring_cons = ring_prod = NULL;
+	ring_data = NULL;
+	stall_pos = ~0UL;
 	npf_mm_bpf__destroy(skel);
 	skel = NULL;
 	lost_seen = 0;
@@ -651,6 +746,29 @@ static int load(void)
 		err = rb_src;
 		goto fail;
 	}
+	{
+		int fd = bpf_map__fd(skel->maps.npf_mm_events);
+		long pg = sysconf(_SC_PAGESIZE);
+		void *c, *p;
+
+		ring_size = bpf_map__max_entries(skel->maps.npf_mm_events);
+		ring_prod_len = (size_t)pg + 2 * ring_size;
+		c = mmap(NULL, (size_t)pg, PROT_READ, MAP_SHARED, fd, 0);
+		p = mmap(NULL, ring_prod_len, PROT_READ, MAP_SHARED, fd, pg);
+		if (c == MAP_FAILED || p == MAP_FAILED) {
+			/* The ring still works on wakeups; only the stall check is off. */
+			pr_warn("mm watch: cannot map the ring's positions (%s): a lost wakeup goes unnoticed",
+				strerror(errno));
+			if (c != MAP_FAILED)
+				munmap(c, (size_t)pg);
+			if (p != MAP_FAILED)
+				munmap(p, ring_prod_len);
+		} else {
+			ring_cons = c;
+			ring_prod = p;
+			ring_data = (const char *)p + pg;
+		}
+	}
 	if (!swapin_ok)
 		swapin_init();
 	if (!zero_pfn)
@@ -693,12 +811,20 @@ void mmwatch_device_detached(void)
 	if (!nr_devices || --nr_devices)
 		return;
 	if (skel) {
+		__u64 before = handled[NPF_MM_PAGE_FREE] + handled[NPF_MM_SWAP_WRITE] +
+			       handled[NPF_MM_KSM_MERGE];
+
 		mm_ring_ready(NULL);
-		pr_info("mm watch detached: %llu page frees, %llu swap-outs, %llu KSM merges reported (%llu of them for pages discarded or mapped again since); %llu sweeps; %llu pages swapped in to be tracked, %llu mapped untracked, %llu raced",
+		/* Records read only now sat in the ring without waking npfd. */
+		pr_info("mm watch detached: %llu page frees, %llu swap-outs, %llu KSM merges reported (%llu of them for pages discarded or mapped again since; %llu read only at detach; %llu read again as a read stopped, %llu after a lost wakeup); %llu sweeps; %llu pages swapped in to be tracked, %llu mapped untracked, %llu raced",
 			(unsigned long long)handled[NPF_MM_PAGE_FREE],
 			(unsigned long long)handled[NPF_MM_SWAP_WRITE],
 			(unsigned long long)handled[NPF_MM_KSM_MERGE],
-			(unsigned long long)superseded, (unsigned long long)sweeps,
+			(unsigned long long)superseded,
+			(unsigned long long)(handled[NPF_MM_PAGE_FREE] + handled[NPF_MM_SWAP_WRITE] +
+					     handled[NPF_MM_KSM_MERGE] - before),
+			(unsigned long long)rereads, (unsigned long long)stalls,
+			(unsigned long long)sweeps,
 			(unsigned long long)swapins, (unsigned long long)untracked,
 			(unsigned long long)raced);
 	}

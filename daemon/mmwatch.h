@@ -17,6 +17,8 @@ void mmwatch_device_detached(void);
 void mmwatch_mapped(struct npfd_region *r, __u64 va, __u64 npages);
 /* End of a loop pass: track the frames of the entries mapped during it. */
 void mmwatch_flush(void);
+/* Once per loop pass: read the ring if a record waits there without a wakeup. */
+void mmwatch_tick(void);
 void mmwatch_close(void);
 
 #endif
