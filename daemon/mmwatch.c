@@ -470,8 +470,7 @@ static bool ring_record_waiting(unsigned long *pos)
 	p = *ring_prod;
 	if (c == p)
 		return false;
-	len = __atomic_load_n((const __u32 *)(ring_data + (c & (ring_size - 1))),
-			      __ATOMIC_ACQUIRE);
+	len = __atomic_load_n((const __u32 *)(ring_data + (c & (ring_size - 1))), __ATOMIC_ACQUIRE);
 	*pos = c;
 	return !(len & BPF_RINGBUF_BUSY_BIT);
 }
@@ -821,12 +820,12 @@ void mmwatch_device_detached(void)
 			(unsigned long long)handled[NPF_MM_SWAP_WRITE],
 			(unsigned long long)handled[NPF_MM_KSM_MERGE],
 			(unsigned long long)superseded,
-			(unsigned long long)(handled[NPF_MM_PAGE_FREE] + handled[NPF_MM_SWAP_WRITE] +
+			(unsigned long long)(handled[NPF_MM_PAGE_FREE] +
+					     handled[NPF_MM_SWAP_WRITE] +
 					     handled[NPF_MM_KSM_MERGE] - before),
 			(unsigned long long)rereads, (unsigned long long)stalls,
-			(unsigned long long)sweeps,
-			(unsigned long long)swapins, (unsigned long long)untracked,
-			(unsigned long long)raced);
+			(unsigned long long)sweeps, (unsigned long long)swapins,
+			(unsigned long long)untracked, (unsigned long long)raced);
 	}
 	unload();
 }
