@@ -221,7 +221,13 @@ VERBS_PABI   := 34
 VERBS_PROV   := $(O)/lib/libnpfverbs-rdmav$(VERBS_PABI).so
 VERBS_PRELOAD := $(O)/lib/libnpfverbs-preload.so
 VERBS_OK     := $(O)/gen/verbs-abi-$(VERBS_PABI).ok
-VERBS_PIC    := $(patsubst %.c,$(O)/obj/pic/%.o,$(NIC_SRCS) verbs/npf_verbs.c)
+VERBS_PIC    := $(patsubst %.c,$(O)/obj/pic/%.o,$(NIC_SRCS) verbs/npf_verbs.c $(LIB_SRCS))
+# The provider and the preload library are loaded into other programs
+# (Debian's ibv_* and perftest binaries), and the verbs test helpers run with
+# the preload library first (npf-run's LD_PRELOAD): all built without
+# sanitizers even in make check-sanitize, whose runtime must be first in a
+# process.
+PLUGIN_CFLAGS := $(filter-out -fsanitize%,$(CFLAGS))
 
 # `make` builds verbs/ when the installed libibverbs has the provider ABI it
 # is written for, and otherwise says why and goes on without it (its tests
@@ -243,7 +249,7 @@ $(O)/bin/npf-bench-perftest_odp: bench/perftest_odp.sh
 $(O)/tests/helpers/%: tests/helpers/%.c $(VERBS_OK) | $(DEPS_STAMP)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) $(NPF_CFLAGS) $(CFLAGS) -o $@ $< -libverbs -lpthread
+	$(Q)$(CC) $(NPF_CFLAGS) $(PLUGIN_CFLAGS) -o $@ $< -libverbs -lpthread
 
 $(VERBS_OK): scripts/verbs-abi.sh | $(DEPS_STAMP)
 	$(Q)mkdir -p $(dir $@)
@@ -253,18 +259,18 @@ $(VERBS_OK): scripts/verbs-abi.sh | $(DEPS_STAMP)
 $(O)/obj/pic/%.o: %.c $(VERBS_OK) | $(DEPS_STAMP)
 	$(call msg,CC-PIC,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) $(NPF_CFLAGS) $(CFLAGS) -fPIC -c $< -o $@
+	$(Q)$(CC) $(NPF_CFLAGS) $(PLUGIN_CFLAGS) -fPIC -c $< -o $@
 
-$(VERBS_PROV): $(VERBS_PIC) $(LIB_OBJS) verbs/npf_verbs.map
+$(VERBS_PROV): $(VERBS_PIC) verbs/npf_verbs.map
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) -shared -Wl,--version-script=verbs/npf_verbs.map -Wl,-z,defs -o $@ \
-		$(VERBS_PIC) $(LIB_OBJS) -libverbs -lpthread
+		$(VERBS_PIC) -libverbs -lpthread
 
 $(VERBS_PRELOAD): verbs/npf_verbs_preload.c | $(DEPS_STAMP)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) $(NPF_CFLAGS) $(CFLAGS) -fPIC -shared -o $@ $< -ldl
+	$(Q)$(CC) $(NPF_CFLAGS) $(PLUGIN_CFLAGS) -fPIC -shared -o $@ $< -ldl
 
 $(O)/bin/npf-run: verbs/npf-run.sh
 	$(call msg,GEN,$@)
