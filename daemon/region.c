@@ -376,9 +376,10 @@ static int adopt_uffd(struct npfd_client *c, int uffd, ino_t ino, char *err, siz
 static int check_backing(int fd, __u64 off, __u64 len, char *err, size_t errlen)
 {
 	int mode = fcntl(fd, F_GETFL);
+	/* page-aligned, as an O_DIRECT descriptor needs its buffer (npfd is one thread) */
+	static char page[NPF_PAGE_SIZE] __attribute__((aligned(NPF_PAGE_SIZE)));
 	__u64 end;
 	struct stat st;
-	char byte;
 
 	if (__builtin_add_overflow(off, len, &end) || end > (__u64)INT64_MAX)
 		return refuse(err, errlen, EOVERFLOW,
@@ -406,11 +407,13 @@ static int check_backing(int fd, __u64 off, __u64 len, char *err, size_t errlen)
 			(long long)st.st_size, (unsigned long long)end, (unsigned long long)off,
 			(unsigned long long)len);
 	errno = 0;
-	if (pread(fd, &byte, 1, (off_t)(end - 1)) != 1)
+	/* The whole last page: off and len are page-aligned, so O_DIRECT can read it too. */
+	if (pread(fd, page, NPF_PAGE_SIZE, (off_t)(end - NPF_PAGE_SIZE)) != NPF_PAGE_SIZE)
 		return refuse(
 			err, errlen, EIO,
-			"cannot read the backing file's last byte of the region (offset %llu): %s",
-			(unsigned long long)(end - 1), errno ? strerror(errno) : "end of file");
+			"cannot read the backing file's last page of the region (offset %llu): %s",
+			(unsigned long long)(end - NPF_PAGE_SIZE),
+			errno ? strerror(errno) : "end of file");
 	return 0;
 }
 

@@ -100,8 +100,8 @@ int main(void)
 	struct npf_region_stats_full *rs;
 	struct th_npfd d;
 	struct npf_client *c;
-	char path[128], *m1, *m2;
-	int fd, id1, id2;
+	char path[128], *m1, *m2, *m3;
+	int fd, dfd, id1, id2, id3;
 	size_t n;
 
 	th_npfd_start(&d, NULL);
@@ -138,6 +138,18 @@ int main(void)
 		  "region at 3 pages, its head unmapped (warm)");
 	printf("every byte of %lu + %lu pages read from file offsets 0x%llx and 0x%llx\n", NPG - 4,
 	       NPG, (unsigned long long)(OFF1 + 4 * PG), (unsigned long long)OFF2);
+
+	/*
+	 * An O_DIRECT descriptor (databases open their files so) backs a region
+	 * like any other: npfd's checks and reads must use aligned buffers.
+	 */
+	TH_ASSERT(!posix_fadvise(fd, (off_t)OFF2, NPG * PG, POSIX_FADV_DONTNEED), "fadvise: %s",
+		  strerror(errno));
+	dfd = open(path, O_RDONLY | O_DIRECT);
+	TH_ASSERT(dfd >= 0, "open %s O_DIRECT: %s", path, strerror(errno));
+	m3 = region(c, dfd, OFF2, "odirect", &id3);
+	touch_all(m3, OFF2, NPG, "region at 5 GiB through an O_DIRECT descriptor");
+	close(dfd);
 
 	TH_ASSERT(!npf_client__stats(c, (__u32)id2, &rs, &n) && n == 1, "stats of region %d", id2);
 	TH_ASSERT(rs[0].stats.pages_copied == NPG && rs[0].stats.bytes_read >= NPG * PG,
