@@ -55,12 +55,8 @@ static bool attempt(struct dv_conn *c, int uffd)
 			  dv_version(&d, i), v[i]);
 	}
 	got = dv_reply(c, 10, &st, NULL, 0, err, sizeof(err));
-	if (got == 1 && st == -ENOENT) {
-		printf("npfd read the UNMAP first (\"%s\"): again\n", err);
-		close(d.fd);
-		munmap(d.h, d.size);
+	if (dv_unmap_came_first(got, st, err, &d))
 		return false;
-	}
 	TH_ASSERT(got == 0, "the detach was answered (%d: %d %s) before the acknowledgement", got,
 		  st, err);
 	/* a loop blocked in the wait would answer after the 2 s deadline */
@@ -68,13 +64,8 @@ static bool attempt(struct dv_conn *c, int uffd)
 	printf("while the detach waits: another client answered in %.1f ms\n", dt);
 	while (th_now() - t0 < ACK_MS / 1e3) {
 		got = dv_reply(c, 10, &st, NULL, 0, err, sizeof(err));
-		if (got == 1 && st == -ENOENT) {
-			/* npfd read the UNMAP first, and answered late (load) */
-			printf("npfd read the UNMAP first (\"%s\", late): again\n", err);
-			close(d.fd);
-			munmap(d.h, d.size);
+		if (dv_unmap_came_first(got, st, err, &d))
 			return false;
-		}
 		TH_ASSERT(got == 0,
 			  "the detach was answered (%d: %d %s) before the acknowledgement", got, st,
 			  err);
@@ -83,13 +74,8 @@ static bool attempt(struct dv_conn *c, int uffd)
 	t_ack = th_now();
 	got = dv_reply(c, 1000, &st, NULL, 0, err, sizeof(err));
 	dv_expect_alive("once the device acknowledged");
-	if (got == 1 && st == -ENOENT) {
-		/* npfd read the UNMAP first, and answered more than 10 ms later (load) */
-		printf("npfd read the UNMAP first (\"%s\", late): again\n", err);
-		close(d.fd);
-		munmap(d.h, d.size);
+	if (dv_unmap_came_first(got, st, err, &d))
 		return false;
-	}
 	TH_ASSERT(got == 1 && !st, "detach: %d %d %s", got, st, err);
 	printf("detach answered %.1f ms after the acknowledgement\n", (th_now() - t_ack) * 1e3);
 	/* well before the 2 s deadline: answered on the acknowledgement, not at the deadline */

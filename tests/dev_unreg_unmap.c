@@ -60,12 +60,8 @@ static bool attempt(struct dv_conn *c, int uffd)
 			  "entry %llu: version %u, was %u", (unsigned long long)i,
 			  dv_version(&d, i), v[i]);
 	}
-	if (got == 1 && st == -ENOENT) {
-		printf("npfd read the UNMAP first (\"%s\"): again\n", err);
-		close(d.fd);
-		munmap(d.h, d.size);
+	if (dv_unmap_came_first(got, st, err, &d))
 		return false;
-	}
 	TH_ASSERT(got == 0,
 		  "the unregistration was answered (%d: %d %s) before the device acknowledged", got,
 		  st, err);
@@ -77,13 +73,8 @@ static bool attempt(struct dv_conn *c, int uffd)
 	got = dv_reply(c, 1000, &st, NULL, 0, err, sizeof(err));
 	dv_expect_alive("once the device acknowledged");
 	TH_ASSERT(got == 1, "no answer within 1 s of the acknowledgement (%d)", got);
-	if (st == -ENOENT) {
-		/* npfd read the UNMAP first, and answered more than 100 ms later (load) */
-		printf("npfd read the UNMAP first (\"%s\", late): again\n", err);
-		close(d.fd);
-		munmap(d.h, d.size);
+	if (dv_unmap_came_first(got, st, err, &d))
 		return false;
-	}
 	TH_ASSERT(!st, "unregister: %d %s", st, err);
 	printf("unregistration answered %.1f ms after the device's acknowledgement\n",
 	       (th_now() - t_ack) * 1e3);
