@@ -541,46 +541,33 @@ static void do_stats(struct reply *rp, __u32 id)
 		reply_error(rp, -ENOENT, "no region %u", id);
 }
 
-static void emit_device(const struct npf_device_info *info, void *arg)
+/* One item of a list reply (devices, policies, ...), unless the reply already failed. */
+static void emit_item(struct reply *rp, const void *item, size_t size, const char *what)
 {
-	struct reply *rp = arg;
-	struct npf_device_info *out;
+	void *out;
 
 	if (rp->body->status)
 		return;
-	out = reply_item(rp, sizeof(*out));
+	out = reply_item(rp, size);
 	if (!out)
-		reply_error(rp, -E2BIG, "too many devices for one reply");
+		reply_error(rp, -E2BIG, "too many %s for one reply", what);
 	else
-		*out = *info;
+		memcpy(out, item, size);
+}
+
+static void emit_device(const struct npf_device_info *info, void *arg)
+{
+	emit_item(arg, info, sizeof(*info), "devices");
 }
 
 static void emit_health(const struct npf_policy_health *h, void *arg)
 {
-	struct reply *rp = arg;
-	struct npf_policy_health *out;
-
-	if (rp->body->status)
-		return;
-	out = reply_item(rp, sizeof(*out));
-	if (!out)
-		reply_error(rp, -E2BIG, "too many policies for one reply");
-	else
-		*out = *h;
+	emit_item(arg, h, sizeof(*h), "policies");
 }
 
 static void emit_policy(const struct npf_policy_status *st, void *arg)
 {
-	struct reply *rp = arg;
-	struct npf_policy_status *out;
-
-	if (rp->body->status)
-		return;
-	out = reply_item(rp, sizeof(*out));
-	if (!out)
-		reply_error(rp, -E2BIG, "too many policies for one reply");
-	else
-		*out = *st;
+	emit_item(arg, st, sizeof(*st), "policies");
 }
 
 static void bad_message(struct npfd_client *c)
