@@ -30,6 +30,7 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 #include "../harness.h"
+#include "verbs_helper.h"
 
 struct ep {
 	struct ibv_context *ctx;
@@ -41,42 +42,6 @@ struct ep {
 };
 
 static const size_t BUF = 1 << 16;
-
-static struct ibv_context *open_dev(const char *name)
-{
-	struct ibv_device **l = ibv_get_device_list(NULL);
-	struct ibv_context *c = NULL;
-	int i;
-
-	TH_ASSERT(l, "ibv_get_device_list: %s", strerror(errno));
-	for (i = 0; l[i]; i++)
-		if (!strcmp(ibv_get_device_name(l[i]), name))
-			c = ibv_open_device(l[i]);
-	ibv_free_device_list(l);
-	TH_ASSERT(c, "cannot open %s: %s", name, strerror(errno));
-	return c;
-}
-
-static struct ibv_qp *new_qp(struct ep *e, struct ibv_cq *cq)
-{
-	struct ibv_qp_init_attr ia = {
-		.send_cq = cq,
-		.recv_cq = cq,
-		.qp_type = IBV_QPT_RC,
-		.cap = {.max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1}};
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
-				.port_num = 1,
-				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
-						   IBV_ACCESS_REMOTE_READ};
-	struct ibv_qp *qp = ibv_create_qp(e->pd, &ia);
-
-	TH_ASSERT(qp, "ibv_create_qp: %s", strerror(errno));
-	TH_ASSERT(!ibv_modify_qp(qp, &a,
-				 IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-					 IBV_QP_ACCESS_FLAGS),
-		  "modify_qp to INIT failed");
-	return qp;
-}
 
 static void ep_open(struct ep *e, const char *name)
 {
@@ -125,14 +90,6 @@ static void rts(struct ibv_qp *qp)
 					 IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
 					 IBV_QP_MAX_QP_RD_ATOMIC),
 		  "QP %u: RTS failed", qp->qp_num);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 static struct ibv_wc wait_wc(struct ibv_cq *cq, double secs, const char *what)
@@ -321,8 +278,8 @@ int main(void)
 	ep_open(&b, "npf1");
 
 	/* COMM_EST: the first SEND b's QP receives in RTR */
-	qa = new_qp(&a, a.cq);
-	qb = new_qp(&b, b.cq);
+	qa = new_qp(a.pd, a.cq);
+	qb = new_qp(b.pd, b.cq);
 	rtr(qb, &a.gid, qa->qp_num);
 	rtr(qa, &b.gid, qb->qp_num);
 	rts(qa);
@@ -369,8 +326,8 @@ int main(void)
 	printf("destroy_qp waited for the acknowledgement\n");
 
 	/* QP_REQ_ERR: an atomic (not implemented) at the expected PSN */
-	qa2 = new_qp(&a, a.cq);
-	qb2 = new_qp(&b, b.cq);
+	qa2 = new_qp(a.pd, a.cq);
+	qb2 = new_qp(b.pd, b.cq);
 	rtr(qa2, &b.gid, qb2->qp_num);
 	rts(qa2);
 	send_atomic(&b.gid, &a.gid, qa2->qp_num, 1000);
@@ -380,8 +337,8 @@ int main(void)
 	/* CQ_ERR and QP_FATAL: three signaled WRITEs into a CQ of one entry, nobody polling */
 	tiny = ibv_create_cq(a.ctx, 1, NULL, NULL, 0);
 	TH_ASSERT(tiny, "create_cq(1)");
-	qa3 = new_qp(&a, tiny);
-	qb3 = new_qp(&b, b.cq);
+	qa3 = new_qp(a.pd, tiny);
+	qb3 = new_qp(b.pd, b.cq);
 	rtr(qa3, &b.gid, qb3->qp_num);
 	rtr(qb3, &a.gid, qa3->qp_num);
 	rts(qa3);
@@ -398,8 +355,8 @@ int main(void)
 	TH_ASSERT(qp_state(qa3) == IBV_QPS_ERR, "the QP whose completion was lost is not in ERR");
 
 	/* an event nobody read when its QP is destroyed: discarded, never read later */
-	qa4 = new_qp(&a, a.cq);
-	qb4 = new_qp(&b, b.cq);
+	qa4 = new_qp(a.pd, a.cq);
+	qb4 = new_qp(b.pd, b.cq);
 	rtr(qa4, &b.gid, qb4->qp_num);
 	rtr(qb4, &a.gid, qa4->qp_num);
 	rts(qa4);

@@ -26,6 +26,7 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 #include "../harness.h"
+#include "verbs_helper.h"
 
 struct ep {
 	struct ibv_context *ctx;
@@ -39,50 +40,6 @@ struct ep {
 
 static const size_t BUF = 1 << 20;
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static struct ibv_context *open_dev(const char *name)
-{
-	struct ibv_device **l = ibv_get_device_list(NULL);
-	struct ibv_context *c = NULL;
-	int i;
-
-	TH_ASSERT(l, "ibv_get_device_list: %s", strerror(errno));
-	for (i = 0; l[i]; i++)
-		if (!strcmp(ibv_get_device_name(l[i]), name))
-			c = ibv_open_device(l[i]);
-	ibv_free_device_list(l);
-	TH_ASSERT(c, "cannot open %s: %s", name, strerror(errno));
-	return c;
-}
-
-static struct ibv_qp *new_qp(struct ep *e)
-{
-	struct ibv_qp_init_attr ia = {
-		.send_cq = e->cq,
-		.recv_cq = e->cq,
-		.qp_type = IBV_QPT_RC,
-		.cap = {.max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1}};
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
-				.port_num = 1,
-				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
-						   IBV_ACCESS_REMOTE_READ};
-	struct ibv_qp *qp = ibv_create_qp(e->pd, &ia);
-
-	TH_ASSERT(qp, "ibv_create_qp: %s", strerror(errno));
-	TH_ASSERT(!ibv_modify_qp(qp, &a,
-				 IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-					 IBV_QP_ACCESS_FLAGS),
-		  "modify_qp to INIT failed");
-	return qp;
-}
-
 static void ep_open(struct ep *e, const char *name)
 {
 	e->ctx = open_dev(name);
@@ -90,7 +47,7 @@ static void ep_open(struct ep *e, const char *name)
 	e->cq = ibv_create_cq(e->ctx, 64, NULL, NULL, 0);
 	TH_ASSERT(e->pd && e->cq, "%s: PD or CQ: %s", name, strerror(errno));
 	TH_ASSERT(!ibv_query_gid(e->ctx, 1, 0, &e->gid), "%s: ibv_query_gid failed", name);
-	e->qp = new_qp(e);
+	e->qp = new_qp(e->pd, e->cq);
 	e->buf = mmap(NULL, BUF, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	TH_ASSERT(e->buf != MAP_FAILED, "mmap");
 }
@@ -231,7 +188,7 @@ int main(void)
 
 	/* a GID nobody owns: retries run out */
 	TH_ASSERT(inet_pton_gid(nob, &nobody), "bad NOBODY_GID_ADDR");
-	lost = new_qp(&a);
+	lost = new_qp(a.pd, a.cq);
 	TH_ASSERT(!rtr_rts(lost, &nobody, 0x123), "connecting to a GID nobody owns was refused");
 	t0 = now_s();
 	post(lost, IBV_WR_SEND, a.buf, 64, a.mr->lkey, 0, 0, 2);

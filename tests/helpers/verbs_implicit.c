@@ -17,44 +17,9 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 #include "../harness.h"
+#include "verbs_helper.h"
 
 #define MSG (1u << 20)
-
-static struct ibv_context *open_dev(const char *name)
-{
-	struct ibv_device **l = ibv_get_device_list(NULL);
-	struct ibv_context *c = NULL;
-	int i;
-
-	TH_ASSERT(l, "ibv_get_device_list: %s", strerror(errno));
-	for (i = 0; l[i]; i++)
-		if (!strcmp(ibv_get_device_name(l[i]), name))
-			c = ibv_open_device(l[i]);
-	ibv_free_device_list(l);
-	TH_ASSERT(c, "cannot open %s: %s", name, strerror(errno));
-	return c;
-}
-
-static struct ibv_qp *new_qp(struct ibv_pd *pd, struct ibv_cq *cq)
-{
-	struct ibv_qp_init_attr ia = {
-		.send_cq = cq,
-		.recv_cq = cq,
-		.qp_type = IBV_QPT_RC,
-		.cap = {.max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1}};
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
-				.port_num = 1,
-				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
-						   IBV_ACCESS_REMOTE_READ};
-	struct ibv_qp *qp = ibv_create_qp(pd, &ia);
-
-	TH_ASSERT(qp, "ibv_create_qp: %s", strerror(errno));
-	TH_ASSERT(!ibv_modify_qp(qp, &a,
-				 IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-					 IBV_QP_ACCESS_FLAGS),
-		  "modify_qp to INIT failed");
-	return qp;
-}
 
 static void connect_qp(struct ibv_qp *qp, const union ibv_gid *dgid, uint32_t dqpn)
 {
@@ -83,14 +48,6 @@ static void connect_qp(struct ibv_qp *qp, const union ibv_gid *dgid, uint32_t dq
 					 IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
 					 IBV_QP_MAX_QP_RD_ATOMIC),
 		  "RTS failed");
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 static struct ibv_wc rdma(struct ibv_qp *qp, struct ibv_cq *cq, enum ibv_wr_opcode op, void *buf,
