@@ -15,6 +15,9 @@
 #                                drop out unnoticed) ...
 #   NPF_TESTS_ALLOW_SKIP="A B"   ... except for the tests named here, whose
 #                                feature the machine genuinely lacks
+# A test that leaves pinned BPF objects behind (/sys/fs/bpf/npf-test-PID of
+# a process that is gone: its npfd was killed and nobody removed them) fails,
+# and the runner removes them: tests must leave the host as they found it.
 set -u
 O=${O:-build}
 export NPF_BIN="$PWD/$O/bin"
@@ -48,8 +51,23 @@ else
 	done
 fi
 
+pins_root=/sys/fs/bpf
+pins_now() { ls -d "$pins_root"/npf-test-* 2>/dev/null; }
+
+# Pin directories that appeared during a test and whose process is gone.
+pins_left() {
+	pins_now | while read -r d; do
+		case " $1 " in *" $d "*) continue ;; esac
+		# the first number in the name is the pid (npf-test-PID, npf-test-PID-d, ...)
+		pid=$(echo "${d##*/}" | sed -n 's/^[^0-9]*\([0-9][0-9]*\).*/\1/p')
+		[ -n "$pid" ] && [ -d "/proc/$pid" ] && continue
+		echo "$d"
+	done
+}
+
 pass=0 fail=0 skip=0
 for t in $tests; do
+	before=$(pins_now | tr '\n' ' ')
 	name=$(basename "$t" .sh)
 	log="$logs/$name.log"
 	start=$(date +%s.%N)
@@ -60,6 +78,14 @@ for t in $tests; do
 	rc=$?
 	secs=$(awk "BEGIN { print $(date +%s.%N) - $start }")
 	why=""
+	left=$(pins_left "$before" | tr '\n' ' ')
+	if [ -n "$left" ]; then
+		for d in $left; do rm -f "$d"/* 2>/dev/null; rmdir "$d" 2>/dev/null; done
+		if [ $rc -eq 0 ]; then
+			echo "runner: the test left pinned BPF objects behind: $left(removed)" >>"$log"
+			rc=79
+		fi
+	fi
 	if [ $rc -eq 77 ]; then
 		why=$(tail -n 1 "$log")
 		why=${why#SKIP: }
@@ -76,6 +102,7 @@ for t in $tests; do
 		fail=$((fail + 1))
 		if [ $rc -eq 78 ]; then why="skipped, and NPF_TESTS_NO_SKIP=1 allows no skip (not in NPF_TESTS_ALLOW_SKIP): $why"
 		elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then why="timed out after ${limit}s"
+		elif [ $rc -eq 79 ]; then why="left pinned BPF objects in $pins_root: $left"
 		else why="exit $rc"; fi
 		printf 'FAIL  %-28s %s\n' "$name" "$why"
 		sed 's/^/    | /' "$log" | tail -n 60
