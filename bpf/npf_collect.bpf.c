@@ -28,6 +28,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 #include "npf_abi.h"
 #include "npf_nic_abi.h"
 
@@ -35,6 +36,14 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* Set by npfd before load. */
 const volatile __u32 npf_ringbuf_wakeup_bytes = 64 * 1024;
+/*
+ * The inode of npfd's pid namespace (/proc/self/ns/pid), set by npfd before
+ * load when that is not the machine's initial one (npfd in a container, or
+ * under a systemd in its own namespace): npfd names processes by their pids
+ * there, bpf_get_current_pid_tgid() by the initial namespace's. 0: the two
+ * agree.
+ */
+const volatile __u32 npf_pidns_ino = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -122,6 +131,50 @@ static __always_inline struct npf_policy_ctx *policy_ctx(void)
 	if (pc)
 		__builtin_memset(pc, 0, sizeof(*pc));
 	return pc;
+}
+
+/*
+ * The number of struct pid p in npfd's pid namespace, as the kernel's
+ * pid_nr_ns() finds it: p->numbers[level] for the level of npfd's
+ * namespace, if p reaches that deep and that entry is npfd's namespace.
+ * The levels are scanned from p's own (a client in npfd's namespace: the
+ * first) down. 0 when npfd cannot see p.
+ */
+static __always_inline __u32 pid_in_npfd_ns(struct pid *p)
+{
+	unsigned int level, k, i;
+	struct upid up;
+
+	if (!p)
+		return 0;
+	level = BPF_CORE_READ(p, level);
+	for (k = 0; k < 33; k++) { /* MAX_PID_NS_LEVEL is 32 */
+		if (k > level)
+			break;
+		i = level - k;
+		if (bpf_probe_read_kernel(&up, sizeof(up), &p->numbers[i]))
+			return 0;
+		if (up.ns && BPF_CORE_READ(up.ns, ns.inum) == npf_pidns_ino)
+			return (__u32)up.nr;
+	}
+	return 0;
+}
+
+/*
+ * The current thread's tgid << 32 | tid as npfd names them (npf_procs'
+ * keys, records' tgid and tid); 0 when npfd's namespace cannot see it.
+ */
+static __always_inline __u64 current_ids(void)
+{
+	struct task_struct *t;
+	__u32 tgid, tid;
+
+	if (!npf_pidns_ino)
+		return bpf_get_current_pid_tgid();
+	t = (struct task_struct *)bpf_get_current_task();
+	tgid = pid_in_npfd_ns(BPF_CORE_READ(t, group_leader, thread_pid));
+	tid = pid_in_npfd_ns(BPF_CORE_READ(t, thread_pid));
+	return tgid && tid ? (__u64)tgid << 32 | tid : 0;
 }
 
 /* Is there a policy to call? Without one a fault is submitted once, with the built-in decision. */
@@ -217,7 +270,7 @@ static __always_inline void fill_region(struct npf_policy_ctx *pc, const struct 
 SEC("tp/exceptions/page_fault_user")
 int npf_cpu_fault(struct page_fault_user_args *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = current_ids();
 	__u32 tgid = id >> 32;
 	struct npf_proc_ranges *pr;
 	const struct npf_range *r;
@@ -311,7 +364,7 @@ int npf_cpu_policy(struct npf_cpu_policy_args *in)
 SEC("uprobe")
 int BPF_KPROBE(npf_nic_fault, const struct npf_page_request *ureq)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = current_ids();
 	__u32 tgid = id >> 32;
 	struct npf_page_request req;
 	struct npf_proc_ranges *pr;

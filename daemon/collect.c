@@ -344,6 +344,32 @@ static void unpin_maps(void)
 	pin_dir_fd = -1;
 }
 
+/* The initial pid namespace's inode (PROC_PID_INIT_INO, include/linux/proc_ns.h). */
+#define PID_NS_INIT_INO 0xEFFFFFFCU
+
+/*
+ * npfd names processes by the pids of its own pid namespace (SO_PEERCRED,
+ * /proc); in a namespace of its own (a container, a systemd in a namespace)
+ * those are not the kernel's initial-namespace pids the collectors see, and
+ * a device's page requests would find no process: tell the collectors
+ * which namespace to number them in (bpf/npf_collect.bpf.c, current_ids()).
+ */
+static void set_pidns(struct npf_collect_bpf *s)
+{
+	struct stat st;
+
+	if (stat("/proc/self/ns/pid", &st)) {
+		pr_warn("cannot read npfd's pid namespace (/proc/self/ns/pid: %s): assuming the machine's; in another one devices' page requests would go unanswered",
+			strerror(errno));
+		return;
+	}
+	if (st.st_ino == PID_NS_INIT_INO)
+		return;
+	s->rodata->npf_pidns_ino = (__u32)st.st_ino;
+	pr_info("npfd runs in pid namespace %llu: the collectors name processes by its pids",
+		(unsigned long long)st.st_ino);
+}
+
 int collect_open(const char *bpffs)
 {
 	struct npf_info info = {
@@ -366,6 +392,7 @@ int collect_open(const char *bpffs)
 		pr_err("cannot open the BPF collectors: %s", strerror(errno));
 		return -errno;
 	}
+	set_pidns(skel);
 	/* Not attached: npfd runs it (bpf/npf_collect.bpf.c says why it is in SEC("tracepoint")). */
 	bpf_program__set_type(skel->progs.npf_cpu_policy, BPF_PROG_TYPE_RAW_TRACEPOINT);
 	bpf_program__set_autoattach(skel->progs.npf_cpu_policy, false);
