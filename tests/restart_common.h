@@ -8,7 +8,10 @@
  * registration; each thread owns the pages p with p % RS_THREADS == its
  * index, so it knows what each should hold: a file page its words
  * (rs_word()), an anonymous page zeros on first touch and, once the thread
- * has written its mark there, the mark.
+ * has written its mark there, the mark. It also knows which of its pages
+ * are absent (never touched, or dropped since): a touch of one is a fault
+ * npfd must serve, counted in faults[] -- each such touch that returns
+ * with the right bytes is a fault served.
  */
 #ifndef NPF_TEST_RESTART_COMMON_H
 #define NPF_TEST_RESTART_COMMON_H
@@ -159,8 +162,10 @@ struct rs_work {
 	uint64_t len; /* of each region */
 	char *file_mem, *anon_mem;
 	uint8_t *anon_marked; /* per page: the owner wrote its mark */
+	uint8_t *file_present, *anon_present; /* per page: touched and not dropped since */
 	volatile int stop;
 	uint64_t touches[RS_THREADS];
+	uint64_t faults[RS_THREADS]; /* touches of absent pages: faults served */
 	int file_fd;
 	pthread_t th[RS_THREADS];
 };
@@ -211,6 +216,10 @@ static inline void *rs_thread(void *arg)
 		if (p >= pages)
 			continue;
 		pg = (const uint64_t *)(w->file_mem + p * 4096);
+		if (!w->file_present[p]) {
+			__atomic_fetch_add(&w->faults[me], 1, __ATOMIC_RELAXED);
+			w->file_present[p] = 1;
+		}
 		/*
 		 * Half the touches write first (the file's own word back): a write
 		 * fault must be served from the file too, never with zeros.
@@ -224,9 +233,11 @@ static inline void *rs_thread(void *arg)
 					(unsigned long long)pg[i],
 					(unsigned long long)rs_word(p, i));
 		/* drop it now and then: its next touch faults again (a REMOVE event first) */
-		if (!(seed & (3ULL << 20)))
+		if (!(seed & (3ULL << 20))) {
 			TH_ASSERT(!madvise((char *)pg, 4096, MADV_DONTNEED), "madvise: %s",
 				  strerror(errno));
+			w->file_present[p] = 0;
+		}
 
 		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
 		p = (seed >> 33) % pages;
@@ -236,6 +247,10 @@ static inline void *rs_thread(void *arg)
 			continue;
 		mark = w->anon_marked[p] ? ~rs_word(p, 0) : 0;
 		pg = (const uint64_t *)(w->anon_mem + p * 4096);
+		if (!w->anon_present[p]) {
+			__atomic_fetch_add(&w->faults[me], 1, __ATOMIC_RELAXED);
+			w->anon_present[p] = 1;
+		}
 		for (i = 0; i < 512; i++)
 			if (pg[i] != (mark ? mark + i : 0))
 				th_fail("anonymous region page %llu word %llu: read 0x%llx, want 0x%llx",
@@ -252,20 +267,32 @@ static inline void *rs_thread(void *arg)
 			TH_ASSERT(!madvise((char *)pg, 4096, MADV_DONTNEED), "madvise: %s",
 				  strerror(errno));
 			w->anon_marked[p] = 0;
+			w->anon_present[p] = 0;
 		}
 		__atomic_fetch_add(&w->touches[me], 1, __ATOMIC_RELAXED);
 	}
 	return NULL;
 }
 
-static inline uint64_t rs_touches(struct rs_work *w)
+static inline uint64_t rs_sum(const uint64_t *v)
 {
 	uint64_t n = 0;
 	int i;
 
 	for (i = 0; i < RS_THREADS; i++)
-		n += __atomic_load_n(&w->touches[i], __ATOMIC_RELAXED);
+		n += __atomic_load_n(&v[i], __ATOMIC_RELAXED);
 	return n;
+}
+
+static inline uint64_t rs_touches(struct rs_work *w)
+{
+	return rs_sum(w->touches);
+}
+
+/* Faults the workload made (touches of absent pages), each served with the right bytes. */
+static inline uint64_t rs_faults(struct rs_work *w)
+{
+	return rs_sum(w->faults);
 }
 
 /* Map and register both regions (len bytes each) through c, then start the threads. */
@@ -280,7 +307,10 @@ static inline void rs_work_start(struct rs_work *w, struct npf_client *c, const 
 	w->file_mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	w->anon_mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	w->anon_marked = calloc(len / 4096, 1);
-	TH_ASSERT(w->file_mem != MAP_FAILED && w->anon_mem != MAP_FAILED && w->anon_marked,
+	w->file_present = calloc(len / 4096, 1);
+	w->anon_present = calloc(len / 4096, 1);
+	TH_ASSERT(w->file_mem != MAP_FAILED && w->anon_mem != MAP_FAILED && w->anon_marked &&
+			  w->file_present && w->anon_present,
 		  "mmap: %s", strerror(errno));
 	/*
 	 * The anonymous region first: libnpf hands regions to a new npfd in
@@ -324,21 +354,35 @@ static inline void rs_work_stop(struct rs_work *w, double secs)
 static inline void rs_work_free(struct rs_work *w)
 {
 	free(w->anon_marked);
-	w->anon_marked = NULL;
+	free(w->file_present);
+	free(w->anon_present);
+	w->anon_marked = w->file_present = w->anon_present = NULL;
 }
 
-/* Wait until the workload has made `more` touches, at most secs; false if it did not. */
-static inline bool rs_progress(struct rs_work *w, uint64_t more, double secs)
+static inline bool rs_wait_count(struct rs_work *w, uint64_t (*count)(struct rs_work *),
+				 uint64_t more, double secs)
 {
-	uint64_t want = rs_touches(w) + more;
+	uint64_t want = count(w) + more;
 	double t0 = th_now();
 
-	while (rs_touches(w) < want)
+	while (count(w) < want)
 		if (th_now() - t0 > secs)
 			return false;
 		else
 			usleep(1000);
 	return true;
+}
+
+/* Wait until the workload has made `more` touches, at most secs; false if it did not. */
+static inline bool rs_progress(struct rs_work *w, uint64_t more, double secs)
+{
+	return rs_wait_count(w, rs_touches, more, secs);
+}
+
+/* Wait until `more` of the workload's faults were served, at most secs. */
+static inline bool rs_fault_progress(struct rs_work *w, uint64_t more, double secs)
+{
+	return rs_wait_count(w, rs_faults, more, secs);
 }
 
 #endif
