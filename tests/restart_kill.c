@@ -26,8 +26,8 @@
  *        restart_kill --client SECONDS DIR [--no-nic]
  *   The same workloads against the npfd at $NPF_SOCKET, which someone else
  *   kills and restarts (tests/restart_systemd.sh: systemd's Restart=), for
- *   SECONDS, files in DIR; prints "reconnects N served M faults F" for the
- *   caller.
+ *   SECONDS or until DIR/stop exists, files in DIR; prints "reconnects N
+ *   served M faults F" for the caller.
  *   --no-nic: the CPU workload only.
  */
 #include "restart_common.h"
@@ -237,6 +237,7 @@ int main(int argc, char **argv)
 	pid_t nic;
 	size_t n, i;
 	__u64 served = 0;
+	char stop[256];
 	double t0, t_kill = 0, t_first = 0, gap, gap_max = 0;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -272,7 +273,8 @@ int main(int argc, char **argv)
 	printf("workloads running\n");
 
 	/* --client: npfd is killed by someone else; the workload must never stop for long */
-	for (t0 = th_now(); client && th_now() - t0 < secs;) {
+	snprintf(stop, sizeof(stop), "%s/stop", dir);
+	for (t0 = th_now(); client && th_now() - t0 < secs && access(stop, F_OK);) {
 		usleep(500 * 1000);
 		nic_rounds(sv[0]);
 		TH_ASSERT(rs_fault_progress(&w, 50, 20),
