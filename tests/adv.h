@@ -15,7 +15,10 @@
 #include <grp.h>
 #include <poll.h>
 #include <stdint.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <linux/userfaultfd.h>
 #include "harness.h"
 #include "npf_abi.h"
 #include "npf_fdpass.h"
@@ -40,6 +43,23 @@ static inline void adv_become_attacker(void)
 	TH_ASSERT(setgroups(1, &g) == 0 && setgid(ADV_GID) == 0 && setuid(ADV_UID) == 0,
 		  "cannot drop to uid %d gid %d: %s", ADV_UID, ADV_GID, strerror(errno));
 	TH_ASSERT(geteuid() == ADV_UID, "still uid %d", geteuid());
+}
+
+/*
+ * A userfaultfd with the events npfd requires, as the attacker can make one:
+ * an unprivileged user may not handle kernel-mode faults
+ * (vm.unprivileged_userfaultfd=0), so user-mode faults only.
+ */
+static inline int adv_uffd(void)
+{
+	struct uffdio_api api = {.api = UFFD_API,
+				 .features = UFFD_FEATURE_EVENT_REMAP | UFFD_FEATURE_EVENT_REMOVE |
+					     UFFD_FEATURE_EVENT_UNMAP | UFFD_FEATURE_THREAD_ID};
+	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+
+	TH_ASSERT(fd >= 0, "userfaultfd: %s", strerror(errno));
+	TH_ASSERT(ioctl(fd, UFFDIO_API, &api) == 0, "UFFDIO_API: %s", strerror(errno));
+	return fd;
 }
 
 static inline int adv_connect(const char *sock)

@@ -28,18 +28,6 @@
 
 static struct th_npfd d;
 
-static int make_uffd(void)
-{
-	struct uffdio_api api = {.api = UFFD_API,
-				 .features = UFFD_FEATURE_EVENT_REMAP | UFFD_FEATURE_EVENT_REMOVE |
-					     UFFD_FEATURE_EVENT_UNMAP | UFFD_FEATURE_THREAD_ID};
-	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
-
-	TH_ASSERT(fd >= 0, "userfaultfd: %s", strerror(errno));
-	TH_ASSERT(ioctl(fd, UFFDIO_API, &api) == 0, "UFFDIO_API: %s", strerror(errno));
-	return fd;
-}
-
 /* Register mem as file-backed by bfd at off with a raw request; returns the status. */
 static int raw_register(int sock, int uffd, int bfd, void *mem, __u64 len, __u64 off, char *err)
 {
@@ -84,7 +72,7 @@ static int touch(const volatile char *p)
 static void attacker(void *arg)
 {
 	char err[NPF_ERRMSG_LEN], path[64];
-	int sock = adv_connect(d.sock), uffd = make_uffd(), mfd, opath, wronly, pfd[2], i;
+	int sock = adv_connect(d.sock), uffd = adv_uffd(), mfd, opath, wronly, pfd[2], i;
 	struct sigaction sa = {.sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO};
 	struct npf_region_stats_full *sf = NULL;
 	struct npf_client *c;
