@@ -150,6 +150,25 @@ static inline int adv_count_fds(pid_t pid)
 	return n;
 }
 
+/*
+ * Build the test policy tests/policies/NAME.bpf.c into DIR (out: its path);
+ * skips the test when clang cannot.
+ */
+static inline void adv_compile_policy(const char *name, const char *dir, char *out, size_t outlen)
+{
+	char cmd[1024];
+
+	snprintf(out, outlen, "%s/%s.bpf.o", dir, name);
+	snprintf(
+		cmd, sizeof(cmd),
+		"clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -Iinclude -I%s/../gen -Ibpf -c tests/policies/%s.bpf.c -o %s",
+		th_bin_dir(), name, out);
+	if (system("command -v clang >/dev/null"))
+		th_skip("clang is missing: the test policies cannot be built");
+	if (system(cmd))
+		th_skip("cannot build the test policy %s with clang", name);
+}
+
 /* Run fn in a child as the attacker; returns its exit status (0 pass, 1 fail, 77 skip). */
 static inline int adv_run_as_attacker(void (*fn)(void *), void *arg, int timeout_s)
 {

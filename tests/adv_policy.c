@@ -25,7 +25,7 @@
 #define PG 4096
 
 static struct th_npfd d;
-static char polsrc[256], tmpobj[2][256];
+static char tmpobj[2][256];
 static int root_region;
 
 static const char *policy_obj(const char *name)
@@ -34,19 +34,6 @@ static const char *policy_obj(const char *name)
 
 	snprintf(path, sizeof(path), "%s/../policies/%s.bpf.o", th_bin_dir(), name);
 	return path;
-}
-
-static void compile(const char *name, char *out, size_t outlen)
-{
-	char cmd[1024];
-
-	snprintf(out, outlen, "%s/%s.bpf.o", d.dir, name);
-	snprintf(
-		cmd, sizeof(cmd),
-		"clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -Iinclude -I%s/../gen -Ibpf -c %s/%s.bpf.c -o %s",
-		th_bin_dir(), polsrc, name, out);
-	if (system(cmd))
-		th_skip("cannot build the test policy %s with clang", name);
 }
 
 static struct npf_policy_status *find(struct npf_client *c, const char *name, __u32 region,
@@ -169,13 +156,10 @@ int main(void)
 	__u64 inv;
 	pid_t p;
 
-	if (system("command -v clang >/dev/null"))
-		th_skip("clang is missing: the test policies cannot be built");
-	snprintf(polsrc, sizeof(polsrc), "tests/policies");
 	th_npfd_start(&d, NULL);
 	adv_open_to_group(&d);
-	compile("adv_bigmap", tmpobj[0], sizeof(tmpobj[0]));
-	compile("adv_slow", tmpobj[1], sizeof(tmpobj[1]));
+	adv_compile_policy("adv_bigmap", d.dir, tmpobj[0], sizeof(tmpobj[0]));
+	adv_compile_policy("adv_slow", d.dir, tmpobj[1], sizeof(tmpobj[1]));
 
 	/* root: a region of its own with 'seq' */
 	root = npf_client__connect(NULL);
