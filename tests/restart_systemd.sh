@@ -23,6 +23,24 @@ KILLS=${RESTART_KILLS:-60}
 INTERVAL_MS=${RESTART_INTERVAL_MS:-1000}
 ns systemctl start npfd || fail "systemctl start npfd failed"
 ns systemctl is-active npfd >/dev/null || fail "npfd is not active"
+# The unit sets npfd's limits (issue 10): descriptors for its per-uid
+# limits to bite first, memlock for its io_uring and BPF maps. Without
+# CAP_SYS_RESOURCE (a sandboxed test machine) systemd cannot raise a hard
+# limit above its own: npfd then has systemd's.
+pid=$(ns systemctl show -P MainPID npfd)
+unit_nofile=$(ns systemctl show -P LimitNOFILE npfd)
+unit_memlock=$(ns systemctl show -P LimitMEMLOCK npfd)
+nofile=$(ns awk '/^Max open files/ {print $4}' /proc/$pid/limits)
+memlock=$(ns awk '/^Max locked memory/ {print $4}' /proc/$pid/limits)
+sd_nofile=$(awk '/^Max open files/ {print $5}' /proc/$sd/limits)
+sd_memlock=$(awk '/^Max locked memory/ {print $5}' /proc/$sd/limits)
+echo "the unit's limits: $unit_nofile descriptors, memlock $unit_memlock; npfd has $nofile and $memlock (its systemd's hard limits: $sd_nofile, $sd_memlock)"
+[ "$unit_nofile" = 65536 ] || fail "the unit sets LimitNOFILE=$unit_nofile, want 65536"
+[ "$unit_memlock" = infinity ] || fail "the unit sets LimitMEMLOCK=$unit_memlock, want infinity"
+[ "$nofile" = 65536 ] || { [ "$sd_nofile" -lt 65536 ] && [ "$nofile" = "$sd_nofile" ]; } ||
+	fail "npfd runs with $nofile descriptors, not the unit's 65536 (nor its systemd's cap $sd_nofile)"
+[ "$memlock" = unlimited ] || [ "$memlock" = "$sd_memlock" ] ||
+	fail "npfd runs with memlock $memlock, not the unit's infinity (nor its systemd's cap $sd_memlock)"
 mkdir "$t/wl"
 cp "${NPF_TESTS:-$PWD/$O/tests}/restart_kill" "$t/wl/" || fail "no restart_kill binary"
 # The workload runs until $t/wl/stop appears (at most a generous bound).
