@@ -26,7 +26,7 @@
 
 static struct th_npfd d;
 static char tmpobj[2][256];
-static int root_region, seq_fd = -1;
+static int root_region, seq_fd = -1, exact_fd = -1;
 
 static const char *policy_obj(const char *name)
 {
@@ -137,7 +137,7 @@ static int capable_user(void)
 	TH_ASSERT(syscall(SYS_capset, &h, cd) == 0, "capset: %s", strerror(errno));
 	c = npf_client__connect(NULL);
 	TH_ASSERT(c, "connect");
-	fd = open(policy_obj("exact"), O_RDONLY | O_CLOEXEC);
+	fd = exact_fd;
 	rc = npf_client__policy_load(c, fd, 0, "capable", &st);
 	expect("uid 65533 with CAP_BPF + CAP_PERFMON loads 'exact'", rc, 1, npf_client__errmsg(c));
 	rc = npf_client__policy_unload(c, "capable");
@@ -172,12 +172,14 @@ int main(void)
 	expect("root loads 'seq' for its region", rc, 1, npf_client__errmsg(root));
 	close(fd);
 
-	/* the attacker's own copy of a policy object, whatever the build tree's modes */
+	/* the attackers' own copies of policy objects, whatever the build tree's modes */
 	seq_fd = open(policy_obj("seq"), O_RDONLY | O_CLOEXEC);
 	TH_ASSERT(seq_fd >= 0, "no %s (make builds it)", policy_obj("seq"));
 	TH_ASSERT(adv_run_as_attacker(attacker, NULL, 60) == 0, "the attacker's checks failed");
 	close(seq_fd);
 
+	exact_fd = open(policy_obj("exact"), O_RDONLY | O_CLOEXEC);
+	TH_ASSERT(exact_fd >= 0, "no %s (make builds it)", policy_obj("exact"));
 	fflush(stdout);
 	p = fork();
 	if (p == 0)
