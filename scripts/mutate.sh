@@ -105,6 +105,31 @@ dedupe-loses-write @@ daemon/runs.c @@ s{kept->write \|= faults\[i\].write;}{} @
 verifier-tail-one-line @@ daemon/verifier_log.c @@ s{\+\+lines == 2}{++lines == 1} @@ unit-verifier_log policy_load
 json-quote-unescaped @@ common/npf_json.c @@ s{if \(ch == '"' \|\| ch == '\\\\'\)}{if (ch == '\\\\')} @@ unit-json
 percentile-not-rounded @@ bench/bench.h @@ s{ \+ 0.5\);}{);} @@ unit-percentile
+# Issue 10 (npfd may die, clients may lie): one break per defect it names.
+# restart_kill and restart_systemd take a minute and more (60 kills): run
+# them with MUTATE_TIMEOUT=300, or restart_systemd with RESTART_KILLS=15.
+pidns-ignored @@ daemon/collect.c @@ s{s->rodata->npf_pidns_ino = \(__u32\)st.st_ino;}{} @@ restart_systemd
+adoption-zero-fills-file-page @@ daemon/resolve.c @@ s{if \(!rn->region && rn->mm->adopting\) \{}{if (0) \{} @@ restart_kill
+adopt-file-region-without-file @@ client/libnpf.c @@ s{r->backing == NPF_BACKING_FILE \? 2 : 1}{1} @@ restart_kill
+fallback-never-starts @@ client/libnpf.c @@ s{fallback_start\(c, why\);}{(void)why;} @@ restart_fallback
+call-timeout-ignored @@ client/libnpf.c @@ s{left = \(int\)\(deadline - t\);}{left = -1;} @@ restart_stop
+close-poll-not-removed @@ daemon/loop.c @@ s{cancel\(user_data\(id\)\);\n}{} @@ restart_close_munmap
+file-offset-wraps @@ daemon/wire_check.c @@ s{__builtin_add_overflow\(req->file_offset, req->length, &file_end\) \|\|}{((file_end = req->file_offset + req->length), 0) ||} @@ adv_wire_check adv_backing
+opath-backing-accepted @@ daemon/region.c @@ s{if \(mode & O_PATH\)\n}{if (0)\n} @@ adv_backing
+failed-read-not-poisoned @@ daemon/resolve.c @@ s{if \(!ioctl\(rn->mm->uffd, UFFDIO_POISON, &p\)\)\n\t\t\treturn 0;}{return 0;} @@ adv_backing
+log-not-rate-limited @@ daemon/log.c @@ s{if \(rl->printed < LOG_RL_BURST\)}{if (1)} @@ adv_backing
+empty-message-fds-leak @@ daemon/control.c @@ s{nfds = n >= 0 \? npf_fdpass_take}{nfds = n > 0 ? npf_fdpass_take} @@ adv_fds
+uid-limits-off @@ daemon/control.c @@ s{if \(u.connections < NPFD_UID_MAX_CONNECTIONS && u.fds < NPFD_UID_MAX_FDS\)}{if (1)} @@ adv_limits
+live-pins-taken-over @@ daemon/collect.c @@ s{\tpin_dir_fd = open\(pin_dir.*?(\tpinned_maps\[0\])}{$1}s @@ adv_pins
+device-watchdog-off @@ daemon/policy.c @@ s{policy_watchdog\(p, now > rec->ts_ns \? now - rec->ts_ns : 0,\s*NPF_POLICY_SLOW_DEVICE_NS\);}{(void)now;} @@ adv_policy_nic
+iopt-unsealed-accepted @@ daemon/device.c @@ s{if \(seals < 0 \|\| !\(seals & F_SEAL_SHRINK\)\)}{if (0)} @@ dev_iopt
+iopt-size-wraps @@ daemon/wire_check.c @@ s{__builtin_mul_overflow\(hdr->npages, sizeof\(__u64\), &need\) \|\|\s*__builtin_add_overflow\(need, hdr->pte_offset, &need\) \|\|}{((need = hdr->npages * 8 + hdr->pte_offset), 0) ||} @@ dev_iopt adv_wire_check
+unprivileged-loads-code @@ daemon/policy.c @@ s{if \(!c->privileged\)(\n\t\treturn refuse\(\n\t\t\terr, errlen, EPERM,\n\t\t\t"loading)}{if (0)$1} @@ adv_policy
+policy-maps-unbounded @@ daemon/policy.c @@ s{total > NPF_POLICY_MAX_MAP_BYTES;}{0;} @@ adv_policy
+cpu-watchdog-off @@ daemon/policy.c @@ s{policy_watchdog\(p, now_ns\(\) - t0, NPF_POLICY_SLOW_NS\);}{(void)t0;} @@ adv_policy
+dropped-client-end-kept-open @@ daemon/control.c @@ s{\tshutdown\(c->fd, SHUT_RDWR\);}{\tif (dup(c->fd) < 0) \{\}} @@ adv_fds
+unit-nofile-dropped @@ systemd/npfd.service.in @@ s{LimitNOFILE=65536\n}{} @@ restart_systemd
+pidns-bpf-global-pids @@ bpf/npf_collect.bpf.c @@ s{if \(!npf_pidns_ino\)\n\t\treturn bpf_get_current_pid_tgid\(\);}{return bpf_get_current_pid_tgid();} @@ restart_systemd
 EOF
 }
 
