@@ -116,9 +116,10 @@ static int target(int sock, void *arg)
 	inv = slow_invocations(c);
 	printf("after %d device faults: 'slow' state %u, %llu slow decisions, %llu decisions\n",
 	       NPAGES, h.state, (unsigned long long)h.slow_decisions, (unsigned long long)inv);
-	FX_ASSERT(h.state == NPF_POLICY_WATCHDOG,
-		  "the watchdog did not disable 'slow' on the device path (state %u, %llu slow decisions)",
-		  h.state, (unsigned long long)h.slow_decisions);
+	FX_ASSERT(
+		h.state == NPF_POLICY_WATCHDOG,
+		"the watchdog did not disable 'slow' on the device path (state %u, %llu slow decisions)",
+		h.state, (unsigned long long)h.slow_decisions);
 	FX_ASSERT(h.slow_decisions >= NPF_POLICY_WATCHDOG_RUN, "only %llu slow decisions",
 		  (unsigned long long)h.slow_decisions);
 	FX_ASSERT(inv > 0, "'slow' decided no device fault");
@@ -129,8 +130,9 @@ static int target(int sock, void *arg)
 	fx_sync(sock, 2);
 	fx_sync(sock, 3);
 	check_bytes(mem, "round 2");
-	FX_ASSERT(slow_invocations(c) == inv, "'slow' still decides after the watchdog: %llu -> %llu",
-		  (unsigned long long)inv, (unsigned long long)slow_invocations(c));
+	FX_ASSERT(slow_invocations(c) == inv,
+		  "'slow' still decides after the watchdog: %llu -> %llu", (unsigned long long)inv,
+		  (unsigned long long)slow_invocations(c));
 	fx_expect_page_requests(c, "target", region, device);
 	FX_ASSERT(!nic_query_stats(ep.nic, &ns, sizeof(ns)), "nic_query_stats");
 	printf("target NIC: %llu page requests, %llu answers\n",

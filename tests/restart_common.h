@@ -161,7 +161,7 @@ static inline int rs_print(enum npf_print_level level, const char *fmt, va_list 
 struct rs_work {
 	uint64_t len; /* of each region */
 	char *file_mem, *anon_mem;
-	uint8_t *anon_marked; /* per page: the owner wrote its mark */
+	uint8_t *anon_marked;		      /* per page: the owner wrote its mark */
 	uint8_t *file_present, *anon_present; /* per page: touched and not dropped since */
 	volatile int stop;
 	uint64_t touches[RS_THREADS];

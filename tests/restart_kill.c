@@ -111,7 +111,8 @@ static void nic_side_check(struct nic_side *s, const char *who, bool must_fault)
 	printf("%s: %llu page requests (%llu asked again after no answer), %llu answers\n", who,
 	       (unsigned long long)st.page_requests, (unsigned long long)st.page_requests_reissued,
 	       (unsigned long long)st.page_responses);
-	FX_ASSERT(!must_fault || st.page_requests > 0, "%s: the NIC made no page request: nothing faulted", who);
+	FX_ASSERT(!must_fault || st.page_requests > 0,
+		  "%s: the NIC made no page request: nothing faulted", who);
 	FX_ASSERT(st.page_responses >= st.page_requests,
 		  "%s: %llu page requests, %llu answers: a device fault was not served", who,
 		  (unsigned long long)st.page_requests, (unsigned long long)st.page_responses);
@@ -311,7 +312,8 @@ int main(int argc, char **argv)
 	}
 	if (!client)
 		printf("%d kills in %.1f s (%.2f s apart on average, at most %.2f s)\n", cycles,
-		       t_kill - t_first, cycles > 1 ? (t_kill - t_first) / (cycles - 1) : 0, gap_max);
+		       t_kill - t_first, cycles > 1 ? (t_kill - t_first) / (cycles - 1) : 0,
+		       gap_max);
 	rounds0 = nic_rounds(sv[0]);
 	for (i = 0; with_nic && nic_rounds(sv[0]) < rounds0 + 2 && i < 3000; i++)
 		usleep(10000);
@@ -339,9 +341,8 @@ int main(int argc, char **argv)
 	free(sf);
 	printf("%d kills%s; %llu touches checked, %llu of them faults, all served with the right bytes; %d reconnects of this client; the last npfd served %llu of its faults; %llu NIC rounds of %llu MiB checked\n",
 	       client ? 0 : cycles, client ? " here (npfd killed by the caller)" : "",
-	       (unsigned long long)rs_touches(&w), (unsigned long long)rs_faults(&w),
-	       rs_reconnects, (unsigned long long)served, (unsigned long long)nic_rounds(sv[0]),
-	       NIC_BYTES >> 20);
+	       (unsigned long long)rs_touches(&w), (unsigned long long)rs_faults(&w), rs_reconnects,
+	       (unsigned long long)served, (unsigned long long)nic_rounds(sv[0]), NIC_BYTES >> 20);
 	TH_ASSERT(client || rs_reconnects >= cycles, "libnpf reconnected %d times for %d kills",
 		  rs_reconnects, cycles);
 	TH_ASSERT(!rs_fallbacks, "libnpf's fallback served faults: npfd did not adopt in time");
