@@ -43,6 +43,12 @@ sd_cleanup() {
 	[ -n "$t" ] && rm -rf "$t"
 }
 trap sd_cleanup EXIT
+# A test stopped by a signal (the runner's timeout sends SIGTERM) cleans up
+# too: dash runs no EXIT trap on a signal it does not trap, and a systemd
+# left booted in its namespace runs on, its npfd pinned in bpffs.
+trap 'exit 143' TERM
+trap 'exit 130' INT
+trap 'exit 129' HUP
 
 ns() { nsenter -t "$sd" -a "$@"; }
 
