@@ -24,7 +24,11 @@
 #include <stdlib.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include "npfd.h"
+#include "collect.h"
+#include "log.h"
+#include "loop.h"
+#include "objects.h"
+#include "util.h"
 #include "npf_collect.skel.h"
 
 #define BPF_FS_MAGIC 0xcafe4a11
@@ -50,6 +54,13 @@ static __u8 slot_used[NPF_MAX_REGIONS];
 static struct npf_fault_record last_fault[TS_TABLE];
 /* The decision of the last policy npfd ran for a CPU fault (collect_policy_run_cpu()). */
 static struct npf_fault_record cpu_decided;
+
+static struct collect_hooks hooks;
+
+void collect_set_hooks(const struct collect_hooks *h)
+{
+	hooks = *h;
+}
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
@@ -120,10 +131,8 @@ static int handle_record(void *ctx, void *data, size_t size)
 
 	if (size < sizeof(*rec) || rec->version != NPF_RECORD_VERSION)
 		return 0;
-	if (rec->source == NPF_SRC_DEVICE && rec->device_id) {
-		resolve_note_device();
-		device_record(rec);
-	}
+	if (rec->source == NPF_SRC_DEVICE && rec->device_id && hooks.device_record)
+		hooks.device_record(rec);
 	if (rec->source == NPF_SRC_CPU && rec->decision.policy_id)
 		cpu_decided = *rec; /* collect_policy_run_cpu() waits for it */
 	else if (rec->source == NPF_SRC_CPU && rec->tid)
@@ -169,7 +178,8 @@ void collect_drain(void)
 {
 	if (rb)
 		ring_buffer__consume(rb);
-	device_await_expire();
+	if (hooks.drained)
+		hooks.drained();
 }
 
 /*

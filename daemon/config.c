@@ -16,7 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "config.h"
-#include "npfd.h"
+#include "log.h"
+#include "npf_abi.h"
 
 enum opt_type {
 	T_PATH,	  /* an absolute path that fits the field */

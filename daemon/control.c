@@ -20,14 +20,31 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
-#include "npfd.h"
+#include "collect.h"
+#include "control.h"
+#include "device.h"
+#include "log.h"
+#include "loop.h"
 #include "npf_fdpass.h"
+#include "policy.h"
+#include "region.h"
+#include "resolve.h"
+#include "util.h"
+#include "wait.h"
 #include "wire_check.h"
 
 #define MAX_FDS NPF_FDPASS_MAX
 
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static char *reply_buf;
+/* The connected clients, and the listening socket. */
+static struct list_head clients = LIST_HEAD_INIT(clients);
+static __u32 nr_clients;
+static int listen_fd = -1, listen_src = -1;
+static __u64 bad_messages; /* requests refused as malformed (npfctl status) */
+/* For npfctl status: when npfd started, and its pin directory. */
+static __u64 start_ns;
+static const char *bpffs;
 /* Clients whose answer went out after a wait: their queued requests are read next. */
 static struct list_head resume = LIST_HEAD_INIT(resume);
 
@@ -113,11 +130,11 @@ static void uid_usage(uid_t uid, struct uid_usage *u)
 	struct npfd_region *r;
 
 	memset(u, 0, sizeof(*u));
-	list_for_each_entry(c, &npfd.clients, node)
+	list_for_each_entry(c, &clients, node)
 		if (c->uid == uid)
 			u->connections++;
 	u->fds = u->connections;
-	list_for_each_entry(mm, &npfd.mms, node) {
+	list_for_each_entry(mm, &mms, node) {
 		if (mm->uid != uid || mm->dead)
 			continue;
 		u->fds += 1 + (mm->pidfd >= 0) + (mm->pagemap_fd >= 0);
@@ -190,7 +207,7 @@ static void listen_ready(void *arg)
 		struct ucred cred;
 		socklen_t len = sizeof(cred);
 		int bufsz = NPF_MSG_MAX * 2;
-		int fd = accept4(npfd.listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EINTR)
@@ -228,16 +245,19 @@ static void listen_ready(void *arg)
 			free(c);
 			continue;
 		}
-		list_add_tail(&c->node, &npfd.clients);
-		npfd.nr_clients++;
+		list_add_tail(&c->node, &clients);
+		nr_clients++;
 		pr_debug("client pid %d uid %u connected", c->pid, c->uid);
 	}
 }
 
-int control_open(const char *path)
+int control_open(const char *path, const char *pin_dir, __u64 started_ns)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	int fd, err;
+
+	bpffs = pin_dir;
+	start_ns = started_ns;
 
 	if (strlen(path) >= sizeof(sa.sun_path)) {
 		pr_err("socket path %s is too long (at most %zu bytes)", path,
@@ -275,15 +295,15 @@ int control_open(const char *path)
 			close(fd);
 		return err;
 	}
-	npfd.listen_fd = fd;
-	npfd.listen_src = source_add(fd, POLLIN, listen_ready, NULL);
-	if (npfd.listen_src < 0)
-		return npfd.listen_src;
+	listen_fd = fd;
+	listen_src = source_add(fd, POLLIN, listen_ready, NULL);
+	if (listen_src < 0)
+		return listen_src;
 	pr_info("listening on %s", path);
 	return 0;
 }
 
-void client_drop(struct npfd_client *c)
+static void client_drop(struct npfd_client *c)
 {
 	struct npfd_mm *mm, *tmp;
 
@@ -296,7 +316,7 @@ void client_drop(struct npfd_client *c)
 		c->wait->client = NULL;
 	c->wait = NULL;
 	list_del_init(&c->resume);
-	list_for_each_entry_safe(mm, tmp, &npfd.mms, node) {
+	list_for_each_entry_safe(mm, tmp, &mms, node) {
 		if (mm->owner != c)
 			continue;
 		/*
@@ -310,7 +330,7 @@ void client_drop(struct npfd_client *c)
 			 * with its userfaultfd, for libnpf to hand them to the
 			 * next npfd (or serve them itself meanwhile).
 			 */
-			mm_destroy(mm, !npfd.stop);
+			mm_destroy(mm, !loop_stopping());
 		else
 			mm->owner = NULL;
 	}
@@ -324,7 +344,7 @@ void client_drop(struct npfd_client *c)
 	shutdown(c->fd, SHUT_RDWR);
 	close(c->fd);
 	list_del_init(&c->node);
-	npfd.nr_clients--;
+	nr_clients--;
 	free(c);
 }
 
@@ -335,13 +355,13 @@ void control_close(void)
 
 	/* Answer the requests still waiting for an acknowledgement before the clients go. */
 	device_retire_stop();
-	list_for_each_entry_safe(c, tmp, &npfd.clients, node)
+	list_for_each_entry_safe(c, tmp, &clients, node)
 		client_drop(c);
-	list_for_each_entry_safe(mm, mtmp, &npfd.mms, node)
-		mm_destroy(mm, !npfd.stop);
-	if (npfd.listen_fd > 0) {
-		source_del(npfd.listen_src);
-		close(npfd.listen_fd);
+	list_for_each_entry_safe(mm, mtmp, &mms, node)
+		mm_destroy(mm, !loop_stopping());
+	if (listen_fd > 0) {
+		source_del(listen_src);
+		close(listen_fd);
 		unlink(sock_path);
 	}
 	free(reply_buf);
@@ -410,34 +430,25 @@ static int reply_send(struct npfd_client *c, struct reply *rp)
 	return 0;
 }
 
+static void wait_answer(struct npfd_wait *w);
+
 /* A request that waits for devices' acknowledgements (see struct npfd_wait). */
 static struct npfd_wait *wait_new(const struct npf_msg_hdr *req)
 {
 	struct npfd_wait *w = calloc(1, sizeof(*w));
 
-	if (w)
+	if (w) {
 		w->req = *req;
+		w->answer = wait_answer;
+	}
 	return w;
 }
 
-void wait_fail(struct npfd_wait *w, int status, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (w->status)
-		return; /* the first failure is the one reported */
-	w->status = status;
-	va_start(ap, fmt);
-	vsnprintf(w->err, sizeof(w->err), fmt, ap);
-	va_end(ap);
-}
-
 /*
- * One device w waited for has ended its retirement. When it was the last,
- * answer the request (unless the handler has not returned yet: then it
- * answers itself) and let the client's next requests be read.
+ * The last device w waited for has ended its retirement (wait_done()):
+ * answer the request and let the client's next requests be read.
  */
-void wait_done(struct npfd_wait *w)
+static void wait_answer(struct npfd_wait *w)
 {
 	struct npfd_client *c = w->client;
 	struct {
@@ -445,8 +456,6 @@ void wait_done(struct npfd_wait *w)
 		struct npf_reply body;
 	} m;
 
-	if (--w->pending || !w->deferred)
-		return;
 	if (!c) {
 		free(w); /* the client went while it waited */
 		return;
@@ -489,16 +498,16 @@ static void do_status(struct reply *rp)
 
 	st->npfd_pid = (__u32)getpid();
 	st->proto_version = NPF_PROTO_VERSION;
-	st->clients = npfd.nr_clients;
-	st->regions = npfd.nr_regions;
-	st->uptime_ns = now_ns() - npfd.start_ns;
-	st->faults_resolved = npfd.faults_resolved;
-	st->batches = npfd.batches;
+	st->clients = nr_clients;
+	st->regions = nr_regions;
+	st->uptime_ns = now_ns() - start_ns;
+	st->faults_resolved = resolve_faults_resolved;
+	st->batches = resolve_batches;
 	st->iommu_faults = g->iommu_faults;
 	st->records_dropped = g->records_dropped;
-	st->bad_messages = npfd.bad_messages;
+	st->bad_messages = bad_messages;
 	st->filter_misses = g->filter_misses;
-	snprintf(st->bpffs, sizeof(st->bpffs), "%s", npfd.opt.bpffs);
+	snprintf(st->bpffs, sizeof(st->bpffs), "%s", bpffs);
 }
 
 static void do_list(struct reply *rp)
@@ -506,7 +515,7 @@ static void do_list(struct reply *rp)
 	struct npfd_mm *mm;
 	struct npfd_region *r;
 
-	list_for_each_entry(mm, &npfd.mms, node)
+	list_for_each_entry(mm, &mms, node)
 		list_for_each_entry(r, &mm->regions, node) {
 			struct npf_region_info *ri = reply_item(rp, sizeof(*ri));
 
@@ -523,7 +532,7 @@ static void do_stats(struct reply *rp, __u32 id)
 	struct npfd_mm *mm;
 	struct npfd_region *r;
 
-	list_for_each_entry(mm, &npfd.mms, node)
+	list_for_each_entry(mm, &mms, node)
 		list_for_each_entry(r, &mm->regions, node) {
 			struct npf_region_stats_full *sf;
 
@@ -572,7 +581,7 @@ static void emit_policy(const struct npf_policy_status *st, void *arg)
 
 static void bad_message(struct npfd_client *c)
 {
-	npfd.bad_messages++;
+	bad_messages++;
 	pr_warn_rl("client pid %d uid %u: refused a malformed request", c->pid, c->uid);
 }
 

@@ -38,9 +38,17 @@
 #include <time.h>
 #include <unistd.h>
 #include <linux/futex.h>
-#include "npfd.h"
+#include "collect.h"
+#include "device.h"
+#include "ids.h"
+#include "log.h"
 #include "mmwatch.h"
 #include "npf_nic_abi.h"
+#include "policy.h"
+#include "region.h"
+#include "resolve.h"
+#include "util.h"
+#include "wait.h"
 #include "wire_check.h"
 
 #define INVAL_ACK_TIMEOUT_NS (2ULL * 1000 * 1000 * 1000)
@@ -457,8 +465,8 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 	d->region = r;
 	d->mm = c->mm;
 	if (adopt_id)
-		id_taken(&npfd.next_device_id, adopt_id);
-	d->id = adopt_id ? adopt_id : id_alloc(&npfd.next_device_id);
+		id_taken(ID_DEVICE, adopt_id);
+	d->id = adopt_id ? adopt_id : id_alloc(ID_DEVICE);
 	d->hdr = map;
 	d->map_len = need;
 	d->pte = (__u64 *)((char *)map + hdr.pte_offset);

@@ -8,9 +8,12 @@
  * arrives after its source was deleted, or after the slot was reused, finds
  * a different generation and is dropped. No pointer ever lives in the ring.
  *
- * Each iteration: reap readiness, read the BPF ring buffer (so fault
- * timestamps are known), run the ready handlers in arrival order, then let
- * the resolver install everything they queued as one batch.
+ * The loop knows only its sources and the hooks main.c gives it (struct
+ * loop_hooks): each iteration reaps readiness, runs the intake hook (the
+ * BPF ring buffer, so fault timestamps are known), the ready handlers in
+ * arrival order, then the after hook (the resolver installs everything
+ * they queued as one batch, devices are answered). Whether it sleeps, and
+ * how long, the hooks say too.
  */
 #include <errno.h>
 #include <liburing.h>
@@ -18,8 +21,8 @@
 #include <sched.h>
 #include <string.h>
 #include <time.h>
-#include "npfd.h"
-#include "mmwatch.h"
+#include "loop.h"
+#include "log.h"
 
 #define MAX_SOURCES 4096
 #define USER_DATA_IGNORE (~0ULL)
@@ -41,6 +44,23 @@ static struct source sources[MAX_SOURCES];
 static int ready[MAX_SOURCES];
 static int nready;
 static int lowest_free;
+static struct loop_hooks hooks;
+static volatile int stopping;
+
+void loop_set_hooks(const struct loop_hooks *h)
+{
+	hooks = *h;
+}
+
+void loop_stop(void)
+{
+	stopping = 1;
+}
+
+bool loop_stopping(void)
+{
+	return stopping;
+}
 
 static __u64 user_data(int id)
 {
@@ -194,22 +214,22 @@ int loop_run(void)
 {
 	unsigned int spins = 0;
 
-	while (!npfd.stop) {
+	while (!stopping) {
 		struct __kernel_timespec ts = {.tv_sec = 0, .tv_nsec = 200 * 1000 * 1000};
 		struct io_uring_cqe *cqe;
 		bool polling, record_waits;
 		int err;
 
 		/*
-		 * A batch left work for later (a userfaultfd said EAGAIN while
-		 * an mm event was pending), or a device request waits for its
-		 * policy's decision: come back soon, not on the next fault.
+		 * Work left for later (a userfaultfd said EAGAIN while an mm
+		 * event was pending, a device request waits for its policy's
+		 * decision): come back soon, not on the next fault.
 		 */
-		if (resolve_pending() || device_awaiting())
+		if (hooks.pending && hooks.pending())
 			ts.tv_nsec = 50 * 1000;
-		polling = resolve_polling();
+		polling = hooks.polling && hooks.polling();
 		/* While npfd polls, device records do not wake it: see before sleeping. */
-		record_waits = collect_ring_polling(polling);
+		record_waits = hooks.unwoken && hooks.unwoken(polling);
 		if (polling) {
 			/*
 			 * Busy-polling the hot userfaultfds (resolve.c): enter
@@ -218,7 +238,7 @@ int loop_run(void)
 			if (++spins % 32 == 0)
 				io_uring_submit_and_get_events(&ring);
 			/* quiet for a while: let the threads sharing this CPU run */
-			if (resolve_poll_quiet())
+			if (hooks.quiet && hooks.quiet())
 				sched_yield();
 		} else if (nready == 0 && !record_waits) {
 			err = io_uring_submit_and_wait_timeout(&ring, &cqe, 1, &ts, NULL);
@@ -230,15 +250,11 @@ int loop_run(void)
 			io_uring_submit(&ring);
 		}
 		reap();
-		collect_drain();
+		if (hooks.intake)
+			hooks.intake();
 		dispatch();
-		if (polling)
-			resolve_poll_hot();
-		resolve_flush();
-		device_flush();
-		mmwatch_flush();
-		mmwatch_tick();
-		control_flush();
+		if (hooks.after)
+			hooks.after(polling);
 	}
 	return 0;
 }

@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * npfd: resolves page faults of registered, unpinned memory.
+ *
+ * main.c starts and stops npfd and is the one file that knows every layer:
+ * it applies the configuration (at start and on SIGHUP) and connects the
+ * layers' hooks, so that each layer calls only those below it
+ * (docs/design.md, "Layers"; scripts/check-layers.sh checks it).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,120 +22,112 @@
 #include <systemd/sd-daemon.h>
 #include "config.h"
 #include "npf_features.h"
-#include "npfd.h"
+#include "collect.h"
+#include "control.h"
+#include "device.h"
+#include "ids.h"
+#include "log.h"
+#include "loop.h"
 #include "mmwatch.h"
+#include "policy.h"
+#include "region.h"
+#include "resolve.h"
+#include "util.h"
+#include "wsstore.h"
 #include "npf_nic_abi.h"
 #include "npf_version.h"
 
-struct npfd npfd = {
-	.clients = LIST_HEAD_INIT(npfd.clients),
-	.mms = LIST_HEAD_INIT(npfd.mms),
-	.listen_fd = -1,
-};
+/*
+ * The hooks: where a lower layer hands something up. Each is one step of
+ * the data flow, in the order a fault meets them.
+ */
 
-__u64 now_ns(void)
+/* Before the loop's handlers: fault records from BPF (timestamps, device requests). */
+static void loop_intake(void)
 {
-	struct timespec ts;
+	collect_drain();
+}
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (__u64)ts.tv_sec * 1000000000ULL + (__u64)ts.tv_nsec;
+/* A device's page request from the ring buffer: keep polling for the next, serve it. */
+static void device_request_read(const struct npf_fault_record *rec)
+{
+	resolve_note_device();
+	device_record(rec);
+}
+
+/* After the handlers: install the batch, answer devices, then the control clients. */
+static void loop_after(bool polling)
+{
+	if (polling)
+		resolve_poll_hot();
+	resolve_flush();
+	device_flush();
+	mmwatch_flush();
+	mmwatch_tick();
+	control_flush();
 }
 
 /*
- * Region and device ids are never reused across restarts: a client whose
- * npfd died adopts its regions and devices under their ids (a device puts
- * its id in every page request), so a new npfd must not give those ids to
- * anyone else first. npfd keeps, in npfd.ids beside its socket (a
- * directory only it may write), a mark above every id it may have handed
- * out, moved up a block at a time, and starts above the mark it finds.
+ * A batch left work for later (a userfaultfd said EAGAIN while an mm event
+ * was pending), or a device request waits for its policy's decision.
  */
-#define IDS_BLOCK 1024
-static int ids_fd = -1;
-static __u32 ids_mark;
-
-static void ids_save(__u32 id)
+static bool loop_pending(void)
 {
-	char buf[16];
-	int n;
-
-	ids_mark = (id / IDS_BLOCK + 1) * IDS_BLOCK;
-	if (ids_fd < 0)
-		return;
-	n = snprintf(buf, sizeof(buf), "%10u\n", ids_mark);
-	if (pwrite(ids_fd, buf, (size_t)n, 0) != n)
-		pr_warn("cannot write the id mark: %s (ids may be reused after a restart)",
-			strerror(errno));
+	return resolve_pending() || device_awaiting();
 }
 
-static void ids_open(const char *socket_path)
+/* While npfd polls, device records do not wake it: may it sleep? */
+static bool loop_unwoken(bool polling)
 {
-	char path[PATH_MAX], buf[32] = "";
-	const char *slash = strrchr(socket_path, '/');
-	unsigned long mark = 0;
-	ssize_t n;
-
-	/* the socket's directory, which control_open() checked is npfd's own */
-	snprintf(path, sizeof(path), "%.*snpfd.ids", slash ? (int)(slash - socket_path + 1) : 0,
-		 socket_path);
-	ids_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (ids_fd < 0) {
-		pr_warn("cannot open %s: %s (region and device ids may be reused after a restart)",
-			path, strerror(errno));
-		return;
-	}
-	n = pread(ids_fd, buf, sizeof(buf) - 1, 0);
-	if (n > 0) {
-		buf[n] = '\0';
-		mark = strtoul(buf, NULL, 10);
-	}
-	/* ids stay below 2^31 (libnpf returns them as int); wrap far before */
-	if (mark >= 0x7fff0000UL)
-		mark = 0;
-	npfd.next_region_id = npfd.next_device_id = (__u32)mark;
-	ids_save((__u32)mark);
-	if (mark)
-		pr_info("ids start above %lu (%s)", mark, path);
+	return collect_ring_polling(polling);
 }
 
 /*
- * A clean exit with regions still served keeps the mark: their clients
- * adopt them in the next npfd. With none, nobody can come back.
+ * Devices first: no DMA may reach the pages once they are not served. When
+ * npfd stops, the pages stay registered and installed and the next npfd
+ * adopts the devices: their waiting requests are not failed, their entries
+ * stay (device_mm_gone() forgets them).
  */
-static void ids_close(bool regions_left)
+static void region_going(struct npfd_region *r, bool stopping, bool alive, struct npfd_wait *w)
 {
-	char path[64];
-
-	if (ids_fd < 0 || regions_left)
-		return;
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", ids_fd);
-	{
-		char target[PATH_MAX];
-		ssize_t n = readlink(path, target, sizeof(target) - 1);
-
-		if (n > 0) {
-			target[n] = '\0';
-			unlink(target);
-		}
-	}
-	close(ids_fd);
-	ids_fd = -1;
+	if (!stopping)
+		device_region_gone(r, alive, w);
+	ws_region_gone(r);
+	policy_region_gone(r);
 }
 
-__u32 id_alloc(__u32 *counter)
+static void wire(void)
 {
-	__u32 id = ++*counter;
+	static const struct loop_hooks loop = {
+		.pending = loop_pending,
+		.polling = resolve_polling,
+		.quiet = resolve_poll_quiet,
+		.unwoken = loop_unwoken,
+		.intake = loop_intake,
+		.after = loop_after,
+	};
+	static const struct collect_hooks collect = {
+		.device_record = device_request_read,
+		.drained = device_await_expire,
+	};
+	static const struct region_hooks region = {
+		.uffd_ready = resolve_uffd_ready,
+		.uid_limit = uid_limit_check,
+		.registered = ws_region_registered,
+		.going = region_going,
+		.range_removed = device_range_removed,
+		.mm_going = resolve_forget_mm,
+		.mm_gone = device_mm_gone,
+	};
+	static const struct resolve_hooks resolve = {
+		.installed = device_pages_installed,
+		.record = ws_record,
+	};
 
-	if (id >= ids_mark)
-		ids_save(id);
-	return id;
-}
-
-void id_taken(__u32 *counter, __u32 id)
-{
-	if (id > *counter)
-		*counter = id;
-	if (id >= ids_mark)
-		ids_save(id);
+	loop_set_hooks(&loop);
+	collect_set_hooks(&collect);
+	region_set_hooks(&region);
+	resolve_set_hooks(&resolve);
 }
 
 static struct npfd_cmdline cmdline;
@@ -145,7 +142,7 @@ static void config_apply_live(const struct npfd_config *c)
 	log_level = config_log_level(c);
 	resolve_set_poll(c->poll_us);
 	resolve_set_fault_around(c->fault_around_kib);
-	policy_set_ws_dir(c->ws_dir);
+	ws_set_dir(c->ws_dir);
 	collect_cpu_trace_always(c->trace_cpu_faults);
 }
 
@@ -182,7 +179,7 @@ static void signal_ready(void *arg)
 			continue;
 		}
 		pr_info("%s: shutting down", strsignal((int)si.ssi_signo));
-		npfd.stop = 1;
+		loop_stop();
 	}
 }
 
@@ -225,6 +222,7 @@ static void raise_nofile(void)
 int main(int argc, char **argv)
 {
 	char why[768];
+	__u64 start_ns;
 	int err;
 
 	if (config_parse_args(argc, argv, &cmdline))
@@ -252,28 +250,24 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	log_level = config_log_level(&config);
-	npfd.opt.socket_path = config.socket;
-	npfd.opt.bpffs = config.bpffs;
-	npfd.opt.config = cmdline.config_path;
-	npfd.opt.foreground = config.foreground;
-	npfd.opt.staging_pages = config.staging_pages;
-	npfd.opt.poll_us = config.poll_us;
 
-	npfd.start_ns = now_ns();
+	start_ns = now_ns();
 	raise_nofile();
+	wire();
+	mmwatch_set_pin_dir(config.bpffs);
 	err = loop_init();
 	if (!err)
 		err = setup_signals();
 	if (!err)
-		err = resolve_init(npfd.opt.staging_pages);
+		err = resolve_init(config.staging_pages);
 	if (!err)
-		err = collect_open(npfd.opt.bpffs);
+		err = collect_open(config.bpffs);
 	if (!err)
 		config_apply_live(&config);
 	if (!err)
-		err = control_open(npfd.opt.socket_path);
+		err = control_open(config.socket, config.bpffs, start_ns);
 	if (!err)
-		ids_open(npfd.opt.socket_path);
+		ids_open(config.socket);
 	if (!err) {
 		pr_info("ready (pid %d)", getpid());
 		/* BPF loaded, maps pinned, socket listening: clients may come. */
@@ -281,7 +275,7 @@ int main(int argc, char **argv)
 		err = loop_run();
 	}
 	sd_notify(0, "STOPPING=1");
-	ids_close(npfd.nr_regions != 0);
+	ids_close(nr_regions != 0);
 	control_close();
 	mmwatch_close();
 	collect_close();

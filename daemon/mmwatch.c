@@ -12,9 +12,10 @@
  *     the BPF side: its entry is invalidated at once)
  *   kernel frees/moves the frame -> tracepoint -> BPF: the PFN is tracked:
  *     delete it, send {pfn, region, address, event}
- *   record -> device_range_removed() on that page: cleared with a version
- *     bump, the NIC told; its next access faults and npfd maps the page
- *     where it is now (and tracks that frame)
+ *   record -> region_invalidate() -> the devices' entries of that page
+ *     (device_range_removed()): cleared with a version bump, the NIC told;
+ *     its next access faults and npfd maps the page where it is now (and
+ *     tracks that frame)
  *
  * The BPF programs are attached only while some device is attached: the
  * page-free tracepoint fires for every page the machine frees, and npfd
@@ -36,8 +37,11 @@
 #include <time.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include "npfd.h"
+#include "log.h"
+#include "loop.h"
 #include "mmwatch.h"
+#include "region.h"
+#include "util.h"
 #include "npf_mm.skel.h"
 
 #define PM_PRESENT (1ULL << 63)
@@ -47,6 +51,7 @@
 #define CHUNK 512
 
 static struct npf_mm_bpf *skel;
+static const char *pin_dir; /* npfd's --bpffs */
 static struct ring_buffer *rb;
 static int rb_src = -1;
 static unsigned int nr_devices;
@@ -57,6 +62,12 @@ static __u64 raced;	 /* frames freed before the BPF side could see them */
 static __u64 sweeps;	 /* regions swept for pages unmapped but not yet freed */
 static __u64 superseded; /* records for pages discarded or mapped again since */
 static __u64 handled[NPF_MM_NR_EVENTS];
+
+void mmwatch_set_pin_dir(const char *dir)
+{
+	pin_dir = dir;
+}
+
 /*
  * The ring's positions and data, mapped read-only (the kernel's layout of a
  * BPF ring buffer: consumer page, producer page, data mapped twice), to see
@@ -253,7 +264,7 @@ static void invalidate_range(__u32 region_id, __u64 addr, __u64 end)
 	if (r && addr >= r->start && end - r->start <= r->length) {
 		pr_debug("mm watch: region %u: invalidating 0x%llx-0x%llx", region_id,
 			 (unsigned long long)addr, (unsigned long long)end);
-		device_range_removed(r, addr, end);
+		region_invalidate(r, addr, end);
 	}
 }
 
@@ -386,9 +397,9 @@ static void invalidate_everything(void)
 
 	pr_warn("mm watch: %llu records lost (ring buffer full): invalidating every device entry",
 		(unsigned long long)lost_seen);
-	list_for_each_entry(mm, &npfd.mms, node)
+	list_for_each_entry(mm, &mms, node)
 		list_for_each_entry(r, &mm->regions, node)
-			device_range_removed(r, r->start, r->start + r->length);
+			region_invalidate(r, r->start, r->start + r->length);
 }
 
 static void doom(__u32 region_id, __u64 addr, __u64 pfn)
@@ -772,8 +783,8 @@ static int load(void)
 		swapin_init();
 	if (!zero_pfn)
 		learn_zero_pfn();
-	if (npfd.opt.bpffs) {
-		snprintf(pin_path, sizeof(pin_path), "%s/npf_mm_pfns", npfd.opt.bpffs);
+	if (pin_dir) {
+		snprintf(pin_path, sizeof(pin_path), "%s/npf_mm_pfns", pin_dir);
 		unlink(pin_path); /* left by an npfd that was killed */
 		if (bpf_map__pin(skel->maps.npf_mm_pfns, pin_path)) {
 			pr_warn("mm watch: cannot pin npf_mm_pfns at %s: %s", pin_path,
@@ -921,8 +932,7 @@ static void track(struct npfd_region *r, __u64 va, __u64 n, unsigned int tries)
 				"mm watch: region %u page 0x%llx: frame 0x%llx became 0x%llx while tracked: invalidating",
 				r->id, (unsigned long long)(va + i * NPF_PAGE_SIZE),
 				(unsigned long long)ent[i], (unsigned long long)again[i]);
-			device_range_removed(r, va + i * NPF_PAGE_SIZE,
-					     va + (i + 1) * NPF_PAGE_SIZE);
+			region_invalidate(r, va + i * NPF_PAGE_SIZE, va + (i + 1) * NPF_PAGE_SIZE);
 		}
 }
 

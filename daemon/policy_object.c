@@ -9,8 +9,8 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <string.h>
-#include "npfd.h"
 #include "policy_object.h"
+#include "util.h"
 
 int policy_object_info(const void *buf, size_t size, struct npf_policy_info *info, char *err,
 		       size_t errlen)

@@ -17,20 +17,35 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <linux/userfaultfd.h>
-#include "npfd.h"
+#include "collect.h"
+#include "ids.h"
+#include "log.h"
+#include "loop.h"
+#include "region.h"
+#include "util.h"
 #include "wire_check.h"
 
 /* Events npfd must see to keep its table true to the address space. */
 #define NPF_UFFD_REQUIRED_FEATURES                                                                 \
 	(UFFD_FEATURE_EVENT_REMAP | UFFD_FEATURE_EVENT_REMOVE | UFFD_FEATURE_EVENT_UNMAP)
 
+struct list_head mms = LIST_HEAD_INIT(mms);
+__u32 nr_regions;
+static struct region_hooks hooks;
+
+void region_set_hooks(const struct region_hooks *h)
+{
+	hooks = *h;
+}
+
 static void mm_ready(void *arg)
 {
-	resolve_uffd_ready(arg);
+	hooks.uffd_ready(arg);
 }
 
 static void mm_child_exited(void *arg)
@@ -60,7 +75,7 @@ struct npfd_mm *mm_new(int uffd, ino_t ino, pid_t tgid, struct npfd_client *owne
 		free(mm);
 		return NULL;
 	}
-	list_add_tail(&mm->node, &npfd.mms);
+	list_add_tail(&mm->node, &mms);
 	return mm;
 }
 
@@ -90,16 +105,20 @@ static void region_drop(struct npfd_region *r, bool unregister_range, struct npf
 	 * next npfd adopts the devices: their waiting requests are not
 	 * failed, their entries stay (device_mm_gone() forgets them).
 	 */
-	if (!npfd.stop)
-		device_region_gone(r, unregister_range && process_alive(mm->tgid), w);
-	policy_region_gone(r);
+	if (hooks.going) {
+		bool stopping = loop_stopping();
+
+		hooks.going(r, stopping, !stopping && unregister_range && process_alive(mm->tgid),
+			    w);
+	}
 	list_del_init(&r->node);
 	mm->nr_regions--;
-	npfd.nr_regions--;
+	nr_regions--;
 	collect_slot_free(r);
 	if (mm->tgid && collect_filter_update(mm->tgid, mm))
 		pr_warn("region %u: cannot update the fault filter of pid %d", r->id, mm->tgid);
-	resolve_region_gone(r);
+	if (r->map)
+		munmap((void *)r->map, r->map_length);
 	if (r->file_fd >= 0)
 		close(r->file_fd);
 	pr_debug("region %u removed", r->id);
@@ -119,10 +138,12 @@ void mm_destroy(struct npfd_mm *mm, bool unregister_ranges)
 	if (mm->dead)
 		return;
 	mm->dead = true;
-	resolve_forget_mm(mm);
+	if (hooks.mm_going)
+		hooks.mm_going(mm);
 	list_for_each_entry_safe(r, tmp, &mm->regions, node)
 		region_remove(r, unregister_ranges);
-	device_mm_gone(mm);
+	if (hooks.mm_gone)
+		hooks.mm_gone(mm);
 	collect_filter_remove(mm->tgid);
 	collect_nic_uprobe_put(mm);
 	source_del(mm->src);
@@ -154,7 +175,7 @@ struct npfd_region *region_find_id(__u32 id)
 	struct npfd_mm *mm;
 	struct npfd_region *r;
 
-	list_for_each_entry(mm, &npfd.mms, node)
+	list_for_each_entry(mm, &mms, node)
 		list_for_each_entry(r, &mm->regions, node)
 			if (r->id == id)
 				return r;
@@ -342,7 +363,7 @@ static struct npfd_mm *mm_hand_over(struct npfd_client *c, ino_t ino)
 {
 	struct npfd_mm *mm;
 
-	list_for_each_entry(mm, &npfd.mms, node) {
+	list_for_each_entry(mm, &mms, node) {
 		if (mm->dead || mm->uffd_ino != ino || mm->tgid != c->pid || mm->forked)
 			continue;
 		if (mm->owner && mm->owner != c && mm->owner->mm == mm)
@@ -446,7 +467,9 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	if (ret < 0)
 		return ret;
 	/* What npfd would hold for the user: the region, its file, the first userfaultfd. */
-	ret = uid_limit_check(c->uid, 1, (c->mm ? 0 : 1) + (want_fds == 2), err, errlen);
+	ret = hooks.uid_limit ?
+		      hooks.uid_limit(c->uid, 1, (c->mm ? 0 : 1) + (want_fds == 2), err, errlen) :
+		      0;
 	if (ret)
 		return ret;
 	if (adopt_id && !c->mm)
@@ -471,7 +494,7 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	if (c->mm && c->mm->nr_regions >= NPF_MAX_RANGES_PER_PROC)
 		return refuse(err, errlen, ENOSPC, "a process may register at most %d regions",
 			      NPF_MAX_RANGES_PER_PROC);
-	if (npfd.nr_regions >= NPF_MAX_REGIONS)
+	if (nr_regions >= NPF_MAX_REGIONS)
 		return refuse(err, errlen, ENOSPC, "npfd serves at most %d regions",
 			      NPF_MAX_REGIONS);
 
@@ -534,10 +557,10 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	}
 	r->mm = c->mm;
 	if (adopt_id && !region_find_id(adopt_id)) {
-		id_taken(&npfd.next_region_id, adopt_id);
+		id_taken(ID_REGION, adopt_id);
 		r->id = adopt_id;
 	} else {
-		r->id = id_alloc(&npfd.next_region_id);
+		r->id = id_alloc(ID_REGION);
 	}
 	r->start = start;
 	r->length = len;
@@ -557,12 +580,13 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	r->installed = calloc((len >> NPF_PAGE_SHIFT) / 8 + 1, 1);
 	list_add_tail(&r->node, &c->mm->regions);
 	c->mm->nr_regions++;
-	npfd.nr_regions++;
+	nr_regions++;
 	if (!r->installed || collect_slot_alloc(r) || collect_filter_update(c->mm->tgid, c->mm)) {
 		region_remove(r, !adopt_id);
 		return refuse(err, errlen, ENOSPC, "cannot add the region to the BPF maps");
 	}
-	policy_region_registered(r);
+	if (hooks.registered)
+		hooks.registered(r);
 	region_info(r, out);
 	if (adopt_id) {
 		/* EEXIST from the pages already there is benign: nothing is overwritten */
@@ -593,6 +617,123 @@ int region_unregister(struct npfd_client *c, __u32 id, struct npfd_wait *w, char
 	pr_info("pid %d: region %u unregistered", c->pid, id);
 	region_drop(r, true, w);
 	return 0;
+}
+
+/*
+ * Installed pages and mm events: which pages of a region npfd installed
+ * (prefetch and fault-around skip them; devices map them without asking
+ * the resolver), and what the address space did to the regions since
+ * (munmap, mremap, MADV_DONTNEED: the userfaultfd's events, read by the
+ * resolver with the faults and handed here).
+ */
+
+/* The pages [start, end) of r are gone or moved: devices must not keep them mapped. */
+void region_invalidate(struct npfd_region *r, __u64 start, __u64 end)
+{
+	if (hooks.range_removed)
+		hooks.range_removed(r, start, end);
+}
+
+/* Did npfd install page of r (and has it not left the address space since)? */
+bool region_page_installed(const struct npfd_region *r, __u64 page)
+{
+	__u64 i = (page - r->start) >> NPF_PAGE_SHIFT;
+
+	return r->installed && (r->installed[i / 8] >> (i % 8)) & 1;
+}
+
+void region_mark_installed(struct npfd_region *r, __u64 start, __u64 npages)
+{
+	__u64 i = (start - r->start) >> NPF_PAGE_SHIFT, end = i + npages;
+
+	if (!r->installed)
+		return;
+	for (; i < end; i++)
+		r->installed[i / 8] |= (__u8)(1 << (i % 8));
+}
+
+/* Pages of r that left the address space (munmap, MADV_DONTNEED): forget them. */
+static void forget_installed(struct npfd_region *r, __u64 start, __u64 end)
+{
+	__u64 lo = start > r->start ? start : r->start, hi = r->start + r->length, i;
+
+	if (end < hi)
+		hi = end;
+	if (!r->installed)
+		return;
+	for (i = (lo - r->start) >> NPF_PAGE_SHIFT; lo < hi; lo += NPF_PAGE_SIZE, i++)
+		r->installed[i / 8] &= (__u8) ~(1 << (i % 8));
+}
+
+/* An mm event on [start, end) (UFFD_EVENT_REMOVE: MADV_DONTNEED): count it, and take the pages from the devices. */
+void mm_range_removed(struct npfd_mm *mm, __u64 start, __u64 end)
+{
+	struct npfd_region *r;
+
+	list_for_each_entry(r, &mm->regions, node) {
+		if (!(start < r->start + r->length && r->start < end))
+			continue;
+		if (r->stats)
+			r->stats->mm_events++;
+		forget_installed(r, start, end);
+		region_invalidate(r, start, end);
+	}
+}
+
+/* munmap: regions wholly inside go; regions cut at an end shrink. */
+void mm_unmapped(struct npfd_mm *mm, __u64 start, __u64 end)
+{
+	struct npfd_region *r, *tmp;
+
+	mm_range_removed(mm, start, end);
+	list_for_each_entry_safe(r, tmp, &mm->regions, node) {
+		__u64 rs = r->start, re = r->start + r->length;
+
+		if (end <= rs || start >= re)
+			continue;
+		if (start <= rs && end >= re) {
+			pr_info("pid %d unmapped region %u: dropping it", mm->tgid, r->id);
+			region_remove(r, false);
+			continue;
+		}
+		if (start <= rs) {
+			r->file_offset += end - rs;
+			r->start = end;
+			if (r->installed) /* indexes shift: forget rather than misplace */
+				memset(r->installed, 0, (r->length >> NPF_PAGE_SHIFT) / 8 + 1);
+		} else if (end >= re) {
+			/* cut at the top */
+		} else {
+			continue; /* a hole: faults will not come from it */
+		}
+		r->length = (start <= rs ? re : start) - r->start;
+		if (r->stats) {
+			r->stats->start = r->start;
+			r->stats->length = r->length;
+		}
+		collect_filter_update(mm->tgid, mm);
+	}
+}
+
+/* mremap: a region that moved whole follows its memory. */
+void mm_remapped(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len)
+{
+	struct npfd_region *r;
+
+	mm_range_removed(mm, from, from + len);
+	list_for_each_entry(r, &mm->regions, node) {
+		if (r->start >= from && r->start + r->length <= from + len) {
+			r->start = r->start - from + to;
+			if (r->stats)
+				r->stats->start = r->start;
+			pr_info("pid %d moved region %u to 0x%llx", mm->tgid, r->id,
+				(unsigned long long)r->start);
+		} else if (r->start < from + len && from < r->start + r->length) {
+			pr_warn("pid %d moved part of region %u: faults in the moved part are zero-filled",
+				mm->tgid, r->id);
+		}
+	}
+	collect_filter_update(mm->tgid, mm);
 }
 
 /*
@@ -627,7 +768,7 @@ void mm_forked(struct npfd_mm *parent, int child_uffd)
 			break;
 		*r = *pr;
 		r->mm = mm;
-		r->id = id_alloc(&npfd.next_region_id);
+		r->id = id_alloc(ID_REGION);
 		r->file_fd = pr->file_fd >= 0 ? fcntl(pr->file_fd, F_DUPFD_CLOEXEC, 0) : -1;
 		r->stats = NULL;
 		r->map = NULL; /* the child's region maps the file afresh if it needs to */
@@ -639,33 +780,11 @@ void mm_forked(struct npfd_mm *parent, int child_uffd)
 			memcpy(r->installed, pr->installed, (r->length >> NPF_PAGE_SHIFT) / 8 + 1);
 		list_add_tail(&r->node, &mm->regions);
 		mm->nr_regions++;
-		npfd.nr_regions++;
+		nr_regions++;
 		if (collect_slot_alloc(r))
 			pr_warn("child region %u has no stats slot", r->id);
 	}
 	pr_info("pid %d forked: serving the child's %u regions", parent->tgid, mm->nr_regions);
-}
-
-/* Does pid still run (not gone, not a zombie whose mm and threads are gone)? */
-bool process_alive(pid_t pid)
-{
-	char path[64], buf[256], *p;
-	ssize_t n;
-	int fd;
-
-	if (pid <= 0)
-		return false;
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	p = strrchr(buf, ')'); /* the command name may hold anything */
-	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
 }
 
 void mm_learn_tgid(struct npfd_mm *mm, pid_t tid)

@@ -36,8 +36,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <linux/userfaultfd.h>
-#include "npfd.h"
+#include "collect.h"
+#include "log.h"
+#include "policy.h"
+#include "region.h"
+#include "resolve.h"
 #include "runs.h"
+#include "util.h"
 
 #ifndef UFFDIO_POISON /* Debian's linux-libc-dev (6.1) predates it; the kernel has it (6.6+) */
 struct uffdio_poison {
@@ -62,6 +67,13 @@ static char *bounce;	  /* MAX_RUN_PAGES pages: a direct copy that failed is read
 static unsigned int fault_around_pages = 16;
 static unsigned int staging_pages;
 static __u64 batch_gen;
+static struct resolve_hooks hooks;
+__u64 resolve_faults_resolved, resolve_batches;
+
+void resolve_set_hooks(const struct resolve_hooks *h)
+{
+	hooks = *h;
+}
 
 int resolve_init(unsigned int pages)
 {
@@ -268,108 +280,6 @@ void resolve_forget_mm(struct npfd_mm *mm)
 	nfaults = j;
 }
 
-/* Did npfd install page of r (and has it not left the address space since)? */
-bool region_page_installed(const struct npfd_region *r, __u64 page)
-{
-	__u64 i = (page - r->start) >> NPF_PAGE_SHIFT;
-
-	return r->installed && (r->installed[i / 8] >> (i % 8)) & 1;
-}
-
-static void mark_installed(struct npfd_region *r, __u64 start, __u64 npages)
-{
-	__u64 i = (start - r->start) >> NPF_PAGE_SHIFT, end = i + npages;
-
-	if (!r->installed)
-		return;
-	for (; i < end; i++)
-		r->installed[i / 8] |= (__u8)(1 << (i % 8));
-}
-
-/* Pages of r that left the address space (munmap, MADV_DONTNEED): forget them. */
-static void forget_installed(struct npfd_region *r, __u64 start, __u64 end)
-{
-	__u64 lo = start > r->start ? start : r->start, hi = r->start + r->length, i;
-
-	if (end < hi)
-		hi = end;
-	if (!r->installed)
-		return;
-	for (i = (lo - r->start) >> NPF_PAGE_SHIFT; lo < hi; lo += NPF_PAGE_SIZE, i++)
-		r->installed[i / 8] &= (__u8) ~(1 << (i % 8));
-}
-
-/* An mm event on [start, end): count it, and take the pages from the devices. */
-static void count_event(struct npfd_mm *mm, __u64 start, __u64 end)
-{
-	struct npfd_region *r;
-
-	list_for_each_entry(r, &mm->regions, node) {
-		if (!(start < r->start + r->length && r->start < end))
-			continue;
-		if (r->stats)
-			r->stats->mm_events++;
-		forget_installed(r, start, end);
-		device_range_removed(r, start, end);
-	}
-}
-
-/* munmap: regions wholly inside go; regions cut at an end shrink. */
-static void handle_unmap(struct npfd_mm *mm, __u64 start, __u64 end)
-{
-	struct npfd_region *r, *tmp;
-
-	count_event(mm, start, end);
-	list_for_each_entry_safe(r, tmp, &mm->regions, node) {
-		__u64 rs = r->start, re = r->start + r->length;
-
-		if (end <= rs || start >= re)
-			continue;
-		if (start <= rs && end >= re) {
-			pr_info("pid %d unmapped region %u: dropping it", mm->tgid, r->id);
-			region_remove(r, false);
-			continue;
-		}
-		if (start <= rs) {
-			r->file_offset += end - rs;
-			r->start = end;
-			if (r->installed) /* indexes shift: forget rather than misplace */
-				memset(r->installed, 0, (r->length >> NPF_PAGE_SHIFT) / 8 + 1);
-		} else if (end >= re) {
-			/* cut at the top */
-		} else {
-			continue; /* a hole: faults will not come from it */
-		}
-		r->length = (start <= rs ? re : start) - r->start;
-		if (r->stats) {
-			r->stats->start = r->start;
-			r->stats->length = r->length;
-		}
-		collect_filter_update(mm->tgid, mm);
-	}
-}
-
-/* mremap: a region that moved whole follows its memory. */
-static void handle_remap(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len)
-{
-	struct npfd_region *r;
-
-	count_event(mm, from, from + len);
-	list_for_each_entry(r, &mm->regions, node) {
-		if (r->start >= from && r->start + r->length <= from + len) {
-			r->start = r->start - from + to;
-			if (r->stats)
-				r->stats->start = r->start;
-			pr_info("pid %d moved region %u to 0x%llx", mm->tgid, r->id,
-				(unsigned long long)r->start);
-		} else if (r->start < from + len && from < r->start + r->length) {
-			pr_warn("pid %d moved part of region %u: faults in the moved part are zero-filled",
-				mm->tgid, r->id);
-		}
-	}
-	collect_filter_update(mm->tgid, mm);
-}
-
 static void prefetch(struct npfd_mm *mm, struct npfd_region *r, __u64 page, __u64 raised)
 {
 	if (!region_page_installed(r, page))
@@ -418,13 +328,6 @@ static const char *map_page(struct npfd_region *r, __u64 page, __u64 npages)
 	    off - r->map_offset + npages * NPF_PAGE_SIZE > r->map_length)
 		return NULL;
 	return r->map + (off - r->map_offset);
-}
-
-void resolve_region_gone(struct npfd_region *r)
-{
-	if (r->map)
-		munmap((void *)r->map, r->map_length);
-	r->map = NULL;
 }
 
 /*
@@ -488,8 +391,8 @@ static void apply_decision(struct npfd_mm *mm, struct npfd_region *r,
 			break;
 		prefetch(mm, r, p, rec->ts_ns);
 	}
-	if (d.flags & NPF_DECIDE_RECORD)
-		ws_record(r, first);
+	if ((d.flags & NPF_DECIDE_RECORD) && hooks.record)
+		hooks.record(r, first);
 }
 
 /*
@@ -547,14 +450,14 @@ void resolve_uffd_ready(void *arg)
 				mm_forked(mm, (int)m->arg.fork.ufd);
 				break;
 			case UFFD_EVENT_REMAP:
-				handle_remap(mm, m->arg.remap.from, m->arg.remap.to,
-					     m->arg.remap.len);
+				mm_remapped(mm, m->arg.remap.from, m->arg.remap.to,
+					    m->arg.remap.len);
 				break;
 			case UFFD_EVENT_REMOVE:
-				count_event(mm, m->arg.remove.start, m->arg.remove.end);
+				mm_range_removed(mm, m->arg.remove.start, m->arg.remove.end);
 				break;
 			case UFFD_EVENT_UNMAP:
-				handle_unmap(mm, m->arg.remove.start, m->arg.remove.end);
+				mm_unmapped(mm, m->arg.remove.start, m->arg.remove.end);
 				break;
 			default:
 				pr_warn("pid %d: unknown userfaultfd event %u", mm->tgid, m->event);
@@ -655,8 +558,9 @@ static int fail_run(struct run *rn, const char *src)
 	head.npages = rn->valid_pages;
 	head.done = 0;
 	if (head.npages && !install(&head, src)) {
-		mark_installed(rn->region, head.start, head.npages);
-		device_pages_installed(rn->region, head.start, head.npages);
+		region_mark_installed(rn->region, head.start, head.npages);
+		if (hooks.installed)
+			hooks.installed(rn->region, head.start, head.npages);
 	} else {
 		head.npages = 0;
 	}
@@ -787,7 +691,7 @@ static void account(struct run *rn, __u64 t_done)
 	struct npfd_region *r = rn->region;
 	__u32 i;
 
-	npfd.faults_resolved += rn->nfaults;
+	resolve_faults_resolved += rn->nfaults;
 	if (!r || !r->stats)
 		return;
 	for (i = rn->first; i < rn->first + rn->nfaults; i++)
@@ -868,7 +772,7 @@ void resolve_flush(void)
 	if (!nfaults)
 		return;
 	batch_gen++;
-	npfd.batches++;
+	resolve_batches++;
 	nfaults = faults_dedupe(faults, nfaults);
 
 	while (pos < nfaults) {
@@ -947,8 +851,9 @@ void resolve_flush(void)
 			if (!rn->woken)
 				wake(rn);
 			if (!rn->status && !rn->unservable && rn->region) {
-				mark_installed(rn->region, rn->start, rn->npages);
-				device_pages_installed(rn->region, rn->start, rn->npages);
+				region_mark_installed(rn->region, rn->start, rn->npages);
+				if (hooks.installed)
+					hooks.installed(rn->region, rn->start, rn->npages);
 			}
 			account(rn, t);
 		}

@@ -7,7 +7,7 @@
  * that region's first pages were zero-filled instead of read from its file).
  */
 #include <stdlib.h>
-#include "npfd.h"
+#include "region.h"
 #include "runs.h"
 
 static int cmp_fault(const void *a, const void *b)

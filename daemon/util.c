@@ -4,8 +4,12 @@
 #include <stdarg.h>
 #include <limits.h>
 #include <stdio.h>
+#include <fcntl.h>
+#include <string.h>
 #include <sys/stat.h>
-#include "npfd.h"
+#include <time.h>
+#include <unistd.h>
+#include "util.h"
 
 /* mkdir -p: create path and its missing parents; 0 or -errno. */
 int mkdir_p(const char *path, mode_t mode)
@@ -39,4 +43,34 @@ int refuse(char *err, size_t errlen, int code, const char *fmt, ...)
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
 	return -code;
+}
+
+__u64 now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__u64)ts.tv_sec * 1000000000ULL + (__u64)ts.tv_nsec;
+}
+
+/* Does pid still run (not gone, not a zombie whose mm and threads are gone)? */
+bool process_alive(pid_t pid)
+{
+	char path[64], buf[256], *p;
+	ssize_t n;
+	int fd;
+
+	if (pid <= 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* the command name may hold anything */
+	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
 }

@@ -55,7 +55,7 @@ breaks() {
 	cat <<'EOF'
 file-offset-ignored @@ daemon/resolve.c @@ s{rn->region->file_offset \+ }{}g @@ file_offset
 file-offset-ignored-in-mapping @@ daemon/resolve.c @@ s{MAP_SHARED, r->file_fd, \(off_t\)r->file_offset\);}{MAP_SHARED, r->file_fd, (off_t)0);} @@ file_offset
-head-unmap-offset-kept @@ daemon/resolve.c @@ s{r->file_offset \+= end - rs;}{} @@ file_offset
+head-unmap-offset-kept @@ daemon/region.c @@ s{r->file_offset \+= end - rs;}{} @@ file_offset
 kill-switch-ignored-for-cpu-faults @@ daemon/collect.c @@ s{if \(!policies_on \|\| slot >= NPF_MAX_REGIONS}{if (slot >= NPF_MAX_REGIONS} @@ policy_load policy_cli
 # Device faults' kill switch (the uprobe collector's check): no test loads a
 # policy for a device's faults and then disables it -- a known gap.
@@ -68,8 +68,8 @@ staging-offset-ignored @@ daemon/resolve.c @@ s{src = staging \+ \(size_t\)rn->s
 read-from-wrong-file @@ daemon/resolve.c @@ s{io_uring_prep_read_fixed\(sqe, rn->region->file_fd,}{io_uring_prep_read_fixed(sqe, rs[0].region ? rs[0].region->file_fd : -1,} @@ two_clients fault_1g
 pages-copied-miscounted @@ daemon/resolve.c @@ s{r->stats->pages_copied \+= rn->npages;}{r->stats->pages_copied += 1;} @@ nic_npfd_read_file fault_1g file_offset
 bpf-cpu-faults-miscounted @@ bpf/npf_collect.bpf.c @@ s{__sync_fetch_and_add\(&st->cpu_faults, 1\)}{__sync_fetch_and_add(&st->cpu_faults, 2)} @@ fault_1g
-remap-not-followed @@ daemon/resolve.c @@ s{r->start = r->start - from \+ to;}{} @@ mm_events
-unmapped-region-kept @@ daemon/resolve.c @@ s{region_remove\(r, false\);\n\t\t\tcontinue;}{continue;} @@ mm_events
+remap-not-followed @@ daemon/region.c @@ s{r->start = r->start - from \+ to;}{} @@ mm_events
+unmapped-region-kept @@ daemon/region.c @@ s{region_remove\(r, false\);\n\t\t\tcontinue;}{continue;} @@ mm_events
 overlap-unchecked @@ daemon/region.c @@ s{if \(overlaps\(it, start, len\)\)}{if (0)} @@ bad_input
 unregister-owner-unchecked @@ daemon/region.c @@ s{if \(!c->mm \|\| r->mm != c->mm\)}{if (0)} @@ bad_input
 initiator-request-per-page @@ nic/nic_iommu.c @@ s{(\t\tb->npages\+\+;\n)}{$1\t\tprb_flush(b);\n} @@ nic_fault nic_npfd_write

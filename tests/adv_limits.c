@@ -17,7 +17,7 @@
 #include "adv.h"
 #include "npf.h"
 
-/* daemon/npfd.h */
+/* daemon/control.h */
 #define MAX_CONNECTIONS 64
 #define MAX_REGIONS 256
 #define MAX_FDS 288

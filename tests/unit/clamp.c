@@ -6,7 +6,8 @@
  * pages and none without a stride. What fits passes unchanged.
  */
 #include "unit.h"
-#include "npfd.h"
+#include "objects.h"
+#include "policy.h"
 
 #define PGSZ NPF_PAGE_SIZE
 

@@ -8,7 +8,7 @@
  * next round.
  */
 #include "unit.h"
-#include "npfd.h"
+#include "objects.h"
 #include "runs.h"
 
 #define PGSZ NPF_PAGE_SIZE

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The control socket (control.c): clients connect, send requests, get one
+ * reply per request, in order. The top of npfd below main.c: it calls
+ * every layer, none calls it.
+ */
+#ifndef NPFD_CONTROL_H
+#define NPFD_CONTROL_H
+
+#include <stddef.h>
+#include <sys/types.h>
+#include "npf_abi.h"
+
+/*
+ * Per-uid limits: what one user of the socket may make npfd hold, so that
+ * one user cannot lock the others out (root is not limited). Descriptors
+ * are the connection sockets, userfaultfds, backing files and pidfds npfd
+ * holds for the user.
+ */
+#define NPFD_UID_MAX_CONNECTIONS 64
+#define NPFD_UID_MAX_REGIONS 256
+#define NPFD_UID_MAX_FDS 288
+/* May uid hold that much more? 0, or -errno with the reason in err (region.c's hook). */
+int uid_limit_check(uid_t uid, unsigned int more_regions, unsigned int more_fds, char *err,
+		    size_t errlen);
+/* Listen on path; pin_dir and started_ns are what npfctl status reports. */
+int control_open(const char *path, const char *pin_dir, __u64 started_ns);
+void control_close(void);
+/* After each loop pass: read the clients whose waiting request was answered. */
+void control_flush(void);
+
+#endif

@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * npfd's objects, the data every layer reads: the address space it serves
+ * (npfd_mm, one per userfaultfd), the regions registered in it, and the
+ * control connection (npfd_client) that answers for them. Types only: the
+ * functions on regions and address spaces are in region.h, on connections
+ * in control.h.
+ */
+#ifndef NPFD_OBJECTS_H
+#define NPFD_OBJECTS_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+#include "npf_abi.h"
+#include "list.h"
+
+struct npfd_wait;
+struct npfd_client;
+struct npfd_mm;
+struct nic_probe;
+
+struct npfd_region {
+	struct list_head node; /* in npfd_mm.regions */
+	struct npfd_mm *mm;
+	__u32 id;
+	__u32 slot; /* index into the stats and latency maps */
+	__u64 start;
+	__u64 length;
+	__u64 file_offset;
+	__u32 backing;
+	int file_fd; /* NPF_BACKING_FILE: npfd's own descriptor */
+	/*
+	 * NPF_BACKING_FILE: npfd's read-only mapping of the file from
+	 * map_offset (resolve.c: page-cache pages are copied from it).
+	 */
+	const char *map;
+	__u64 map_offset, map_length;
+	bool map_failed;  /* could not map it: every read goes through io_uring */
+	int fault_around; /* pages a CPU fault brings in (aligned block); -1: npfd's setting */
+	char name[NPF_NAME_LEN];
+	struct npf_region_stats *stats; /* mmap of npf_region_stats[slot] */
+	struct npf_latency_hist *latency;
+	__u64 last_batch;    /* resolver flush that last counted this region */
+	__u8 *installed;     /* bitmap: pages npfd installed (region.c; prefetch skips them) */
+	int ws_fd;	     /* working-set record being written (wsstore.c), or -1 */
+	bool ws_replayed;    /* this run replayed a record: append to it */
+	bool ws_failed;	     /* recording failed once: do not retry every fault */
+	__u64 faults_failed; /* faults npfd could not serve (poisoned), for the log */
+};
+
+/* One userfaultfd, i.e. one address space npfd serves. */
+struct npfd_mm {
+	struct list_head node; /* in region.c's list of address spaces (mms) */
+	int uffd;
+	ino_t uffd_ino;
+	pid_t tgid;		   /* 0: forked child not yet seen faulting */
+	uid_t uid;		   /* of the client that registered it: per-uid limits */
+	int pidfd;		   /* forked children: tells npfd when the child exits */
+	struct npfd_client *owner; /* control connection that answers for it, or NULL */
+	struct list_head regions;
+	__u32 nr_regions;
+	bool forked;
+	bool dead;     /* torn down; freed at the end of the loop iteration */
+	bool adopting; /* more regions are being adopted: faults outside them wait */
+	int src;       /* event-loop source id of uffd */
+	int pid_src;
+	struct nic_probe *nic_probe; /* the uprobe on its executable's npf_nic_fault_report() */
+	int pagemap_fd;		     /* /proc/PID/pagemap, opened for device requests */
+};
+
+struct npfd_client {
+	struct list_head node; /* in control.c's list of clients */
+	int fd;
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	struct npfd_mm *mm; /* the client's own address space, once it registers */
+	int src;
+	bool dead;
+	/* Its request being answered later: the requests behind it wait (answers stay in order). */
+	struct npfd_wait *wait;
+	struct list_head resume; /* in control.c's list of clients to read again */
+	bool privileged;	 /* root, or CAP_BPF + CAP_PERFMON (or CAP_SYS_ADMIN) at connect */
+};
+
+#endif

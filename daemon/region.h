@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Regions and the address spaces they live in (region.c; the types are in
+ * objects.h): registration, removal, fork, the mm events that move or drop
+ * them, and which of their pages npfd installed. What happens above when a
+ * region comes or goes (the resolver, devices, policies, working sets) is
+ * told through the hooks main.c sets.
+ */
+#ifndef NPFD_REGION_H
+#define NPFD_REGION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include "npf_abi.h"
+#include "objects.h"
+
+struct npfd_wait;
+
+struct region_hooks {
+	/* An address space's userfaultfd is readable (its event-loop handler; mm is the arg). */
+	void (*uffd_ready)(void *mm);
+	/* May uid hold that much more? 0, or -errno with the reason in err. */
+	int (*uid_limit)(uid_t uid, unsigned int more_regions, unsigned int more_fds, char *err,
+			 size_t errlen);
+	/* r was registered (not for a forked child's copies). */
+	void (*registered)(struct npfd_region *r);
+	/*
+	 * r is going (still in its address space). stopping: npfd is
+	 * stopping, devices keep their entries for the next npfd; alive: its
+	 * process runs and the range was unregistered (devices must
+	 * acknowledge); w, if any, is answered when they have.
+	 */
+	void (*going)(struct npfd_region *r, bool stopping, bool alive, struct npfd_wait *w);
+	/* Pages [start, end) of r are gone or moved: devices must not keep them mapped. */
+	void (*range_removed)(struct npfd_region *r, __u64 start, __u64 end);
+	/* mm is being torn down: before its regions go, and after. */
+	void (*mm_going)(struct npfd_mm *mm);
+	void (*mm_gone)(struct npfd_mm *mm);
+};
+
+/* Every address space npfd serves, and how many regions they hold. */
+extern struct list_head mms;
+extern __u32 nr_regions;
+
+void region_set_hooks(const struct region_hooks *h);
+
+struct npfd_mm *mm_new(int uffd, ino_t ino, pid_t tgid, struct npfd_client *owner);
+void mm_destroy(struct npfd_mm *mm, bool unregister_ranges);
+struct npfd_region *mm_find_region(struct npfd_mm *mm, __u64 addr);
+struct npfd_region *region_find_id(__u32 id);
+int region_register(struct npfd_client *c, const struct npf_region_req *req, int *fds, int nfds,
+		    __u32 adopt_id, struct npf_region_info *out, char *err, size_t errlen);
+int region_unregister(struct npfd_client *c, __u32 id, struct npfd_wait *w, char *err,
+		      size_t errlen);
+void region_remove(struct npfd_region *r, bool unregister_range);
+void region_info(const struct npfd_region *r, struct npf_region_info *out);
+
+/* The userfaultfd's events, read by the resolver. */
+void mm_forked(struct npfd_mm *parent, int child_uffd);
+void mm_learn_tgid(struct npfd_mm *mm, pid_t tid);
+void mm_unmapped(struct npfd_mm *mm, __u64 start, __u64 end);
+void mm_remapped(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len);
+void mm_range_removed(struct npfd_mm *mm, __u64 start, __u64 end);
+
+/* Installed pages: set by the resolver, read by prefetch and devices. */
+bool region_page_installed(const struct npfd_region *r, __u64 page);
+void region_mark_installed(struct npfd_region *r, __u64 start, __u64 npages);
+/* Pages [start, end) of r moved or were freed under npfd (mm watch): tell the devices. */
+void region_invalidate(struct npfd_region *r, __u64 start, __u64 end);
+
+#endif

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The fault resolver (resolve.c): reads a userfaultfd's faults and events,
+ * queues pages, and installs each batch; busy-polls the hot userfaultfds
+ * while a CPU is spare. What is done with installed pages and recorded
+ * faults above it is told through the hooks main.c sets.
+ */
+#ifndef NPFD_RESOLVE_H
+#define NPFD_RESOLVE_H
+
+#include <stdbool.h>
+#include "npf_abi.h"
+
+struct npfd_mm;
+struct npfd_region;
+
+struct resolve_hooks {
+	/* Pages [start, start + npages) of r were installed (devices waiting for them). */
+	void (*installed)(struct npfd_region *r, __u64 start, __u64 npages);
+	/* A policy asked for the fault at page of r to be recorded (NPF_DECIDE_RECORD). */
+	void (*record)(struct npfd_region *r, __u64 page);
+};
+
+/* Faults resolved and batches flushed since start (npfctl status). */
+extern __u64 resolve_faults_resolved, resolve_batches;
+
+void resolve_set_hooks(const struct resolve_hooks *h);
+int resolve_init(unsigned int staging_pages);
+void resolve_exit(void);
+/* The event-loop handler of an address space's userfaultfd (arg: its npfd_mm). */
+void resolve_uffd_ready(void *arg);
+/* Install everything queued since the last flush, as one batch. */
+void resolve_flush(void);
+void resolve_forget_mm(struct npfd_mm *mm);
+int resolve_queue(struct npfd_mm *mm, __u64 addr, __u64 raised_ns, bool write);
+bool resolve_pending(void);
+void resolve_set_poll(unsigned int us);
+bool resolve_polling(void);
+void resolve_poll_hot(void);
+bool resolve_poll_quiet(void);
+/* A device page request arrived: keep polling for its next one. */
+void resolve_note_device(void);
+void resolve_set_fault_around(unsigned int kib);
+
+#endif

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Small helpers more than one part of npfd needs (util.c). */
+#ifndef NPFD_UTIL_H
+#define NPFD_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <linux/types.h>
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+__u64 now_ns(void);
+/* mkdir -p: create path and its missing parents; 0 or -errno. */
+int mkdir_p(const char *path, mode_t mode);
+/* A refused request: its reason into err for the client; returns -code. */
+int refuse(char *err, size_t errlen, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Does pid still run (not gone, not a zombie)? */
+bool process_alive(pid_t pid);
+
+#endif
