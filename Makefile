@@ -3,6 +3,7 @@
 #
 #   make            build everything into build/ (installs Debian deps first)
 #   make check      build and run the test suite (as root)
+#   make check-layers  daemon/ files call and include only lower layers
 #   make unit       build and run the unit tests only (no root, no npfd)
 #   make mutate     break the product on purpose, one bug at a time, and show
 #                   which tests catch each (scripts/mutate.sh; slow, as root)
@@ -361,6 +362,11 @@ check-sanitize:
 fuzz: | $(DEPS_STAMP)
 	$(Q)sh scripts/fuzz.sh
 
+# daemon/'s layers: no file calls or includes one of a higher layer
+# (scripts/check-layers.sh, from the objects' symbols and the includes).
+check-layers: $(O)/bin/npfd
+	$(Q)sh scripts/check-layers.sh $(O)
+
 # libnpf's exported symbols and types against npf.h, the map and the recorded
 # ABI (scripts/check-abi.sh); abi-baseline records a deliberate change.
 check-abi: $(LIBNPF_SO)
@@ -378,7 +384,7 @@ bench: all
 clean:
 	$(Q)rm -rf $(O)
 
-.PHONY: all check check-abi abi-baseline check-sanitize fuzz unit mutate demo bench clean install uninstall verbs verbs-if-abi
+.PHONY: all check check-abi check-layers abi-baseline check-sanitize fuzz unit mutate demo bench clean install uninstall verbs verbs-if-abi
 .DELETE_ON_ERROR:
 .SECONDARY:
 
