@@ -22,6 +22,7 @@
 #include <systemd/sd-daemon.h>
 #include "config.h"
 #include "npf_features.h"
+#include "busypoll.h"
 #include "collect.h"
 #include "control.h"
 #include "device.h"
@@ -51,7 +52,7 @@ static void loop_intake(void)
 /* A device's page request from the ring buffer: keep polling for the next, serve it. */
 static void device_request_read(const struct npf_fault_record *rec)
 {
-	resolve_note_device();
+	busypoll_note_device();
 	device_record(rec);
 }
 
@@ -59,7 +60,7 @@ static void device_request_read(const struct npf_fault_record *rec)
 static void loop_after(bool polling)
 {
 	if (polling)
-		resolve_poll_hot();
+		busypoll_hot(resolve_uffd_ready);
 	resolve_flush();
 	device_flush();
 	mmwatch_flush();
@@ -96,12 +97,19 @@ static void region_going(struct npfd_region *r, bool stopping, bool alive, struc
 	policy_region_gone(r);
 }
 
+/* An address space is being torn down: forget its queued faults, stop polling it. */
+static void mm_going(struct npfd_mm *mm)
+{
+	resolve_forget_mm(mm);
+	busypoll_forget(mm);
+}
+
 static void wire(void)
 {
 	static const struct loop_hooks loop = {
 		.pending = loop_pending,
-		.polling = resolve_polling,
-		.quiet = resolve_poll_quiet,
+		.polling = busypoll_polling,
+		.quiet = busypoll_quiet,
 		.unwoken = loop_unwoken,
 		.intake = loop_intake,
 		.after = loop_after,
@@ -116,7 +124,7 @@ static void wire(void)
 		.registered = ws_region_registered,
 		.going = region_going,
 		.range_removed = device_range_removed,
-		.mm_going = resolve_forget_mm,
+		.mm_going = mm_going,
 		.mm_gone = device_mm_gone,
 	};
 	static const struct resolve_hooks resolve = {
@@ -140,7 +148,7 @@ static struct npfd_config config; /* in effect */
 static void config_apply_live(const struct npfd_config *c)
 {
 	log_level = config_log_level(c);
-	resolve_set_poll(c->poll_us);
+	busypoll_set(c->poll_us);
 	resolve_set_fault_around(c->fault_around_kib);
 	ws_set_dir(c->ws_dir);
 	collect_cpu_trace_always(c->trace_cpu_faults);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The fault resolver (resolve.c): reads a userfaultfd's faults and events,
- * queues pages, and installs each batch; busy-polls the hot userfaultfds
- * while a CPU is spare. What is done with installed pages and recorded
+ * The fault resolver (resolve.c): reads a userfaultfd's faults and events
+ * (the events go to their regions), queues pages, and installs each batch.
+ * What is done with installed pages and recorded
  * faults above it is told through the hooks main.c sets.
  */
 #ifndef NPFD_RESOLVE_H
@@ -34,12 +34,6 @@ void resolve_flush(void);
 void resolve_forget_mm(struct npfd_mm *mm);
 int resolve_queue(struct npfd_mm *mm, __u64 addr, __u64 raised_ns, bool write);
 bool resolve_pending(void);
-void resolve_set_poll(unsigned int us);
-bool resolve_polling(void);
-void resolve_poll_hot(void);
-bool resolve_poll_quiet(void);
-/* A device page request arrived: keep polling for its next one. */
-void resolve_note_device(void);
 void resolve_set_fault_around(unsigned int kib);
 
 #endif

@@ -19,6 +19,7 @@ util objects
 ids wait verifier_log policy_object wire_check
 config
 loop
+busypoll
 collect
 region
 policy
