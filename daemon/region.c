@@ -100,10 +100,10 @@ static void region_drop(struct npfd_region *r, bool unregister_range, struct npf
 			pr_warn("region %u: UFFDIO_UNREGISTER failed: %s", r->id, strerror(errno));
 	}
 	/*
-	 * Devices first: no DMA may reach the pages once they are not served.
-	 * When npfd stops, the pages stay registered and installed and the
-	 * next npfd adopts the devices: their waiting requests are not
-	 * failed, their entries stay (device_mm_gone() forgets them).
+	 * What is above hears of it while r is still whole (main.c:
+	 * region_going(): its devices first, no DMA may reach the pages once
+	 * they are not served). Whether its process still runs matters only
+	 * when the range was unregistered and npfd is not stopping.
 	 */
 	if (hooks.going) {
 		bool stopping = loop_stopping();
