@@ -39,15 +39,10 @@
 #include "npf_version.h"
 
 /*
- * The hooks: where a lower layer hands something up. Each is one step of
- * the data flow, in the order a fault meets them.
+ * The hooks: where a lower layer hands something up (wire() below says
+ * which goes where). The functions here are the steps that take more than
+ * one layer.
  */
-
-/* Before the loop's handlers: fault records from BPF (timestamps, device requests). */
-static void loop_intake(void)
-{
-	collect_drain();
-}
 
 /* A device's page request from the ring buffer: keep polling for the next, serve it. */
 static void device_request_read(const struct npf_fault_record *rec)
@@ -77,12 +72,6 @@ static bool loop_pending(void)
 	return resolve_pending() || device_awaiting();
 }
 
-/* While npfd polls, device records do not wake it: may it sleep? */
-static bool loop_unwoken(bool polling)
-{
-	return collect_ring_polling(polling);
-}
-
 /*
  * Devices first: no DMA may reach the pages once they are not served. When
  * npfd stops, the pages stay registered and installed and the next npfd
@@ -110,8 +99,10 @@ static void wire(void)
 		.pending = loop_pending,
 		.polling = busypoll_polling,
 		.quiet = busypoll_quiet,
-		.unwoken = loop_unwoken,
-		.intake = loop_intake,
+		/* while npfd polls, device records do not wake it: may it sleep? */
+		.unwoken = collect_ring_polling,
+		/* before the handlers: fault records (timestamps, device requests) */
+		.intake = collect_drain,
 		.after = loop_after,
 	};
 	static const struct collect_hooks collect = {
