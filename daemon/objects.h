@@ -3,8 +3,9 @@
  * npfd's objects, the data every layer reads: the address space it serves
  * (npfd_mm, one per userfaultfd), the regions registered in it, and the
  * control connection (npfd_client) that answers for them. Types only: the
- * functions on regions and address spaces are in region.h, on connections
- * in control.h.
+ * functions on regions and address spaces are in region.h; connections are
+ * made and dropped by control.c (regions, devices and policies read who
+ * asked: pid, uid, privilege, address space).
  */
 #ifndef NPFD_OBJECTS_H
 #define NPFD_OBJECTS_H
