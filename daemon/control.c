@@ -278,11 +278,25 @@ int control_open(const char *path, const char *pin_dir, __u64 started_ns)
 		pr_err("cannot create the control socket: %s", strerror(errno));
 		return -errno;
 	}
-	/* A socket file nobody answers on is left by an npfd that died. */
+	/*
+	 * A socket file nobody answers on is left by an npfd that died. One
+	 * that still accepts may be too: a killed npfd's io_uring is torn down
+	 * by a kernel worker after the process is gone, and until then its
+	 * listening socket takes connections nobody will read. The listener's
+	 * pid (SO_PEERCRED: who called listen()) tells: gone or a zombie, the
+	 * socket is stale; not visible from here (0), assume it is alive.
+	 */
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
-		pr_err("another npfd is already listening on %s", path);
-		close(fd);
-		return -EADDRINUSE;
+		struct ucred cr = {0};
+		socklen_t len = sizeof(cr);
+
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) || cr.pid <= 0 ||
+		    process_alive(cr.pid)) {
+			pr_err("another npfd (pid %d) is already listening on %s", cr.pid, path);
+			close(fd);
+			return -EADDRINUSE;
+		}
+		pr_info("%s is left by pid %d, which is gone: replacing it", path, cr.pid);
 	}
 	close(fd);
 	unlink(path);
