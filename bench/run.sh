@@ -33,7 +33,9 @@ registration:--sizes=1,4
 proactive:--reps=24
 hol:--rounds=200
 pingpong:--iters=200
-perftest_odp:--rounds=6"
+perftest_odp:--rounds=6
+evict:--size=64 --rounds=3
+evict_mechanism:"
 
 want=${*:-}
 runs=$(echo "$standard" | while IFS=: read -r name args; do

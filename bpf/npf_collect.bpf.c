@@ -83,6 +83,15 @@ struct {
 	__type(value, struct npf_global_stats);
 } npf_global SEC(".maps");
 
+/* Budgets and eviction (npfd's evict.c writes it; no program touches it): pinned for readers. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NPF_MAX_REGIONS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32); /* slot */
+	__type(value, struct npf_budget_info);
+} npf_budget SEC(".maps");
+
 #include "npf_shared_maps.h"
 
 /*

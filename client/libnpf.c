@@ -42,6 +42,7 @@
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <linux/io_uring.h>
 #include <linux/userfaultfd.h>
 #include "npf.h"
 #include "npf_fdpass.h"
@@ -109,9 +110,11 @@ struct npf_client {
 
 	pthread_t monitor;
 	bool monitor_running;
-	int wake_fd; /* eventfd: npf_client__close() stops the monitor */
-	int serving; /* the monitor serves faults itself (fallback) */
-	char *page;  /* the fallback's page buffer (never registered memory) */
+	int wake_fd;	      /* eventfd: npf_client__close() stops the monitor */
+	int serving;	      /* the monitor serves faults itself (fallback) */
+	char *page;	      /* the fallback's page buffer (never registered memory) */
+	int evict_ring;	      /* SQPOLL io_uring npfd evicts through, or -1 */
+	__u32 evict_ring_gen; /* conn_gen + 1 of the connection npfd was told of it on */
 };
 
 static npf_print_fn_t print_fn;
@@ -247,6 +250,7 @@ struct npf_client *npf_client__connect(const struct npf_client_opts *opts)
 		return NULL;
 	c->uffd = -1;
 	c->wake_fd = -1;
+	c->evict_ring = -1;
 	memcpy(c->path, path, strlen(path) + 1);
 	c->timeout_ms = opt_ms(OPTS_GET(opts, struct npf_client_opts, timeout_ms, 0),
 			       "NPF_TIMEOUT_MS", DEFAULT_TIMEOUT_MS);
@@ -530,6 +534,7 @@ static int request_one_raw(struct npf_client *c, __u16 type, const void *body, s
 
 static void region_forget(struct npf_client *c, size_t i);
 static void device_forget(struct npf_client *c, size_t i);
+static void evict_ring_offer(struct npf_client *c);
 
 /*
  * A new connection to npfd, and everything this process had registered
@@ -612,7 +617,48 @@ static int reconnect(struct npf_client *c)
 	}
 	pr_info("reconnected to npfd at %s: %zu regions and %zu devices adopted", c->path,
 		c->nregions, c->ndevices);
+	if (c->nregions)
+		evict_ring_offer(c);
 	return 0;
+}
+
+/*
+ * With c->lock held, once this connection has a region: give npfd the way
+ * to take pages out of this process (eviction, npf_abi.h
+ * NPF_MSG_EVICT_RING): an io_uring whose submission thread is ours, by its
+ * descriptor number (npfd fetches it with pidfd_getfd()). Nothing else
+ * here uses the ring. An npfd that predates eviction refuses it: budgets
+ * are then refused for this process, with the reason.
+ */
+static void evict_ring_offer(struct npf_client *c)
+{
+	struct npf_evict_ring_req req = {.fd = -1};
+	int err;
+
+	if (c->evict_ring_gen == c->conn_gen + 1)
+		return;
+	if (c->evict_ring < 0) {
+		struct io_uring_params p;
+
+		memset(&p, 0, sizeof(p));
+		p.flags = IORING_SETUP_SQPOLL;
+		p.sq_thread_idle = 1; /* ms the thread polls after work: eviction comes in trains */
+		c->evict_ring = (int)syscall(__NR_io_uring_setup, NPF_EVICT_RING_ENTRIES, &p);
+		if (c->evict_ring < 0) {
+			pr_debug(
+				"no eviction ring (io_uring SQPOLL: %s): npfd cannot evict this process's pages",
+				strerror(errno));
+			c->evict_ring_gen = c->conn_gen + 1;
+			return;
+		}
+		fcntl(c->evict_ring, F_SETFD, FD_CLOEXEC);
+	}
+	req.fd = c->evict_ring;
+	err = request_raw(c, NPF_MSG_EVICT_RING, &req, sizeof(req), NULL, 0, 0, NULL, NULL,
+			  c->timeout_ms);
+	if (err)
+		pr_debug("npfd did not take the eviction ring: %s", c->errmsg);
+	c->evict_ring_gen = c->conn_gen + 1;
 }
 
 /* With c->lock held: a connection to npfd, reconnecting (and adopting) if it was lost. */
@@ -974,6 +1020,18 @@ static void fallback_serve(struct npf_client *c)
 				__u64 addr = m->arg.pagefault.address & ~(NPF_PAGE_SIZE - 1);
 				__u32 tid = m->arg.pagefault.feat.ptid;
 
+				if (m->arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) {
+					/*
+					 * A page npfd write-protected to see its first
+					 * write (a budget, eviction): it is there, so
+					 * writable again and woken, whatever the fallback.
+					 */
+					struct uffdio_writeprotect wp = {
+						.range = {.start = addr, .len = NPF_PAGE_SIZE}};
+
+					ioctl(c->uffd, UFFDIO_WRITEPROTECT, &wp);
+					break;
+				}
 				if (c->fallback == NPF_FALLBACK_SIGBUS) {
 					snprintf(
 						why, sizeof(why),
@@ -1245,6 +1303,8 @@ void npf_client__close(struct npf_client *c)
 		close(c->uffd);
 	if (c->wake_fd >= 0)
 		close(c->wake_fd);
+	if (c->evict_ring >= 0)
+		close(c->evict_ring);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->tab_lock);
 	free(c->regions);
@@ -1347,6 +1407,7 @@ int npf_client__register(struct npf_client *c, void *addr, size_t len,
 	memcpy(c->regions[c->nregions - 1].name, req.name, sizeof(req.name));
 	pthread_mutex_unlock(&c->tab_lock);
 	dup_fd = -1;
+	evict_ring_offer(c);
 	err = (int)info.region_id;
 	pr_debug("registered region %d: %p+0x%zx", err, addr, len);
 out:
@@ -1373,6 +1434,41 @@ int npf_client__unregister(struct npf_client *c, __u32 region_id)
 				region_forget(c, i);
 				break;
 			}
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+int npf_client__region_set(struct npf_client *c, __u32 region_id, __u32 key, __u64 value,
+			   struct npf_budget_info *out)
+{
+	struct npf_region_set_req req = {.key = key, .value = value};
+	struct npf_budget_info info;
+	int err;
+
+	if (!c)
+		return -EINVAL;
+	pthread_mutex_lock(&c->lock);
+	req.region_id = npfd_region_id(c, region_id);
+	err = request_one(c, NPF_MSG_REGION_SET, &req, sizeof(req), NULL, 0, &info, sizeof(info));
+	pthread_mutex_unlock(&c->lock);
+	if (!err && out)
+		*out = info;
+	return err;
+}
+
+int npf_client__budget_list(struct npf_client *c, __u32 region_id, struct npf_budget_info **out,
+			    size_t *count)
+{
+	struct npf_region_id_req req = {.region_id = region_id};
+	int err;
+
+	if (!c || !out || !count)
+		return -EINVAL;
+	pthread_mutex_lock(&c->lock);
+	if (region_id)
+		req.region_id = npfd_region_id(c, region_id);
+	err = npf_request(c, NPF_MSG_BUDGET_LIST, &req, sizeof(req), NULL, 0, sizeof(**out),
+			  (void **)out, count);
 	pthread_mutex_unlock(&c->lock);
 	return err;
 }

@@ -169,6 +169,22 @@ NPF_API int npf_client__policy_health(struct npf_client *client, struct npf_poli
 /* The kill switch: false gives every fault the built-in decision. */
 NPF_API int npf_client__policy_enable(struct npf_client *client, bool enabled);
 
+/*
+ * Budgets (overcommit). Set a region's setting: key NPF_SET_BUDGET, value
+ * the most bytes of it npfd keeps installed (a multiple of the page size;
+ * 0: no budget of its own). Over npfd's budget-high-pct of it, npfd evicts
+ * pages down to budget-low-pct: a later touch, by the CPU or a device,
+ * reads them back. The region's owner or root may set it; *out (may be
+ * NULL) gets the region's budget and eviction counters. Returns 0 or
+ * -errno (EOPNOTSUPP: npfd cannot take this process's pages; the reason is
+ * in npf_client__errmsg()).
+ */
+NPF_API int npf_client__region_set(struct npf_client *client, __u32 region_id, __u32 key,
+				   __u64 value, struct npf_budget_info *out);
+/* Budgets and eviction counters of one region (0: all), as npf_client__stats. */
+NPF_API int npf_client__budget_list(struct npf_client *client, __u32 region_id,
+				    struct npf_budget_info **out, size_t *count);
+
 /* Percentile (0..100) of a log2(ns) histogram, in ns (bucket upper bound). */
 NPF_API __u64 npf_latency_percentile(const struct npf_latency_hist *hist, double pct);
 

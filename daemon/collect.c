@@ -38,6 +38,7 @@ static struct npf_collect_bpf *skel;
 static struct ring_buffer *rb;
 static struct npf_region_stats *stats_map;
 static struct npf_latency_hist *latency_map;
+static struct npf_budget_info *budget_map;
 static struct npf_global_stats *global_map;
 static struct npf_ring_ctl *ring_ctl;
 /* the ring buffer's positions, mapped read-only: is a record waiting? */
@@ -220,7 +221,7 @@ static int map_ring_positions(int fd)
 	return 0;
 }
 
-#define NPINNED 10
+#define NPINNED 11
 static struct bpf_map *pinned_maps[NPINNED];
 
 /* Does process pid hold a descriptor of BPF map map_id? (/proc/PID/fdinfo says) */
@@ -324,6 +325,7 @@ static int pin_maps(void)
 	pinned_maps[7] = skel->maps.npf_policy_kp;
 	pinned_maps[8] = skel->maps.npf_policy_conf;
 	pinned_maps[9] = skel->maps.npf_policy_scratch;
+	pinned_maps[10] = skel->maps.npf_budget;
 	for (i = 0; i < NPINNED; i++) {
 		char path[PATH_MAX + 64];
 
@@ -426,9 +428,10 @@ int collect_open(const char *bpffs)
 
 	stats_map = map_mmap(skel->maps.npf_region_stats);
 	latency_map = map_mmap(skel->maps.npf_latency);
+	budget_map = map_mmap(skel->maps.npf_budget);
 	global_map = map_mmap(skel->maps.npf_global);
 	ring_ctl = map_mmap(skel->maps.npf_ring_ctl);
-	if (!stats_map || !latency_map || !global_map || !ring_ctl)
+	if (!stats_map || !latency_map || !budget_map || !global_map || !ring_ctl)
 		return -ENOMEM;
 	err = map_ring_positions(bpf_map__fd(skel->maps.npf_events));
 	if (err)
@@ -742,8 +745,12 @@ int collect_slot_alloc(struct npfd_region *r)
 		r->slot = i;
 		r->stats = &stats_map[i];
 		r->latency = &latency_map[i];
+		r->budget_info = &budget_map[i];
 		memset(r->stats, 0, sizeof(*r->stats));
 		memset(r->latency, 0, sizeof(*r->latency));
+		memset(r->budget_info, 0, sizeof(*r->budget_info));
+		r->budget_info->tgid = (__u32)r->mm->tgid;
+		r->budget_info->region_id = r->id;
 		r->stats->tgid = (__u32)r->mm->tgid;
 		r->stats->start = r->start;
 		r->stats->length = r->length;
@@ -760,9 +767,11 @@ void collect_slot_free(struct npfd_region *r)
 		return;
 	memset(r->stats, 0, sizeof(*r->stats));
 	memset(r->latency, 0, sizeof(*r->latency));
+	memset(r->budget_info, 0, sizeof(*r->budget_info));
 	slot_used[r->slot] = 0;
 	r->stats = NULL;
 	r->latency = NULL;
+	r->budget_info = NULL;
 }
 
 int collect_filter_update(pid_t tgid, struct npfd_mm *mm)

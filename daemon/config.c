@@ -85,6 +85,19 @@ static const struct opt_desc opts[] = {
 	{"ws-dir", 0, T_PATH, L_LIVE, F(ws_dir), 0, 0, "DIR",
 	 "where the wsreplay policy keeps working-set records\n"
 	 "(default " NPFD_DEFAULT_WS_DIR ")"},
+	{"client-budget-mib", 0, T_UINT, L_LIVE, F(client_budget_mib), 0, 1U << 24, "N",
+	 "each client's budget: the most MiB of its registered\n"
+	 "memory npfd keeps installed, all its regions together;\n"
+	 "over it npfd evicts (default 0: none; a region may\n"
+	 "have its own, npfctl region set ID budget SIZE)"},
+	{"budget-high-pct", 0, T_UINT, L_LIVE, F(budget_high_pct), 1, 100, "N",
+	 "eviction starts when a budget is N% used (default 100)"},
+	{"budget-low-pct", 0, T_UINT, L_LIVE, F(budget_low_pct), 1, 100, "N",
+	 "and evicts down to N% of it (default 90; at most\n"
+	 "budget-high-pct)"},
+	{"swap-dir", 0, T_PATH, L_RESTART, F(swap_dir), 0, 0, "DIR",
+	 "where npfd keeps the evicted dirty pages of anonymous\n"
+	 "regions, in an unnamed file (default " NPFD_DEFAULT_SWAP_DIR ")"},
 	{"verbose", 'v', T_COUNT, L_LIVE, F(verbose), 0, 2, NULL,
 	 "more logging (repeat for debug)"},
 	{"quiet", 'q', T_BOOL, L_LIVE, F(quiet), 0, 0, NULL,
@@ -131,6 +144,9 @@ static void config_defaults(struct npfd_config *c)
 	c->poll_us = 100;
 	c->fault_around_kib = 64;
 	snprintf(c->ws_dir, sizeof(c->ws_dir), "%s", NPFD_DEFAULT_WS_DIR);
+	snprintf(c->swap_dir, sizeof(c->swap_dir), "%s", NPFD_DEFAULT_SWAP_DIR);
+	c->budget_high_pct = 100;
+	c->budget_low_pct = 90;
 }
 
 /* "socket, bpffs, ...": the keys a file may set, from the table. */

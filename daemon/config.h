@@ -12,6 +12,7 @@
 
 #define NPFD_DEFAULT_CONFIG "/etc/npf/npfd.conf"
 #define NPFD_DEFAULT_WS_DIR "/var/lib/npf/ws"
+#define NPFD_DEFAULT_SWAP_DIR "/var/lib/npf/swap"
 
 struct npfd_config {
 	char socket[108]; /* sizeof(sun_path) */
@@ -21,6 +22,9 @@ struct npfd_config {
 	unsigned int fault_around_kib;
 	bool trace_cpu_faults;
 	char ws_dir[256];
+	unsigned int client_budget_mib;
+	unsigned int budget_high_pct, budget_low_pct;
+	char swap_dir[256];
 	unsigned int verbose;
 	bool quiet;
 	bool foreground;

@@ -23,6 +23,7 @@
 #include "collect.h"
 #include "control.h"
 #include "device.h"
+#include "evict.h"
 #include "log.h"
 #include "loop.h"
 #include "npf_fdpass.h"
@@ -588,6 +589,11 @@ static void emit_health(const struct npf_policy_health *h, void *arg)
 	emit_item(arg, h, sizeof(*h), "policies");
 }
 
+static void emit_budget(const struct npf_budget_info *bi, void *arg)
+{
+	emit_item(arg, bi, sizeof(*bi), "regions");
+}
+
 static void emit_policy(const struct npf_policy_status *st, void *arg)
 {
 	emit_item(arg, st, sizeof(*st), "policies");
@@ -715,6 +721,29 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 			break;
 		case NPF_MSG_POLICY_HEALTH:
 			policy_health(emit_health, &rp);
+			break;
+		case NPF_MSG_REGION_SET: {
+			struct npf_budget_info bi;
+
+			rc = evict_region_set(c, body, &bi, err, sizeof(err));
+			if (!rc)
+				emit_budget(&bi, &rp);
+			break;
+		}
+		case NPF_MSG_BUDGET_LIST: {
+			__u32 id = ((struct npf_region_id_req *)body)->region_id;
+
+			evict_budget_list(id, emit_budget, &rp);
+			if (id && !rp.body->count && !rp.body->status)
+				rc = refuse(err, sizeof(err), ENOENT, "no region %u", id);
+			break;
+		}
+		case NPF_MSG_EVICT_RING:
+			rc = uid_limit_check(c->uid, 0, 1, err, sizeof(err));
+			if (!rc)
+				rc = evict_ring_adopt(c, body, err, sizeof(err));
+			if (rc)
+				pr_info_rl("client pid %d: eviction ring refused: %s", c->pid, err);
 			break;
 		case NPF_MSG_POLICY_ENABLE:
 			if (!c->privileged) {

@@ -512,6 +512,41 @@ void device_region_gone(struct npfd_region *r, bool process_alive, struct npfd_w
 			device_retire(d, process_alive, w);
 }
 
+/*
+ * Eviction: have r's devices acknowledged every invalidation npfd posted
+ * them? Then no DMA to the pages they cleared is in flight.
+ */
+bool device_region_quiet(struct npfd_region *r)
+{
+	struct npfd_device *d;
+
+	list_for_each_entry(d, &devices, node)
+		if (d->region == r && !d->detached && !d->retiring &&
+		    (d->nbacklog || !acked(d, d->inval_seq)))
+			return false;
+	return true;
+}
+
+/* Did a device of r touch page since the last look (its ACCESSED bit, cleared here)? */
+bool device_page_referenced(struct npfd_region *r, __u64 page)
+{
+	struct npfd_device *d;
+	bool ref = false;
+
+	list_for_each_entry(d, &devices, node) {
+		__u64 i;
+
+		if (d->region != r || page < d->start ||
+		    (page - d->start) >> NPF_PAGE_SHIFT >= d->npages)
+			continue;
+		i = (page - d->start) >> NPF_PAGE_SHIFT;
+		if (__atomic_fetch_and(&d->pte[i], ~NPF_PTE_ACCESSED, __ATOMIC_RELAXED) &
+		    NPF_PTE_ACCESSED)
+			ref = true;
+	}
+	return ref;
+}
+
 void device_list(void (*emit)(const struct npf_device_info *, void *), void *arg)
 {
 	struct npfd_device *d;
@@ -564,7 +599,8 @@ void device_pages_installed(struct npfd_region *r, __u64 start, __u64 npages)
 		if (end < hi)
 			hi = end;
 		for (i = lo; i < hi; i += NPF_PAGE_SIZE)
-			if (pte_set(d, (i - d->start) >> NPF_PAGE_SHIFT, true))
+			if (!region_page_evicting(r, i) &&
+			    pte_set(d, (i - d->start) >> NPF_PAGE_SHIFT, true))
 				d->info.pages_mapped++;
 		if (lo < hi)
 			mmwatch_mapped(r, lo, (hi - lo) >> NPF_PAGE_SHIFT);
@@ -609,7 +645,8 @@ static __u64 queue_missing(struct npfd_device *d, __u64 first, __u64 last, __u64
 			__u64 page = va + j * NPF_PAGE_SIZE;
 			bool exists = region_page_installed(d->region, page);
 
-			if (pte_present(d, i + j))
+			/* being evicted: mapped again (or fetched) once that is over */
+			if (pte_present(d, i + j) || region_page_evicting(d->region, page))
 				continue;
 			if (!exists && !looked)
 				looked = pagemap_read(mm, va, ent, n) ? 1 : -1;
@@ -767,6 +804,19 @@ static void device_request(const struct npf_fault_record *rec)
 		group_answer(g, NPF_PR_SUCCESS);
 }
 
+/* Is a page of g being evicted? It is fetched again once that is over. */
+static bool group_evicting(const struct group *g)
+{
+	__u64 i;
+
+	if (!g->dev->region || !g->dev->region->evicting)
+		return false;
+	for (i = g->first; i <= g->last; i++)
+		if (region_page_evicting(g->dev->region, g->dev->start + i * NPF_PAGE_SIZE))
+			return true;
+	return false;
+}
+
 /*
  * After a resolver batch: answer every group whose pages are all present
  * now; a group with a page neither present nor still queued failed (its
@@ -781,7 +831,7 @@ void device_flush(void)
 		__u32 status = NPF_PR_SUCCESS;
 
 		if (!group_mapped(g)) {
-			if (resolve_pending())
+			if (resolve_pending() || group_evicting(g))
 				continue; /* retried next batch */
 			/*
 			 * A page went missing again after it was installed

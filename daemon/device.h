@@ -36,5 +36,9 @@ bool device_awaiting(void);
 /* After each resolver batch: answer what is done, wake the NICs. */
 void device_flush(void);
 void device_list(void (*emit)(const struct npf_device_info *, void *), void *arg);
+/* Eviction: has every device of r acknowledged what it was told to invalidate? */
+bool device_region_quiet(struct npfd_region *r);
+/* Did a device of r touch page since the last look (its ACCESSED bit, cleared here)? */
+bool device_page_referenced(struct npfd_region *r, __u64 page);
 
 #endif

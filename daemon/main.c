@@ -26,6 +26,7 @@
 #include "collect.h"
 #include "control.h"
 #include "device.h"
+#include "evict.h"
 #include "ids.h"
 #include "log.h"
 #include "loop.h"
@@ -58,6 +59,7 @@ static void loop_after(bool polling)
 		busypoll_hot(resolve_uffd_ready);
 	resolve_flush();
 	device_flush();
+	evict_tick();
 	mmwatch_flush();
 	mmwatch_tick();
 	control_flush();
@@ -65,11 +67,12 @@ static void loop_after(bool polling)
 
 /*
  * A batch left work for later (a userfaultfd said EAGAIN while an mm event
- * was pending), or a device request waits for its policy's decision.
+ * was pending), a device request waits for its policy's decision, or an
+ * eviction batch for an acknowledgement, its writes or its zap.
  */
 static bool loop_pending(void)
 {
-	return resolve_pending() || device_awaiting();
+	return resolve_pending() || device_awaiting() || evict_busy();
 }
 
 /*
@@ -84,6 +87,28 @@ static void region_going(struct npfd_region *r, bool stopping, bool alive, struc
 		device_region_gone(r, alive, w);
 	ws_region_gone(r);
 	policy_region_gone(r);
+	evict_region_gone(r);
+}
+
+/* A region registered: the wsreplay record, the client's budget. */
+static void region_registered(struct npfd_region *r)
+{
+	ws_region_registered(r);
+	evict_region_registered(r);
+}
+
+/* An address space is gone: its devices, its eviction ring. */
+static void mm_gone(struct npfd_mm *mm)
+{
+	device_mm_gone(mm);
+	evict_mm_gone(mm);
+}
+
+/* Pages installed: devices waiting for them may map them; eviction learns which are clean. */
+static void pages_installed(struct npfd_region *r, __u64 start, __u64 npages, bool clean)
+{
+	device_pages_installed(r, start, npages);
+	evict_installed(r, start, npages, clean);
 }
 
 /* An address space is being torn down: forget its queued faults, stop polling it. */
@@ -112,14 +137,20 @@ static void wire(void)
 	static const struct region_hooks region = {
 		.uffd_ready = resolve_uffd_ready,
 		.uid_limit = uid_limit_check,
-		.registered = ws_region_registered,
+		.registered = region_registered,
 		.going = region_going,
 		.range_removed = device_range_removed,
+		.dropped = evict_range_removed,
+		.cut = evict_region_cut,
+		.forked = evict_region_forked,
 		.mm_going = mm_going,
-		.mm_gone = device_mm_gone,
+		.mm_gone = mm_gone,
 	};
 	static const struct resolve_hooks resolve = {
-		.installed = device_pages_installed,
+		.installed = pages_installed,
+		.wp_fault = evict_wp_fault,
+		.stored = evict_run_stored,
+		.install_stored = evict_install_stored,
 		.record = ws_record,
 	};
 
@@ -143,6 +174,7 @@ static void config_apply_live(const struct npfd_config *c)
 	resolve_set_fault_around(c->fault_around_kib);
 	ws_set_dir(c->ws_dir);
 	collect_cpu_trace_always(c->trace_cpu_faults);
+	evict_set_config(c->client_budget_mib, c->budget_high_pct, c->budget_low_pct);
 }
 
 /*
@@ -260,6 +292,8 @@ int main(int argc, char **argv)
 	if (!err)
 		err = resolve_init(config.staging_pages);
 	if (!err)
+		err = evict_init(config.swap_dir);
+	if (!err)
 		err = collect_open(config.bpffs);
 	if (!err)
 		config_apply_live(&config);
@@ -275,9 +309,11 @@ int main(int argc, char **argv)
 	}
 	sd_notify(0, "STOPPING=1");
 	ids_close(nr_regions != 0);
+	evict_stop();
 	control_close();
 	mmwatch_close();
 	collect_close();
 	resolve_exit();
+	evict_exit();
 	return err ? 1 : 0;
 }

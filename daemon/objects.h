@@ -19,6 +19,8 @@ struct npfd_wait;
 struct npfd_client;
 struct npfd_mm;
 struct nic_probe;
+struct evict_region;
+struct evict_ring;
 
 struct npfd_region {
 	struct list_head node; /* in npfd_mm.regions */
@@ -47,6 +49,11 @@ struct npfd_region {
 	bool ws_replayed;    /* this run replayed a record: append to it */
 	bool ws_failed;	     /* recording failed once: do not retry every fault */
 	__u64 faults_failed; /* faults npfd could not serve (poisoned), for the log */
+	/* Budgets and eviction (evict.c sets these; the layers below only read them). */
+	struct npf_budget_info *budget_info; /* mmap of npf_budget[slot] */
+	struct evict_region *ev;	     /* its budget and page state, or NULL */
+	bool install_clean; /* read faults are installed write-protected: their first write is seen */
+	__u8 *evicting; /* bitmap: pages of the batch being evicted, never mapped for a device */
 };
 
 /* One userfaultfd, i.e. one address space npfd serves. */
@@ -65,8 +72,9 @@ struct npfd_mm {
 	bool adopting; /* more regions are being adopted: faults outside them wait */
 	int src;       /* event-loop source id of uffd */
 	int pid_src;
-	struct nic_probe *nic_probe; /* the uprobe on its executable's npf_nic_fault_report() */
-	int pagemap_fd;		     /* /proc/PID/pagemap, opened for device requests */
+	struct nic_probe *nic_probe;   /* the uprobe on its executable's npf_nic_fault_report() */
+	int pagemap_fd;		       /* /proc/PID/pagemap, opened for device requests */
+	struct evict_ring *evict_ring; /* the client's ring that drops its pages (evict.c) */
 };
 
 struct npfd_client {

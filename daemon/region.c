@@ -665,6 +665,11 @@ static void forget_installed(struct npfd_region *r, __u64 start, __u64 end)
 		r->installed[i / 8] &= (__u8) ~(1 << (i % 8));
 }
 
+void region_forget_installed(struct npfd_region *r, __u64 start, __u64 end)
+{
+	forget_installed(r, start, end);
+}
+
 /* An mm event on [start, end) (UFFD_EVENT_REMOVE: MADV_DONTNEED): count it, and take the pages from the devices. */
 void mm_range_removed(struct npfd_mm *mm, __u64 start, __u64 end)
 {
@@ -676,6 +681,8 @@ void mm_range_removed(struct npfd_mm *mm, __u64 start, __u64 end)
 		if (r->stats)
 			r->stats->mm_events++;
 		forget_installed(r, start, end);
+		if (hooks.dropped)
+			hooks.dropped(r, start, end);
 		region_invalidate(r, start, end);
 	}
 }
@@ -697,6 +704,8 @@ void mm_unmapped(struct npfd_mm *mm, __u64 start, __u64 end)
 			continue;
 		}
 		if (start <= rs) {
+			if (hooks.cut)
+				hooks.cut(r, (end - rs) >> NPF_PAGE_SHIFT);
 			r->file_offset += end - rs;
 			r->start = end;
 			if (r->installed) /* indexes shift: forget rather than misplace */
@@ -771,6 +780,10 @@ void mm_forked(struct npfd_mm *parent, int child_uffd)
 		r->id = id_alloc(ID_REGION);
 		r->file_fd = pr->file_fd >= 0 ? fcntl(pr->file_fd, F_DUPFD_CLOEXEC, 0) : -1;
 		r->stats = NULL;
+		r->budget_info = NULL;
+		r->ev = NULL; /* eviction state is the parent's (hooks.forked shares what it can) */
+		r->evicting = NULL;
+		r->install_clean = false;
 		r->map = NULL; /* the child's region maps the file afresh if it needs to */
 		r->ws_fd = -1;
 		r->ws_failed = true; /* a child does not record its parent's working set */
@@ -783,6 +796,8 @@ void mm_forked(struct npfd_mm *parent, int child_uffd)
 		nr_regions++;
 		if (collect_slot_alloc(r))
 			pr_warn("child region %u has no stats slot", r->id);
+		if (hooks.forked)
+			hooks.forked(pr, r);
 	}
 	pr_info("pid %d forked: serving the child's %u regions", parent->tgid, mm->nr_regions);
 }

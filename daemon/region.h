@@ -34,6 +34,15 @@ struct region_hooks {
 	void (*going)(struct npfd_region *r, bool stopping, bool alive, struct npfd_wait *w);
 	/* Pages [start, end) of r are gone or moved: devices must not keep them mapped. */
 	void (*range_removed)(struct npfd_region *r, __u64 start, __u64 end);
+	/*
+	 * The process dropped [start, end) of r itself (MADV_DONTNEED,
+	 * munmap): a copy kept of those pages is stale (eviction's store).
+	 */
+	void (*dropped)(struct npfd_region *r, __u64 start, __u64 end);
+	/* munmap cut r's first shift pages off: page-indexed state moves with its start. */
+	void (*cut)(struct npfd_region *r, __u64 shift);
+	/* fork: child is the child's copy of parent (the child's pages are the parent's). */
+	void (*forked)(struct npfd_region *parent, struct npfd_region *child);
 	/* mm is being torn down: before its regions go, and after. */
 	void (*mm_going)(struct npfd_mm *mm);
 	void (*mm_gone)(struct npfd_mm *mm);
@@ -66,6 +75,16 @@ void mm_range_removed(struct npfd_mm *mm, __u64 start, __u64 end);
 /* Installed pages: set by the resolver, read by prefetch and devices. */
 bool region_page_installed(const struct npfd_region *r, __u64 page);
 void region_mark_installed(struct npfd_region *r, __u64 start, __u64 npages);
+/* [start, end) of r left the address space (eviction took it): not installed any more. */
+void region_forget_installed(struct npfd_region *r, __u64 start, __u64 end);
+/* Is page of r being evicted (devices must not map it meanwhile)? */
+static inline bool region_page_evicting(const struct npfd_region *r, __u64 page)
+{
+	__u64 i = (page - r->start) >> NPF_PAGE_SHIFT;
+
+	return r->evicting && page >= r->start && i < (r->length >> NPF_PAGE_SHIFT) &&
+	       (r->evicting[i / 8] >> (i % 8)) & 1;
+}
 /* Pages [start, end) of r moved or were freed under npfd (mm watch): tell the devices. */
 void region_invalidate(struct npfd_region *r, __u64 start, __u64 end);
 

@@ -320,6 +320,11 @@ void resolve_uffd_ready(void *arg)
 
 			switch (m->event) {
 			case UFFD_EVENT_PAGEFAULT:
+				if (m->arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) {
+					if (hooks.wp_fault)
+						hooks.wp_fault(mm, m->arg.pagefault.address);
+					break;
+				}
 				if (!mm->tgid && m->arg.pagefault.feat.ptid)
 					mm_learn_tgid(mm, (pid_t)m->arg.pagefault.feat.ptid);
 				cpu_fault(mm, m->arg.pagefault.address, m->arg.pagefault.feat.ptid,
@@ -363,6 +368,8 @@ static int install(struct run *rn, const char *src)
 		 * Later ioctls (after a partial fill) defer the wake to wake().
 		 */
 		__u64 mode = first ? 0 : UFFDIO_COPY_MODE_DONTWAKE;
+		/* a budgeted region's read fault: installed clean, its first write is seen */
+		bool wp = src && !rn->write && rn->region && rn->region->install_clean;
 		__s64 res;
 		int rc;
 
@@ -370,7 +377,7 @@ static int install(struct run *rn, const char *src)
 			struct uffdio_copy c = {.dst = rn->start + rn->done,
 						.src = (__u64)(uintptr_t)(src + rn->done),
 						.len = len - rn->done,
-						.mode = mode};
+						.mode = mode | (wp ? UFFDIO_COPY_MODE_WP : 0)};
 			rc = ioctl(rn->mm->uffd, UFFDIO_COPY, &c);
 			res = c.copy;
 		} else {
@@ -439,7 +446,7 @@ static int fail_run(struct run *rn, const char *src)
 	if (head.npages && !install(&head, src)) {
 		region_mark_installed(rn->region, head.start, head.npages);
 		if (hooks.installed)
-			hooks.installed(rn->region, head.start, head.npages);
+			hooks.installed(rn->region, head.start, head.npages, false);
 	} else {
 		head.npages = 0;
 	}
@@ -686,9 +693,14 @@ void resolve_flush(void)
 				rn->status = -EINPROGRESS;
 				continue;
 			}
+			if (hooks.stored && hooks.stored(rn)) {
+				/* pages eviction put in the swap store come back from there */
+				rn->status = hooks.install_stored(rn);
+				continue;
+			}
 			if (rn->region && rn->region->backing == NPF_BACKING_FILE)
 				src = staging + (size_t)rn->staging * NPF_PAGE_SIZE;
-			else if (rn->write)
+			else if (rn->write || (rn->region && rn->region->install_clean))
 				/*
 				 * UFFDIO_ZEROPAGE maps the shared zero page read-only:
 				 * the write that follows would take a second fault
@@ -732,7 +744,8 @@ void resolve_flush(void)
 			if (!rn->status && !rn->unservable && rn->region) {
 				region_mark_installed(rn->region, rn->start, rn->npages);
 				if (hooks.installed)
-					hooks.installed(rn->region, rn->start, rn->npages);
+					hooks.installed(rn->region, rn->start, rn->npages,
+							!rn->write && rn->region->install_clean);
 			}
 			account(rn, t);
 		}

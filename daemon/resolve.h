@@ -14,9 +14,19 @@
 struct npfd_mm;
 struct npfd_region;
 
+struct run;
+
 struct resolve_hooks {
-	/* Pages [start, start + npages) of r were installed (devices waiting for them). */
-	void (*installed)(struct npfd_region *r, __u64 start, __u64 npages);
+	/*
+	 * Pages [start, start + npages) of r were installed (devices waiting
+	 * for them); clean: write-protected, as read from their copy.
+	 */
+	void (*installed)(struct npfd_region *r, __u64 start, __u64 npages, bool clean);
+	/* A write-protect fault (a page installed clean, or being evicted): its waker's. */
+	void (*wp_fault)(struct npfd_mm *mm, __u64 addr);
+	/* Does the run have pages eviction stored? Then install_stored() installs it, unwoken. */
+	bool (*stored)(const struct run *rn);
+	int (*install_stored)(struct run *rn);
 	/* A policy asked for the fault at page of r to be recorded (NPF_DECIDE_RECORD). */
 	void (*record)(struct npfd_region *r, __u64 page);
 };

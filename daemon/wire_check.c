@@ -58,6 +58,12 @@ long wire_body_size(__u16 type)
 		return sizeof(struct npf_policy_name_req);
 	case NPF_MSG_POLICY_ENABLE:
 		return sizeof(struct npf_policy_enable_req);
+	case NPF_MSG_REGION_SET:
+		return sizeof(struct npf_region_set_req);
+	case NPF_MSG_BUDGET_LIST:
+		return sizeof(struct npf_region_id_req);
+	case NPF_MSG_EVICT_RING:
+		return sizeof(struct npf_evict_ring_req);
 	}
 	return -1;
 }

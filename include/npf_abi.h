@@ -167,6 +167,7 @@ struct npf_ring_ctl {
 #define NPF_MAP_LATENCY "npf_latency"
 #define NPF_MAP_EVENTS "npf_events"
 #define NPF_MAP_GLOBAL "npf_global"
+#define NPF_MAP_BUDGET "npf_budget" /* struct npf_budget_info per stats slot */
 
 #define NPF_INFO_MAGIC 0x4e504649 /* "NPFI" */
 #define NPF_MAPS_VERSION 1
@@ -298,7 +299,11 @@ enum npf_msg_type {
 	NPF_MSG_REGION_ADOPT = 13,  /* npf_region_adopt_req + fds as REGISTER -> npf_region_info */
 	NPF_MSG_DEVICE_ADOPT = 14,  /* npf_device_adopt_req + IO page table fd -> npf_device_info */
 	NPF_MSG_POLICY_HEALTH = 16, /* -> npf_policy_health[] (the watchdog's view) */
-	NPF_MSG_REPLY = 0x8000,	    /* OR-ed into the request type */
+	/* Overcommit (added in version 1 too): budgets and eviction. */
+	NPF_MSG_REGION_SET = 17,  /* npf_region_set_req -> npf_budget_info */
+	NPF_MSG_BUDGET_LIST = 18, /* npf_region_id_req (0: all) -> npf_budget_info[] */
+	NPF_MSG_EVICT_RING = 19,  /* npf_evict_ring_req -> nothing (libnpf sends it) */
+	NPF_MSG_REPLY = 0x8000,	  /* OR-ed into the request type */
 };
 
 struct npf_msg_hdr {
@@ -497,6 +502,60 @@ enum npf_policy_state {
 struct npf_region_stats_full {
 	struct npf_region_stats stats;
 	struct npf_latency_hist latency;
+};
+
+/*
+ * Budgets (NPF_MSG_REGION_SET): the most pages of a region npfd keeps
+ * installed. Over high_pct of the budget npfd evicts down to low_pct:
+ * each page's device entries are invalidated and acknowledged first, its
+ * CPU writes are frozen (userfaultfd write-protect) while it is read out,
+ * dirty pages are written back (a file-backed region's to its file, an
+ * anonymous one's to npfd's swap store), and a later fault, CPU or device,
+ * reads it back. Only the region's owner (or root) may set it.
+ */
+enum npf_region_set_key {
+	NPF_SET_BUDGET = 1, /* value: bytes, a multiple of the page size; 0: no budget */
+};
+
+struct npf_region_set_req {
+	__u32 region_id;
+	__u32 key;   /* enum npf_region_set_key */
+	__u64 value; /* see the key */
+};
+
+/*
+ * libnpf hands npfd a way to take pages out of its process: an io_uring
+ * with a submission-queue thread (IORING_SETUP_SQPOLL, NPF_EVICT_RING_ENTRIES
+ * entries), by its descriptor number in the client, which npfd fetches
+ * with pidfd_getfd() (io_uring descriptors cannot travel over SCM_RIGHTS).
+ * The ring's thread runs in the client's address space, so the
+ * MADV_DONTNEED npfd submits there drops the client's page, which
+ * process_madvise() does not allow another process to do.
+ */
+#define NPF_EVICT_RING_ENTRIES 16
+struct npf_evict_ring_req {
+	__s32 fd;    /* the ring's descriptor number in the sender */
+	__u32 flags; /* none defined yet: must be 0 */
+};
+
+/*
+ * A region's budget and what eviction did, in NPF_MSG_BUDGET_LIST replies
+ * and in the pinned map npf_budget (per stats slot, npfd writes it).
+ */
+struct npf_budget_info {
+	__u32 region_id; /* 0: slot unused */
+	__u32 tgid;
+	__u64 budget_pages;   /* 0: none of its own (the client's budget, if any, applies) */
+	__u64 high_pages;     /* over this many installed pages... */
+	__u64 low_pages;      /* ...npfd evicts down to this many */
+	__u64 resident_pages; /* pages npfd installed that are still there */
+	__u64 evicted_pages;  /* pages taken away */
+	__u64 dropped_clean;  /* of those: clean, nothing written */
+	__u64 written_pages;  /* of those: written back (file or swap store) */
+	__u64 write_batches;  /* io_uring submissions that carried them */
+	__u64 refaults;	      /* pages read back from the swap store */
+	__u64 aborted;	      /* victims kept: an acknowledgement, write-back or zap failed */
+	__u64 stored_pages;   /* pages of it in the swap store now */
 };
 
 struct npf_status {

@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 LAYERS='
 list log
 util objects
-ids wait verifier_log policy_object wire_check
+ids wait verifier_log policy_object wire_check swapstore
 config
 loop
 busypoll
@@ -27,6 +27,7 @@ runs
 resolve
 mmwatch
 device wsstore
+evict
 control
 main
 '

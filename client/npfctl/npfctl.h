@@ -42,7 +42,8 @@ int do_help(int argc, char **argv);
 const char *region_name(char *buf, const char name[NPF_NAME_LEN]);
 
 void print_prometheus(const struct npf_status *st, const struct npf_region_stats_full *sf, size_t n,
-		      const struct npf_region_info *ri, size_t nri);
+		      const struct npf_region_info *ri, size_t nri,
+		      const struct npf_budget_info *bi, size_t nbi);
 
 /* The objects. */
 int do_status(int argc, char **argv);

@@ -67,8 +67,34 @@ static const struct {
 #undef C
 };
 
+static const struct {
+	const char *metric, *type, *help;
+	size_t off;
+} prom_budget[] = {
+#define B(m, t, f, h)                                                                              \
+	{                                                                                          \
+		"npf_region_" m, t, h, offsetof(struct npf_budget_info, f)                         \
+	}
+	B("budget_pages", "gauge", budget_pages,
+	  "The region's budget in pages (0: none of its own)."),
+	B("resident_pages", "gauge", resident_pages, "Pages npfd installed that are still there."),
+	B("stored_pages", "gauge", stored_pages, "Pages of the region in npfd's swap store."),
+	B("evicted_pages_total", "counter", evicted_pages, "Pages eviction took away."),
+	B("evicted_clean_total", "counter", dropped_clean,
+	  "Evicted pages that were clean: nothing written."),
+	B("written_back_pages_total", "counter", written_pages,
+	  "Evicted pages written back (file or swap store)."),
+	B("write_batches_total", "counter", write_batches,
+	  "io_uring submissions that carried the written-back pages."),
+	B("evict_refaults_total", "counter", refaults, "Pages read back from the swap store."),
+	B("evict_kept_total", "counter", aborted,
+	  "Victims kept (an acknowledgement, a write or the zap failed)."),
+#undef B
+};
+
 void print_prometheus(const struct npf_status *st, const struct npf_region_stats_full *sf, size_t n,
-		      const struct npf_region_info *ri, size_t nri)
+		      const struct npf_region_info *ri, size_t nri,
+		      const struct npf_budget_info *bi, size_t nbi)
 {
 	struct prom_region *r = calloc(n ? n : 1, sizeof(*r));
 	char(*names)[NPF_NAME_LEN + 1] = calloc(n ? n : 1, sizeof(*names));
@@ -152,6 +178,19 @@ void print_prometheus(const struct npf_status *st, const struct npf_region_stats
 		printf("npf_region_fault_latency_seconds_count");
 		prom_labels(&r[i], NULL);
 		printf(" %llu\n", (unsigned long long)cum);
+	}
+	for (c = 0; c < sizeof(prom_budget) / sizeof(prom_budget[0]); c++) {
+		prom_family(prom_budget[c].metric, prom_budget[c].type, prom_budget[c].help);
+		for (i = 0; i < n; i++)
+			for (k = 0; k < nbi; k++) {
+				if (bi[k].region_id != r[i].id)
+					continue;
+				printf("%s", prom_budget[c].metric);
+				prom_labels(&r[i], NULL);
+				printf(" %llu\n",
+				       (unsigned long long)*(const __u64 *)((const char *)&bi[k] +
+									    prom_budget[c].off));
+			}
 	}
 	free(names);
 	free(r);

@@ -69,7 +69,30 @@ static void print_histogram(const struct npf_latency_hist *h)
 	close_json_array();
 }
 
-static void print_region_stats(const struct npf_region_stats_full *sf, const char *name)
+/* The region's budget and what eviction did (none: an npfd that predates budgets). */
+static void print_budget(const struct npf_budget_info *bi)
+{
+	struct npf_budget_info none = {0};
+
+	if (!bi)
+		bi = &none;
+	open_json_object("budget");
+	print_u64("budget_pages", "  budget   %llu pages", bi->budget_pages);
+	print_u64("high_pages", " (high %llu", bi->high_pages);
+	print_u64("low_pages", ", low %llu)", bi->low_pages);
+	print_u64("resident_pages", "  resident %llu\n", bi->resident_pages);
+	print_u64("evicted_pages", "  evicted  %llu", bi->evicted_pages);
+	print_u64("dropped_clean", "  clean %llu", bi->dropped_clean);
+	print_u64("written_pages", "  written back %llu", bi->written_pages);
+	print_u64("write_batches", " in %llu io_uring submissions", bi->write_batches);
+	print_u64("refaults", "  read back %llu", bi->refaults);
+	print_u64("stored_pages", "  in swap store %llu", bi->stored_pages);
+	print_u64("aborted", "  kept %llu\n", bi->aborted);
+	close_json_object();
+}
+
+static void print_region_stats(const struct npf_region_stats_full *sf, const char *name,
+			       const struct npf_budget_info *bi)
 {
 	const struct npf_region_stats *s = &sf->stats;
 	__u64 samples = hist_samples(&sf->latency);
@@ -88,6 +111,7 @@ static void print_region_stats(const struct npf_region_stats_full *sf, const cha
 	print_size("bytes_read", "  bytes read %s\n", s->bytes_read);
 	print_u64("batches", "  batches  %llu", s->batches);
 	print_u64("mm_events", "  mm events %llu\n", s->mm_events);
+	print_budget(bi);
 
 	open_json_object("latency");
 	print_u64("samples", "  latency  %llu samples", samples);
@@ -124,8 +148,9 @@ static int do_stats_show(int argc, char **argv)
 {
 	struct npf_region_stats_full *sf;
 	struct npf_region_info *ri = NULL;
+	struct npf_budget_info *bi = NULL;
 	char name[NPF_NAME_LEN + 1], what[48];
-	size_t n, nri = 0, i, k;
+	size_t n, nri = 0, nbi = 0, i, k;
 	__u32 id = 0;
 	int err;
 
@@ -156,6 +181,9 @@ static int do_stats_show(int argc, char **argv)
 	/* Names live in the region list; stats are still worth showing without them. */
 	if (npf_client__region_list(client, &ri, &nri))
 		nri = 0;
+	/* Budgets too, from an npfd that has them. */
+	if (npf_client__budget_list(client, 0, &bi, &nbi))
+		nbi = 0;
 
 	if (prometheus_output) {
 		struct npf_status st;
@@ -166,7 +194,8 @@ static int do_stats_show(int argc, char **argv)
 			free(sf);
 			return request_failed("status", err);
 		}
-		print_prometheus(&st, sf, n, ri, nri);
+		print_prometheus(&st, sf, n, ri, nri, bi, nbi);
+		free(bi);
 		free(ri);
 		free(sf);
 		return EXIT_OK;
@@ -175,15 +204,21 @@ static int do_stats_show(int argc, char **argv)
 		print_string(NULL, "%s\n", "no regions registered");
 	open_json_array(NULL);
 	for (i = 0; i < n; i++) {
+		const struct npf_budget_info *b = NULL;
+
 		name[0] = '\0';
 		for (k = 0; k < nri; k++)
 			if (ri[k].region_id == sf[i].stats.region_id)
 				region_name(name, ri[k].name);
+		for (k = 0; k < nbi; k++)
+			if (bi[k].region_id == sf[i].stats.region_id)
+				b = &bi[k];
 		if (i)
 			print_nl();
-		print_region_stats(&sf[i], name);
+		print_region_stats(&sf[i], name, b);
 	}
 	close_json_array();
+	free(bi);
 	free(ri);
 	free(sf);
 	return EXIT_OK;

@@ -1,0 +1,1383 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Budgets and eviction: npfd takes pages away from a region that has more
+ * installed than its budget, so that registered memory can exceed what the
+ * machine has (seed 000 §2, Table 5; seed 004 on eviction).
+ *
+ * A budget is per region (npfctl region set ID budget SIZE) or per client
+ * (client-budget-mib in npfd.conf: all of a client's regions together).
+ * Over budget-high-pct of it npfd evicts down to budget-low-pct, one batch
+ * of up to EVICT_BATCH pages at a time, chosen by CLOCK over the pages npfd
+ * installed: a page installed or faulted since the hand last passed, or
+ * whose device entry has its ACCESSED bit set (the NIC sets it; the sweep
+ * clears it), gets a second chance. CPU accesses to present pages are not
+ * visible to npfd here (no soft-dirty, no accessed bit in PAGEMAP_SCAN):
+ * only faults and the devices' bits age a page.
+ *
+ * One batch, in this order, so that neither the device nor the CPU ever
+ * sees a page half evicted and no write is lost:
+ *
+ *   1. devices clear their IO page table entries and post invalidations
+ *              (device.c); nothing maps them again while the batch runs
+ *              (npfd_region.evicting); wait for every device's acknowledgement
+ *              (no DMA in flight), or give up after EVICT_ACK_TIMEOUT_NS
+ *              and keep the pages;
+ *   2. freeze  UFFDIO_WRITEPROTECT the victims: a CPU write now waits in a
+ *              write-protect fault that npfd answers only when the batch is
+ *              over. Only after the acknowledgement: the software NIC's DMA
+ *              is a CPU write, and a DMA in flight frozen here would hold
+ *              up the acknowledgement the batch waits for;
+ *   3. read    /proc/PID/pagemap says the page is present, and
+ *              process_vm_readv() copies it (a present page never faults,
+ *              and the process cannot drop it meanwhile: its MADV_DONTNEED
+ *              waits for npfd to read the REMOVE event);
+ *   4. write   dirty pages -- all but those installed write-protected from
+ *              their backing copy and not written since -- go to the
+ *              region's file at file_offset, or to npfd's swap store
+ *              (swapstore.c), in one batched io_uring submission; clean
+ *              pages are dropped;
+ *   5. zap     MADV_DONTNEED in the client's own address space, through the
+ *              client's SQPOLL io_uring that libnpf handed over
+ *              (NPF_MSG_EVICT_RING): process_madvise() lets another process
+ *              only PAGEOUT/COLD/WILLNEED (tests/evict_mechanism.c
+ *              measured it), and PAGEOUT needs swap and leaves a swap entry
+ *              the kernel, not npfd, would fault in;
+ *   6. check   pagemap again: a page that is gone is evicted; one still
+ *              there (the zap failed) is kept. The frozen writers are woken:
+ *              a write to an evicted page faults again (missing) and npfd
+ *              reads the page back (evict_install_stored()) before it lands.
+ *
+ * The write-protect bit doubles as dirty tracking: read faults of a
+ * budgeted region are installed write-protected (UFFDIO_COPY_MODE_WP), and
+ * the first write of such a page is a write-protect fault npfd answers by
+ * marking it dirty and unprotecting it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <linux/userfaultfd.h>
+#include "device.h"
+#include "evict.h"
+#include "log.h"
+#include "objects.h"
+#include "region.h"
+#include "runs.h"
+#include "swapstore.h"
+#include "util.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+#define EVICT_BATCH 256 /* pages: the per-batch round trips (ack, zap) dominate */
+#define EVICT_ACK_TIMEOUT_NS (2ULL * 1000 * 1000 * 1000)
+#define EVICT_ZAP_TIMEOUT_NS (2ULL * 1000 * 1000 * 1000)
+#define ZAP_TAG 0x4e50460000000000ULL /* "NPF" in the top bytes of our SQEs' user_data */
+
+/* Per region, once it has a budget (its own or its client's). */
+struct evict_region {
+	__u64 npages;
+	__u64 budget;  /* its own, in pages; 0: none */
+	__u64 hand;    /* CLOCK */
+	__u8 *clean;   /* installed write-protected, equal to its backing copy */
+	__u8 *ref;     /* referenced since the hand passed */
+	__u8 *busy;    /* in the batch being evicted (npfd_region.evicting points here) */
+	__u32 *slot;   /* anonymous: its swap store slot, 0: none */
+	bool wp;       /* registered for write-protect faults too */
+	bool writable; /* file-backed: npfd may write its file */
+	bool draining; /* went over the high watermark: evicting until the low one */
+};
+
+/* The client's SQPOLL ring, through which npfd drops its pages. */
+struct evict_ring {
+	struct io_uring ring;
+	int fd;
+	bool draining; /* the client's budget: as evict_region.draining */
+};
+
+static struct {
+	enum { B_IDLE, B_ACK, B_WRITE, B_ZAP } state;
+	struct npfd_region *r; /* NULL once the region went (see batch_end()) */
+	struct npfd_mm *mm;
+	pid_t tgid;
+	__u64 page[EVICT_BATCH];
+	bool zapped[EVICT_BATCH];  /* read out and handed to the zap */
+	bool removed[EVICT_BATCH]; /* the zap's REMOVE event came: the page went */
+	bool dirty[EVICT_BATCH];   /* written back before the zap (else dropped clean) */
+	unsigned int n;
+	unsigned int writes;   /* write-back SQEs whose completion is awaited */
+	unsigned int zaps;     /* zap SQEs whose completion is awaited */
+	unsigned int zap_next; /* first victim not handed to the zap yet */
+	__u64 deadline;
+	__u64 gen;
+	char *buf; /* the victims' data, EVICT_BATCH pages */
+} b;
+
+static struct io_uring wb_ring; /* write-back */
+static bool wb_ready;
+static __u64 client_budget; /* pages; 0: none */
+static unsigned int high_pct = 100, low_pct = 90;
+
+static inline bool bit_test(const __u8 *map, __u64 i)
+{
+	return map && (map[i / 8] >> (i % 8)) & 1;
+}
+
+static inline void bit_set(__u8 *map, __u64 i, bool on)
+{
+	if (!map)
+		return;
+	if (on)
+		map[i / 8] |= (__u8)(1 << (i % 8));
+	else
+		map[i / 8] &= (__u8) ~(1 << (i % 8));
+}
+
+static inline __u64 page_index(const struct npfd_region *r, __u64 page)
+{
+	return (page - r->start) >> NPF_PAGE_SHIFT;
+}
+
+int evict_init(const char *swap_dir)
+{
+	int err;
+
+	b.buf = mmap(NULL, EVICT_BATCH * NPF_PAGE_SIZE, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (b.buf == MAP_FAILED) {
+		b.buf = NULL;
+		pr_err("eviction: cannot map its buffer: %s", strerror(errno));
+		return -ENOMEM;
+	}
+	err = io_uring_queue_init(EVICT_BATCH, &wb_ring, 0);
+	if (err) {
+		pr_err("eviction: cannot create the write-back io_uring: %s", strerror(-err));
+		return err;
+	}
+	wb_ready = true;
+	/* Without a store, budgets of anonymous regions are refused with the reason. */
+	if (swapstore_open(swap_dir))
+		pr_warn("eviction: no swap store: anonymous regions cannot have a budget");
+	return 0;
+}
+
+void evict_exit(void)
+{
+	if (wb_ready)
+		io_uring_queue_exit(&wb_ring);
+	wb_ready = false;
+	swapstore_close();
+	if (b.buf)
+		munmap(b.buf, EVICT_BATCH * NPF_PAGE_SIZE);
+	b.buf = NULL;
+}
+
+void evict_set_config(unsigned int client_budget_mib, unsigned int high, unsigned int low)
+{
+	client_budget = (__u64)client_budget_mib << (20 - NPF_PAGE_SHIFT);
+	high_pct = high;
+	low_pct = low < high ? low : high;
+}
+
+static __u64 resident(const struct npfd_region *r)
+{
+	__u64 n = 0, i, bytes = (r->length >> NPF_PAGE_SHIFT) / 8 + 1;
+
+	if (!r->installed)
+		return 0;
+	for (i = 0; i < bytes; i++)
+		n += (__u64)__builtin_popcount(r->installed[i]);
+	return n;
+}
+
+static void region_stats(struct npfd_region *r)
+{
+	struct evict_region *e = r->ev;
+	struct npf_budget_info *bi = r->budget_info;
+
+	if (!bi)
+		return;
+	bi->budget_pages = e ? e->budget : 0;
+	bi->high_pages = bi->budget_pages * high_pct / 100;
+	bi->low_pages = bi->budget_pages * low_pct / 100;
+	bi->resident_pages = resident(r);
+}
+
+/*
+ * Registering the range again for write-protect faults too (the same
+ * userfaultfd may widen its own registration) makes read faults
+ * installable write-protected, the dirty tracking eviction needs.
+ */
+static int region_wp(struct npfd_region *r, char *err, size_t errlen)
+{
+	struct uffdio_register reg = {.range = {.start = r->start, .len = r->length},
+				      .mode = UFFDIO_REGISTER_MODE_MISSING |
+					      UFFDIO_REGISTER_MODE_WP};
+
+	if (r->ev->wp)
+		return 0;
+	if (ioctl(r->mm->uffd, UFFDIO_REGISTER, &reg))
+		return refuse(
+			err, errlen, errno,
+			"region %u: cannot register it for write-protect faults (%s): its writes could not be tracked during eviction",
+			r->id, strerror(errno));
+	r->ev->wp = true;
+	r->install_clean = true; /* resolve.c installs read faults write-protected now */
+	return 0;
+}
+
+static struct evict_region *region_ev(struct npfd_region *r, char *err, size_t errlen)
+{
+	struct evict_region *e = r->ev;
+	__u64 n = r->length >> NPF_PAGE_SHIFT;
+
+	if (e)
+		return e;
+	e = calloc(1, sizeof(*e));
+	if (!e) {
+		refuse(err, errlen, ENOMEM, "out of memory");
+		return NULL;
+	}
+	e->npages = n;
+	e->clean = calloc(n / 8 + 1, 1);
+	e->ref = calloc(n / 8 + 1, 1);
+	e->busy = calloc(n / 8 + 1, 1);
+	if (r->backing == NPF_BACKING_ANON)
+		e->slot = calloc(n, sizeof(*e->slot));
+	if (!e->clean || !e->ref || !e->busy || (r->backing == NPF_BACKING_ANON && !e->slot)) {
+		free(e->clean);
+		free(e->ref);
+		free(e->busy);
+		free(e->slot);
+		free(e);
+		refuse(err, errlen, ENOMEM, "out of memory for region %u's page state", r->id);
+		return NULL;
+	}
+	if (r->backing == NPF_BACKING_FILE) {
+		int mode = fcntl(r->file_fd, F_GETFL);
+
+		e->writable = mode >= 0 && (mode & O_ACCMODE) == O_RDWR;
+	}
+	r->ev = e;
+	r->evicting = e->busy;
+	return e;
+}
+
+/* Can npfd evict r's pages at all? 0, or -errno with the reason. */
+static int evictable(struct npfd_region *r, char *err, size_t errlen)
+{
+	if (r->mm->forked || !r->mm->evict_ring)
+		return refuse(
+			err, errlen, EOPNOTSUPP,
+			"region %u: pid %d gave npfd no eviction ring (%s): its pages cannot be taken away",
+			r->id, r->mm->tgid,
+			r->mm->forked ? "a forked child" :
+					"libnpf older than eviction, or io_uring SQPOLL refused");
+	if (!r->installed)
+		return refuse(err, errlen, ENOMEM, "region %u has no page bitmap", r->id);
+	if (r->backing == NPF_BACKING_FILE && r->ev && !r->ev->writable)
+		return refuse(
+			err, errlen, EBADF,
+			"region %u: its backing file was opened read-only, so dirty pages could not be written back: register it with a descriptor opened O_RDWR",
+			r->id);
+	if (r->backing == NPF_BACKING_ANON && swapstore_fd() < 0)
+		return refuse(
+			err, errlen, ENOSPC,
+			"region %u: npfd has no swap store for anonymous pages (see its start-up log, swap-dir)",
+			r->id);
+	return 0;
+}
+
+int evict_region_set(struct npfd_client *c, const struct npf_region_set_req *req,
+		     struct npf_budget_info *out, char *err, size_t errlen)
+{
+	struct npfd_region *r = region_find_id(req->region_id);
+	struct evict_region *e;
+	__u64 pages;
+	int ret;
+
+	if (req->key != NPF_SET_BUDGET)
+		return refuse(err, errlen, EOPNOTSUPP, "unknown region setting %u (budget is %u)",
+			      req->key, NPF_SET_BUDGET);
+	if (!r)
+		return refuse(err, errlen, ENOENT, "no region %u", req->region_id);
+	if (!c->privileged && c->uid != r->mm->uid)
+		return refuse(
+			err, errlen, EPERM,
+			"region %u belongs to another user: only its owner or root may set its budget",
+			r->id);
+	if (req->value % NPF_PAGE_SIZE)
+		return refuse(err, errlen, EINVAL,
+			      "budget %llu is not a multiple of the page size (%llu)",
+			      (unsigned long long)req->value, NPF_PAGE_SIZE);
+	pages = req->value >> NPF_PAGE_SHIFT;
+	if (pages && pages * low_pct / 100 == 0)
+		return refuse(err, errlen, EINVAL,
+			      "budget %llu bytes is too small: its low watermark (%u%%) is no page",
+			      (unsigned long long)req->value, low_pct);
+	if (pages) {
+		e = region_ev(r, err, errlen);
+		if (!e)
+			return -ENOMEM;
+		ret = evictable(r, err, errlen);
+		if (!ret)
+			ret = region_wp(r, err, errlen);
+		if (ret)
+			return ret;
+	} else if (!r->ev) {
+		goto done;
+	}
+	r->ev->budget = pages;
+	pr_info("region %u: budget %llu pages (high %llu, low %llu)", r->id,
+		(unsigned long long)pages, (unsigned long long)(pages * high_pct / 100),
+		(unsigned long long)(pages * low_pct / 100));
+done:
+	region_stats(r);
+	if (r->budget_info)
+		*out = *r->budget_info;
+	else
+		memset(out, 0, sizeof(*out));
+	return 0;
+}
+
+void evict_budget_list(__u32 id, void (*emit)(const struct npf_budget_info *, void *), void *arg)
+{
+	struct npfd_mm *mm;
+	struct npfd_region *r;
+
+	list_for_each_entry(mm, &mms, node)
+		list_for_each_entry(r, &mm->regions, node) {
+			if ((id && r->id != id) || !r->budget_info)
+				continue;
+			region_stats(r);
+			emit(r->budget_info, arg);
+		}
+}
+
+/*
+ * The ring's descriptor is the client's: fetch it with pidfd_getfd() and
+ * check that it is what npfd will trust with MADV_DONTNEED -- an io_uring
+ * whose submission thread belongs to the client (a ring without SQPOLL
+ * would run npfd's madvise in npfd's own address space), of the size npfd
+ * lays its queues out for.
+ */
+static int ring_check(int fd, pid_t tgid, char *err, size_t errlen)
+{
+	char path[64], buf[2048], *p;
+	unsigned int sqmask = 0, cqmask = 0;
+	int f, sq_tid = -1, tg = -1;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, buf, sizeof(buf) - 1);
+	if (n < 0 || (buf[n] = '\0', strcmp(buf, "anon_inode:[io_uring]")))
+		return refuse(err, errlen, EBADF, "descriptor is not an io_uring");
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = open(path, O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return refuse(err, errlen, errno, "cannot inspect the io_uring: %s",
+			      strerror(errno));
+	n = read(f, buf, sizeof(buf) - 1);
+	close(f);
+	if (n <= 0)
+		return refuse(err, errlen, EIO, "cannot read the io_uring's fdinfo");
+	buf[n] = '\0';
+	if ((p = strstr(buf, "SqMask:")))
+		sscanf(p, "SqMask:\t%x", &sqmask);
+	if ((p = strstr(buf, "CqMask:")))
+		sscanf(p, "CqMask:\t%x", &cqmask);
+	if ((p = strstr(buf, "SqThread:")))
+		sscanf(p, "SqThread:\t%d", &sq_tid);
+	if (sqmask != NPF_EVICT_RING_ENTRIES - 1 || cqmask != 2 * NPF_EVICT_RING_ENTRIES - 1)
+		return refuse(err, errlen, EINVAL,
+			      "the io_uring has %u/%u entries, not %u/%u (NPF_EVICT_RING_ENTRIES)",
+			      sqmask + 1, cqmask + 1, NPF_EVICT_RING_ENTRIES,
+			      2 * NPF_EVICT_RING_ENTRIES);
+	if (sq_tid <= 0)
+		return refuse(
+			err, errlen, EINVAL,
+			"the io_uring has no submission thread (create it with IORING_SETUP_SQPOLL)");
+	snprintf(path, sizeof(path), "/proc/%d/status", sq_tid);
+	f = open(path, O_RDONLY | O_CLOEXEC);
+	n = f >= 0 ? read(f, buf, sizeof(buf) - 1) : -1;
+	if (f >= 0)
+		close(f);
+	if (n > 0) {
+		buf[n] = '\0';
+		if ((p = strstr(buf, "\nTgid:")))
+			sscanf(p, "\nTgid:\t%d", &tg);
+	}
+	/*
+	 * fdinfo gives the thread's pid in the initial pid namespace: an npfd
+	 * in another one cannot look it up, so cannot tell whose it is.
+	 */
+	if (tg < 0)
+		return refuse(
+			err, errlen, EPERM,
+			"cannot tell whose the io_uring's submission thread %d is (npfd runs in another pid namespace than the kernel's first): eviction needs npfd in the initial pid namespace",
+			sq_tid);
+	if (tg != tgid)
+		return refuse(err, errlen, EPERM,
+			      "the io_uring's submission thread is not pid %d's (it is %d's)", tgid,
+			      tg);
+	return 0;
+}
+
+/* io_uring's queue layout for NPF_EVICT_RING_ENTRIES, learnt once from a ring of npfd's own. */
+static struct io_uring_params ring_layout;
+static bool ring_layout_known;
+
+int evict_ring_adopt(struct npfd_client *c, const struct npf_evict_ring_req *req, char *err,
+		     size_t errlen)
+{
+	struct npfd_mm *mm = c->mm;
+	struct evict_ring *er;
+	struct io_uring_params p;
+	int pidfd, fd, ret;
+
+	if (req->flags)
+		return refuse(err, errlen, EINVAL, "unknown flags 0x%x", req->flags);
+	if (!mm || mm->tgid != c->pid)
+		return refuse(
+			err, errlen, ENOENT,
+			"this connection has registered no region: send the ring after the first");
+	if (mm->evict_ring)
+		return refuse(err, errlen, EEXIST, "pid %d already gave npfd its eviction ring",
+			      c->pid);
+	if (req->fd < 0)
+		return refuse(err, errlen, EBADF, "descriptor number %d", req->fd);
+	if (!ring_layout_known) {
+		struct io_uring probe;
+
+		memset(&ring_layout, 0, sizeof(ring_layout));
+		ret = io_uring_queue_init_params(NPF_EVICT_RING_ENTRIES, &probe, &ring_layout);
+		if (ret)
+			return refuse(err, errlen, -ret, "cannot learn the io_uring layout: %s",
+				      strerror(-ret));
+		io_uring_queue_exit(&probe);
+		ring_layout_known = true;
+	}
+	pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
+	if (pidfd < 0)
+		return refuse(err, errlen, errno, "cannot open pid %d: %s", c->pid,
+			      strerror(errno));
+	fd = (int)syscall(SYS_pidfd_getfd, pidfd, req->fd, 0);
+	ret = fd < 0 ? -errno : 0;
+	close(pidfd);
+	if (ret)
+		return refuse(err, errlen, -ret, "cannot fetch descriptor %d of pid %d: %s%s",
+			      req->fd, c->pid, strerror(-ret),
+			      ret == -EPERM ? " (npfd needs CAP_SYS_PTRACE for pidfd_getfd)" : "");
+	fcntl(fd, F_SETFD, FD_CLOEXEC);
+	ret = ring_check(fd, c->pid, err, errlen);
+	er = ret ? NULL : calloc(1, sizeof(*er));
+	if (!ret && !er)
+		ret = refuse(err, errlen, ENOMEM, "out of memory");
+	if (!ret) {
+		p = ring_layout;
+		p.flags |= IORING_SETUP_SQPOLL;
+		ret = io_uring_queue_mmap(fd, &p, &er->ring);
+		if (ret)
+			ret = refuse(err, errlen, -ret, "cannot map the io_uring: %s",
+				     strerror(-ret));
+	}
+	if (ret) {
+		free(er);
+		close(fd);
+		return ret;
+	}
+	/*
+	 * The SQ index array is the submitter's to fill, and libnpf never
+	 * mapped the ring: identity, as liburing sets it up for its own rings.
+	 */
+	for (unsigned int i = 0; i < *er->ring.sq.kring_entries; i++)
+		er->ring.sq.array[i] = i;
+	er->fd = fd;
+	mm->evict_ring = er;
+	pr_info("pid %d: eviction ring adopted", c->pid);
+	/* Its regions registered before the ring came may have a budget waiting. */
+	{
+		struct npfd_region *r;
+
+		list_for_each_entry(r, &mm->regions, node)
+			evict_region_registered(r);
+	}
+	return 0;
+}
+
+static void ring_free(struct evict_ring *er)
+{
+	if (!er)
+		return;
+	io_uring_queue_exit(&er->ring); /* unmaps and closes er->fd */
+	free(er);
+}
+
+/* A new region: the client's budget applies to it (npfd.conf), so it is prepared now. */
+void evict_region_registered(struct npfd_region *r)
+{
+	char err[NPF_ERRMSG_LEN];
+
+	if (!client_budget || r->ev || !r->mm->evict_ring)
+		return;
+	if (!region_ev(r, err, sizeof(err)) || evictable(r, err, sizeof(err)) ||
+	    region_wp(r, err, sizeof(err)))
+		pr_warn("region %u: the client budget cannot apply: %s", r->id, err);
+}
+
+static void free_slots(struct npfd_region *r, __u64 first, __u64 last)
+{
+	struct evict_region *e = r->ev;
+	__u64 i;
+
+	if (!e || !e->slot)
+		return;
+	for (i = first; i <= last && i < e->npages; i++) {
+		if (!e->slot[i])
+			continue;
+		swapstore_free(e->slot[i]);
+		e->slot[i] = 0;
+		if (r->budget_info)
+			r->budget_info->stored_pages--;
+	}
+}
+
+void evict_region_gone(struct npfd_region *r)
+{
+	struct evict_region *e = r->ev;
+
+	if (b.state != B_IDLE && b.r == r)
+		b.r = NULL; /* batch_end() puts zapped pages back if it can */
+	if (!e)
+		return;
+	free_slots(r, 0, e->npages - 1);
+	free(e->clean);
+	free(e->ref);
+	free(e->busy);
+	free(e->slot);
+	free(e);
+	r->ev = NULL;
+	r->evicting = NULL;
+	r->install_clean = false;
+}
+
+void evict_region_forked(struct npfd_region *parent, struct npfd_region *child)
+{
+	struct evict_region *pe = parent->ev, *e;
+	char err[NPF_ERRMSG_LEN];
+	__u64 i;
+
+	if (!pe || !pe->slot)
+		return;
+	/* the child has no eviction ring: it only reads its evicted pages back */
+	e = region_ev(child, err, sizeof(err));
+	if (!e) {
+		pr_warn("forked region %u: %s: its evicted pages read as zeros", child->id, err);
+		return;
+	}
+	for (i = 0; i < e->npages && i < pe->npages; i++) {
+		if (!pe->slot[i])
+			continue;
+		if (swapstore_ref(pe->slot[i])) {
+			pr_warn_rl(
+				"forked region %u: out of memory sharing its evicted page %llu: it reads as zeros",
+				child->id, (unsigned long long)i);
+			continue;
+		}
+		e->slot[i] = pe->slot[i];
+		if (child->budget_info)
+			child->budget_info->stored_pages++;
+	}
+}
+
+void evict_mm_gone(struct npfd_mm *mm)
+{
+	if (b.state != B_IDLE && b.mm == mm) {
+		/*
+		 * The process is gone: nothing to put back, nobody to wake.
+		 * Writes in flight still read the batch's buffer: the batch
+		 * ends when they are done.
+		 */
+		if (b.state != B_WRITE)
+			b.state = B_IDLE;
+		b.r = NULL;
+		b.mm = NULL;
+	}
+	ring_free(mm->evict_ring);
+	mm->evict_ring = NULL;
+}
+
+void evict_installed(struct npfd_region *r, __u64 start, __u64 npages, bool wp)
+{
+	struct evict_region *e = r->ev;
+	__u64 i, first;
+
+	if (!e)
+		return;
+	first = page_index(r, start);
+	for (i = first; i < first + npages && i < e->npages; i++) {
+		bit_set(e->clean, i, wp && e->wp);
+		bit_set(e->ref, i, true);
+	}
+}
+
+static bool in_batch(const struct npfd_region *r, __u64 page, unsigned int *at)
+{
+	unsigned int i;
+
+	if (b.state == B_IDLE || b.r != r)
+		return false;
+	for (i = 0; i < b.n; i++)
+		if (b.page[i] == page) {
+			if (at)
+				*at = i;
+			return true;
+		}
+	return false;
+}
+
+static void wake_page(struct npfd_mm *mm, __u64 page)
+{
+	struct uffdio_range range = {.start = page, .len = NPF_PAGE_SIZE};
+
+	if (ioctl(mm->uffd, UFFDIO_WAKE, &range) && errno != ESRCH)
+		pr_warn_rl("pid %d: UFFDIO_WAKE 0x%llx failed: %s", mm->tgid,
+			   (unsigned long long)page, strerror(errno));
+}
+
+/*
+ * A write-protect fault. On a page of the batch the writer waits until the
+ * batch is over (batch_end() wakes it): its write lands on the page if it
+ * stayed, or on the page read back if it went. Otherwise the page was
+ * installed clean: it is dirty now, and writable again.
+ */
+void evict_wp_fault(struct npfd_mm *mm, __u64 addr)
+{
+	__u64 page = addr & ~(NPF_PAGE_SIZE - 1);
+	struct npfd_region *r = mm_find_region(mm, page);
+	struct uffdio_writeprotect wp = {.range = {.start = page, .len = NPF_PAGE_SIZE}, .mode = 0};
+
+	/*
+	 * Frozen by the batch: answered at its end. Before the freeze (the
+	 * batch waits for the devices) the page may be a clean one a device's
+	 * DMA writes: it must go on, or the acknowledgement never comes.
+	 */
+	if (r && (b.state == B_WRITE || b.state == B_ZAP) && in_batch(r, page, NULL))
+		return;
+	if (r && r->ev) {
+		bit_set(r->ev->clean, page_index(r, page), false);
+		bit_set(r->ev->ref, page_index(r, page), true);
+	}
+	/*
+	 * EAGAIN: an mm event waits to be read. Woken anyway, the writer
+	 * faults again and comes back here once the event has been read.
+	 */
+	if (ioctl(mm->uffd, UFFDIO_WRITEPROTECT, &wp) && errno != ESRCH) {
+		if (errno != EAGAIN && errno != ENOENT)
+			pr_warn_rl("pid %d: cannot unprotect 0x%llx after its write fault: %s",
+				   mm->tgid, (unsigned long long)page, strerror(errno));
+		wake_page(mm, page);
+	}
+}
+
+void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
+{
+	__u64 lo = start > r->start ? start : r->start;
+	__u64 hi = end < r->start + r->length ? end : r->start + r->length;
+	__u64 p;
+
+	if (!r->ev || lo >= hi)
+		return;
+	/*
+	 * The process dropped these pages itself: their next touch reads
+	 * zeros (anonymous) or the file, not what npfd stored. The batch's
+	 * own zap comes here too: its pages keep their slots.
+	 */
+	for (p = lo; p < hi; p += NPF_PAGE_SIZE) {
+		__u64 i = page_index(r, p);
+		unsigned int at;
+
+		if (in_batch(r, p, &at)) {
+			b.removed[at] = b.zapped[at];
+			continue;
+		}
+		free_slots(r, i, i);
+		bit_set(r->ev->clean, i, false);
+	}
+}
+
+void evict_region_cut(struct npfd_region *r, __u64 shift)
+{
+	struct evict_region *e = r->ev;
+	__u64 i;
+
+	if (!e || !shift)
+		return;
+	if (b.state != B_IDLE && b.r == r)
+		b.r = NULL;
+	memset(e->busy, 0, e->npages / 8 + 1); /* that batch is abandoned */
+	free_slots(r, 0, shift - 1);
+	if (e->slot) {
+		memmove(e->slot, e->slot + shift, (e->npages - shift) * sizeof(*e->slot));
+		memset(e->slot + e->npages - shift, 0, shift * sizeof(*e->slot));
+	}
+	/* The bitmaps are shifted by whole pages: rebuilt bit by bit. */
+	for (i = 0; i + shift < e->npages; i++) {
+		bit_set(e->clean, i, bit_test(e->clean, i + shift));
+		bit_set(e->ref, i, bit_test(e->ref, i + shift));
+	}
+	for (; i < e->npages; i++) {
+		bit_set(e->clean, i, false);
+		bit_set(e->ref, i, false);
+	}
+	e->hand = 0;
+}
+
+bool evict_run_stored(const struct run *rn)
+{
+	const struct npfd_region *r = rn->region;
+	__u64 i, first;
+
+	if (!r || !r->ev || !r->ev->slot)
+		return false;
+	first = page_index(r, rn->start);
+	for (i = first; i < first + rn->npages && i < r->ev->npages; i++)
+		if (r->ev->slot[i])
+			return true;
+	return false;
+}
+
+/*
+ * Install an anonymous run some of whose pages are in the swap store:
+ * those read back from it, the others zeros; write-protected (clean) for a
+ * read fault, the slot kept so that a clean page can go again unwritten.
+ * Not woken here: the resolver wakes the run.
+ */
+int evict_install_stored(struct run *rn)
+{
+	struct npfd_region *r = rn->region;
+	struct evict_region *e = r->ev;
+	static char page[NPF_PAGE_SIZE] __attribute__((aligned(NPF_PAGE_SIZE)));
+	bool wp = !rn->write && e->wp;
+	__u32 k;
+
+	for (k = 0; k < rn->npages; k++) {
+		__u64 addr = rn->start + (__u64)k * NPF_PAGE_SIZE, i = page_index(r, addr);
+		struct uffdio_copy c = {.dst = addr,
+					.src = (__u64)(uintptr_t)page,
+					.len = NPF_PAGE_SIZE,
+					.mode = UFFDIO_COPY_MODE_DONTWAKE |
+						(wp ? UFFDIO_COPY_MODE_WP : 0)};
+
+		if (e->slot[i]) {
+			ssize_t n = pread(swapstore_fd(), page, NPF_PAGE_SIZE,
+					  (off_t)swapstore_offset(e->slot[i]));
+
+			if (n != (ssize_t)NPF_PAGE_SIZE) {
+				pr_warn_rl(
+					"region %u: reading page 0x%llx back from the swap store failed: %s",
+					r->id, (unsigned long long)addr,
+					n < 0 ? strerror(errno) : "short read");
+				rn->unservable = true; /* poisoned: the installed ones stay */
+				rn->valid_pages = 0;
+				return n < 0 ? -errno : -EIO;
+			}
+		} else {
+			memset(page, 0, sizeof(page));
+		}
+		if (ioctl(rn->mm->uffd, UFFDIO_COPY, &c)) {
+			if (c.copy == -EEXIST)
+				continue;
+			return c.copy < 0 ? (int)c.copy : -errno;
+		}
+		if (e->slot[i] && r->budget_info)
+			r->budget_info->refaults++;
+	}
+	rn->done = (__u64)rn->npages * NPF_PAGE_SIZE;
+	return 0;
+}
+
+/* ---- choosing victims ---- */
+
+static __u64 region_budget(const struct npfd_region *r)
+{
+	return r->ev ? r->ev->budget : 0;
+}
+
+/*
+ * CLOCK over r's installed pages: take up to want pages not referenced
+ * since the hand last passed (by a fault, an install, or a device's
+ * ACCESSED bit, cleared as the hand passes).
+ */
+static unsigned int pick(struct npfd_region *r, unsigned int want)
+{
+	struct evict_region *e = r->ev;
+	__u64 scanned = 0;
+
+	b.n = 0;
+	/* two turns at most: the first may only clear reference bits */
+	while (b.n < want && scanned < 2 * e->npages) {
+		__u64 i = e->hand, page = r->start + i * NPF_PAGE_SIZE;
+		unsigned int k;
+
+		e->hand = (e->hand + 1) % e->npages;
+		scanned++;
+		if (!region_page_installed(r, page))
+			continue;
+		for (k = 0; k < b.n && b.page[k] != page; k++)
+			;
+		if (k < b.n)
+			break; /* the hand came round to this batch's first pick */
+		if (device_page_referenced(r, page) | bit_test(e->ref, i)) {
+			bit_set(e->ref, i, false);
+			continue;
+		}
+		b.page[b.n] = page;
+		b.zapped[b.n] = false;
+		b.dirty[b.n] = false;
+		b.removed[b.n] = false;
+		b.n++;
+	}
+	return b.n;
+}
+
+/*
+ * The next region to evict from -- round robin by id among those over
+ * their budget (their own, or their client's: then the client's largest
+ * region gives) -- and how many pages it should give.
+ */
+static __u32 last_victim_id;
+
+/* Does region id come before other, counting from the one after the last victim? */
+static bool comes_before(__u32 id, __u32 other)
+{
+	return id - last_victim_id - 1 < other - last_victim_id - 1;
+}
+
+static void candidate(struct npfd_region *r, __u64 excess, struct npfd_region **best, __u64 *most)
+{
+	if (!excess || (*best && !comes_before(r->id, (*best)->id)))
+		return;
+	*best = r;
+	*most = excess;
+}
+
+static struct npfd_region *over_budget(unsigned int *want)
+{
+	struct npfd_mm *mm;
+	struct npfd_region *r, *best = NULL;
+	__u64 most = 0;
+
+	list_for_each_entry(mm, &mms, node) {
+		struct npfd_region *largest = NULL;
+		__u64 total = 0, lres = 0, res;
+
+		if (mm->dead || !mm->evict_ring)
+			continue;
+		list_for_each_entry(r, &mm->regions, node) {
+			__u64 bud = region_budget(r);
+			struct evict_region *e = r->ev;
+
+			if (!e || !e->wp)
+				continue;
+			res = resident(r);
+			total += res;
+			if (res > lres) {
+				lres = res;
+				largest = r;
+			}
+			/* hysteresis: from over the high watermark down to the low one */
+			if (bud && res > bud * high_pct / 100)
+				e->draining = true;
+			if (!bud || res <= bud * low_pct / 100)
+				e->draining = false;
+			if (e->draining)
+				candidate(r, res - bud * low_pct / 100, &best, &most);
+		}
+		if (client_budget && total > client_budget * high_pct / 100)
+			mm->evict_ring->draining = true;
+		if (!client_budget || total <= client_budget * low_pct / 100)
+			mm->evict_ring->draining = false;
+		if (mm->evict_ring->draining && largest) {
+			__u64 excess = total - client_budget * low_pct / 100;
+
+			candidate(largest, excess < lres ? excess : lres, &best, &most);
+		}
+	}
+	if (best)
+		last_victim_id = best->id;
+	*want = most > EVICT_BATCH ? EVICT_BATCH : (unsigned int)most;
+	return best;
+}
+
+/* ---- one batch ---- */
+
+/* Keep victim i: writable again (its frozen writer goes on), dirty from now on. */
+static void keep(unsigned int i)
+{
+	struct uffdio_writeprotect wp = {.range = {.start = b.page[i], .len = NPF_PAGE_SIZE},
+					 .mode = 0};
+
+	if (b.r && b.r->ev)
+		bit_set(b.r->ev->clean, page_index(b.r, b.page[i]), false);
+	if (ioctl(b.mm->uffd, UFFDIO_WRITEPROTECT, &wp) && errno != ENOENT && errno != ESRCH)
+		wake_page(b.mm, b.page[i]);
+}
+
+static bool page_present(struct npfd_mm *mm, __u64 page)
+{
+	__u64 ent = 0;
+	char path[64];
+
+	if (mm->pagemap_fd < 0) {
+		snprintf(path, sizeof(path), "/proc/%d/pagemap", mm->tgid);
+		mm->pagemap_fd = open(path, O_RDONLY | O_CLOEXEC);
+	}
+	if (mm->pagemap_fd < 0 || pread(mm->pagemap_fd, &ent, sizeof(ent),
+					(off_t)((page >> NPF_PAGE_SHIFT) * 8)) != sizeof(ent))
+		return true; /* unknown: treated as still there (kept) */
+	return ent >> 63;
+}
+
+/*
+ * The batch is over. Each victim either went (not present any more:
+ * evicted) or stayed (kept, unprotected); every frozen writer is woken.
+ * Pages whose region went meanwhile were dropped by a zap already on its
+ * way: their data is put back with process_vm_writev() (the range is no
+ * longer registered, so the write faults in an ordinary page).
+ */
+static void batch_end(void)
+{
+	struct npfd_region *r = b.r;
+	unsigned int i, gone = 0;
+
+	for (i = 0; i < b.n; i++) {
+		__u64 page = b.page[i];
+
+		if (!r) {
+			if (b.zapped[i] && b.mm && !page_present(b.mm, page) &&
+			    !mm_find_region(b.mm, page)) {
+				struct iovec l = {b.buf + (size_t)i * NPF_PAGE_SIZE, NPF_PAGE_SIZE};
+				struct iovec rv = {(void *)(uintptr_t)page, NPF_PAGE_SIZE};
+
+				/* EFAULT: the process unmapped it too, nothing to put back */
+				if (process_vm_writev(b.tgid, &l, 1, &rv, 1, 0) != NPF_PAGE_SIZE &&
+				    errno != EFAULT && errno != ESRCH)
+					pr_warn_rl(
+						"pid %d: cannot put back page 0x%llx of a region unregistered during its eviction: %s",
+						b.tgid, (unsigned long long)page, strerror(errno));
+			}
+			continue;
+		}
+		/*
+		 * Gone: the REMOVE event of the zap forgot it (it may be back
+		 * already, read from its copy by a fault that came after the
+		 * zap: that install set its state), or pagemap says so.
+		 */
+		if (b.removed[i] || (b.zapped[i] && !page_present(b.mm, page))) {
+			if (!b.removed[i]) {
+				__u64 k = page_index(r, page);
+
+				bit_set(r->ev->clean, k, false);
+				bit_set(r->ev->ref, k, false);
+				region_forget_installed(r, page, page + NPF_PAGE_SIZE);
+			}
+			if (!b.dirty[i] && r->budget_info)
+				r->budget_info->dropped_clean++;
+			wake_page(b.mm, page);
+			gone++;
+			continue;
+		}
+		if (b.zapped[i] && r->budget_info)
+			r->budget_info->aborted++;
+		keep(i);
+	}
+	if (r && r->budget_info)
+		r->budget_info->evicted_pages += gone;
+	if (r)
+		region_stats(r);
+	pr_debug("eviction batch %llu: %u of %u pages evicted", (unsigned long long)b.gen, gone,
+		 b.n);
+	/* devices may map these pages again (kept) or fetch them (gone) */
+	for (i = 0; r && r->ev && i < b.n; i++) {
+		__u64 k = page_index(r, b.page[i]);
+
+		r->ev->busy[k / 8] &= (__u8) ~(1 << (k % 8));
+	}
+	b.state = B_IDLE;
+	b.n = 0;
+	b.r = NULL;
+	b.mm = NULL;
+}
+
+static void batch_abort(const char *why)
+{
+	unsigned int i;
+
+	pr_warn_rl("region %u: eviction batch of %u pages abandoned: %s", b.r ? b.r->id : 0, b.n,
+		   why);
+	for (i = 0; i < b.n; i++) {
+		b.zapped[i] = false;
+		if (b.r && b.r->budget_info)
+			b.r->budget_info->aborted++;
+	}
+	batch_end();
+}
+
+static void batch_start(struct npfd_region *r, unsigned int want)
+{
+	unsigned int i;
+
+	if (!pick(r, want))
+		return;
+	b.r = r;
+	b.mm = r->mm;
+	b.tgid = r->mm->tgid;
+	b.gen++;
+	b.state = B_ACK;
+	b.deadline = now_ns() + EVICT_ACK_TIMEOUT_NS;
+	for (i = 0; i < b.n; i++) {
+		__u64 k = page_index(r, b.page[i]);
+
+		r->ev->busy[k / 8] |= (__u8)(1 << (k % 8));
+	}
+	/* 1. devices: entries cleared, invalidations posted, one per run */
+	for (i = 0; i < b.n;) {
+		unsigned int j = i + 1;
+
+		while (j < b.n && b.page[j] == b.page[j - 1] + NPF_PAGE_SIZE)
+			j++;
+		device_range_removed(r, b.page[i], b.page[j - 1] + NPF_PAGE_SIZE);
+		i = j;
+	}
+}
+
+/*
+ * 2. The devices acknowledged: freeze the victims (a CPU write now waits
+ * for the batch's end). Not before: a device's DMA in flight is a CPU
+ * write in the software NIC, and it would wait here for the batch whose
+ * acknowledgement it holds up. Returns false if nothing is left.
+ */
+static bool freeze(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < b.n;) {
+		unsigned int j = i + 1;
+		struct uffdio_writeprotect wp = {.mode = UFFDIO_WRITEPROTECT_MODE_WP};
+
+		while (j < b.n && b.page[j] == b.page[j - 1] + NPF_PAGE_SIZE)
+			j++;
+		wp.range.start = b.page[i];
+		wp.range.len = (__u64)(j - i) * NPF_PAGE_SIZE;
+		if (ioctl(b.mm->uffd, UFFDIO_WRITEPROTECT, &wp)) {
+			if (errno != ESRCH && errno != EAGAIN)
+				pr_warn_rl(
+					"region %u: cannot write-protect 0x%llx+%llu for eviction: %s",
+					b.r->id, (unsigned long long)wp.range.start,
+					(unsigned long long)wp.range.len, strerror(errno));
+			b.n = i; /* the batch goes on with the pages frozen so far */
+			break;
+		}
+		i = j;
+	}
+	return b.n != 0;
+}
+
+/*
+ * 4. Write the dirty victims back: one io_uring submission, not waited
+ * for -- a write can take long when the kernel throttles dirty pages, and
+ * npfd must go on reading userfaultfd events meanwhile (the client's zap
+ * of an earlier batch, its faults). Returns the writes in flight.
+ */
+static unsigned int write_back(struct npfd_region *r, const bool *dirty)
+{
+	struct evict_region *e = r->ev;
+	unsigned int i, nw = 0;
+
+	for (i = 0; i < b.n; i++) {
+		struct io_uring_sqe *sqe;
+		__u64 off;
+		int fd;
+
+		if (!b.zapped[i] || !dirty[i])
+			continue;
+		if (r->backing == NPF_BACKING_FILE) {
+			fd = r->file_fd;
+			off = r->file_offset + (b.page[i] - r->start);
+		} else {
+			__u64 k = page_index(r, b.page[i]);
+
+			if (!e->slot[k]) {
+				e->slot[k] = swapstore_alloc();
+				if (!e->slot[k]) {
+					b.zapped[i] = false; /* no room: it stays */
+					continue;
+				}
+				if (r->budget_info)
+					r->budget_info->stored_pages++;
+			}
+			fd = swapstore_fd();
+			off = swapstore_offset(e->slot[k]);
+		}
+		sqe = io_uring_get_sqe(&wb_ring);
+		io_uring_prep_write(sqe, fd, b.buf + (size_t)i * NPF_PAGE_SIZE, NPF_PAGE_SIZE, off);
+		io_uring_sqe_set_data64(sqe, i);
+		nw++;
+	}
+	if (!nw)
+		return 0;
+	io_uring_submit(&wb_ring);
+	if (r->budget_info)
+		r->budget_info->write_batches++;
+	return nw;
+}
+
+/* 4b. The writes' completions; a page whose write failed stays. */
+static void write_reap(bool wait)
+{
+	struct io_uring_cqe *cqe;
+
+	while (b.writes &&
+	       !(wait ? io_uring_wait_cqe(&wb_ring, &cqe) : io_uring_peek_cqe(&wb_ring, &cqe))) {
+		unsigned int i = (unsigned int)io_uring_cqe_get_data64(cqe);
+
+		b.writes--;
+		if (i < b.n && cqe->res != (int)NPF_PAGE_SIZE) {
+			pr_warn_rl("pid %d: writing page 0x%llx back failed: %s: it stays", b.tgid,
+				   (unsigned long long)b.page[i],
+				   cqe->res < 0 ? strerror(-cqe->res) : "short write");
+			b.zapped[i] = false;
+		} else if (i < b.n && b.r && b.r->budget_info) {
+			b.r->budget_info->written_pages++;
+		}
+		io_uring_cqe_seen(&wb_ring, cqe);
+	}
+}
+
+/* 5. Hand the read-out victims to the client's ring: MADV_DONTNEED, one SQE per run. */
+/*
+ * The client's ring has NPF_EVICT_RING_ENTRIES slots: runs are submitted as
+ * slots free up (zap_more() again from evict_tick()), from b.zap_next on.
+ */
+static void zap_more(void)
+{
+	struct io_uring *ring = &b.mm->evict_ring->ring;
+	unsigned int i = b.zap_next, queued = 0;
+
+	while (i < b.n) {
+		unsigned int j = i + 1;
+		struct io_uring_sqe *sqe;
+
+		if (!b.zapped[i]) {
+			i++;
+			continue;
+		}
+		while (j < b.n && b.zapped[j] && b.page[j] == b.page[j - 1] + NPF_PAGE_SIZE)
+			j++;
+		/* at most a ring's worth in flight: the CQ ring holds twice that */
+		sqe = b.zaps < NPF_EVICT_RING_ENTRIES ? io_uring_get_sqe(ring) : NULL;
+		if (!sqe)
+			break;
+		io_uring_prep_madvise(sqe, (void *)(uintptr_t)b.page[i],
+				      (off_t)(j - i) * NPF_PAGE_SIZE, MADV_DONTNEED);
+		io_uring_sqe_set_data64(sqe, ZAP_TAG | (b.gen & 0xffffffff));
+		b.zaps++;
+		queued++;
+		i = j;
+	}
+	b.zap_next = i;
+	if (queued)
+		io_uring_submit(ring);
+}
+
+static void zap(void)
+{
+	b.zaps = 0;
+	b.zap_next = 0;
+	b.state = B_ZAP;
+	b.deadline = now_ns() + EVICT_ZAP_TIMEOUT_NS;
+	zap_more();
+}
+
+/* 3. Acknowledged: read the victims out, write the dirty ones, zap. */
+static void read_out(void)
+{
+	struct npfd_region *r = b.r;
+	struct iovec local[EVICT_BATCH], remote[EVICT_BATCH];
+	unsigned int i, n = 0, map[EVICT_BATCH];
+	ssize_t got;
+
+	for (i = 0; i < b.n; i++) {
+		if (!page_present(b.mm, b.page[i]))
+			continue; /* the process dropped it itself: nothing to save */
+		local[n] = (struct iovec){b.buf + (size_t)i * NPF_PAGE_SIZE, NPF_PAGE_SIZE};
+		remote[n] = (struct iovec){(void *)(uintptr_t)b.page[i], NPF_PAGE_SIZE};
+		map[n++] = i;
+	}
+	got = n ? process_vm_readv(b.tgid, local, n, remote, n, 0) : 0;
+	if (got < 0) {
+		batch_abort(strerror(errno));
+		return;
+	}
+	for (i = 0; i < n && (__u64)got >= (i + 1) * NPF_PAGE_SIZE; i++) {
+		__u64 k = page_index(r, b.page[map[i]]);
+
+		b.zapped[map[i]] = true;
+		/* clean: installed write-protected from a copy that is still there */
+		b.dirty[map[i]] = !bit_test(r->ev->clean, k);
+	}
+	b.writes = write_back(r, b.dirty);
+	if (b.writes) {
+		b.state = B_WRITE;
+		return;
+	}
+	zap();
+	if (!b.zaps && b.zap_next >= b.n)
+		batch_end();
+}
+
+/* 5b. Our zaps' completions; anything else in the client's ring is not ours to read. */
+static void zap_reap(void)
+{
+	struct io_uring *ring = &b.mm->evict_ring->ring;
+	struct io_uring_cqe *cqe;
+
+	while (b.zaps && !io_uring_peek_cqe(ring, &cqe)) {
+		if (cqe->user_data == (ZAP_TAG | (b.gen & 0xffffffff))) {
+			b.zaps--;
+			/* ENOMEM: the process unmapped the range meanwhile */
+			if (cqe->res < 0 && cqe->res != -ENOMEM)
+				pr_warn_rl("pid %d: the eviction's MADV_DONTNEED failed: %s",
+					   b.tgid, strerror(-cqe->res));
+		}
+		io_uring_cqe_seen(ring, cqe);
+	}
+}
+
+bool evict_busy(void)
+{
+	return b.state != B_IDLE;
+}
+
+void evict_tick(void)
+{
+	struct npfd_region *r;
+	unsigned int want;
+
+	switch (b.state) {
+	case B_IDLE:
+		r = over_budget(&want);
+		if (r && want)
+			batch_start(r, want);
+		return;
+	case B_ACK:
+		if (!b.r) {
+			b.n = 0;
+			batch_end();
+		} else if (device_region_quiet(b.r)) {
+			if (freeze())
+				read_out();
+			else
+				batch_end();
+		} else if (now_ns() > b.deadline) {
+			batch_abort("a device did not acknowledge its invalidation within 2 s");
+		}
+		return;
+	case B_WRITE:
+		write_reap(false);
+		if (b.writes)
+			return;
+		if (!b.r || !b.mm) {
+			batch_end();
+			return;
+		}
+		zap();
+		if (!b.zaps && b.zap_next >= b.n)
+			batch_end();
+		return;
+	case B_ZAP:
+		if (b.mm && b.mm->evict_ring) {
+			zap_reap();
+			if (b.zap_next < b.n)
+				zap_more();
+		} else {
+			b.zaps = 0;
+			b.zap_next = b.n;
+		}
+		if ((!b.zaps && b.zap_next >= b.n) || now_ns() > b.deadline)
+			batch_end(); /* pagemap, not the completions, says what went */
+		return;
+	}
+}
+
+/*
+ * npfd stops: its swap store dies with it (O_TMPFILE), so the pages only
+ * it holds go back to their processes now, installed as a fault would
+ * install them. File-backed regions' pages are in their files already.
+ */
+void evict_stop(void)
+{
+	struct npfd_mm *mm;
+	struct npfd_region *r;
+	__u64 back = 0;
+
+	if (b.state == B_WRITE) {
+		write_reap(true);
+		for (unsigned int i = 0; i < b.n; i++)
+			b.zapped[i] = false; /* not zapped: they stay */
+		batch_end();
+	}
+	if (b.state == B_ZAP && b.mm)
+		batch_end();
+	/*
+	 * Nothing stays write-protected behind npfd: a write would wait for
+	 * an npfd that is gone (libnpf's fallback unprotects too, for an npfd
+	 * that was killed).
+	 */
+	list_for_each_entry(mm, &mms, node)
+		list_for_each_entry(r, &mm->regions, node) {
+			struct uffdio_writeprotect wp = {
+				.range = {.start = r->start, .len = r->length}};
+
+			if (r->ev && r->ev->wp && ioctl(mm->uffd, UFFDIO_WRITEPROTECT, &wp) &&
+			    errno != ESRCH)
+				pr_warn("region %u: cannot unprotect it before stopping: %s", r->id,
+					strerror(errno));
+		}
+	list_for_each_entry(mm, &mms, node)
+		list_for_each_entry(r, &mm->regions, node) {
+			struct evict_region *e = r->ev;
+			__u64 i;
+
+			if (!e || !e->slot)
+				continue;
+			for (i = 0; i < e->npages; i++) {
+				struct run rn = {.mm = mm,
+						 .region = r,
+						 .start = r->start + i * NPF_PAGE_SIZE,
+						 .npages = 1,
+						 .write = true};
+
+				if (!e->slot[i] || region_page_installed(r, rn.start))
+					continue;
+				if (!evict_install_stored(&rn))
+					back++;
+				wake_page(mm, rn.start);
+			}
+		}
+	if (back)
+		pr_info("put %llu evicted pages back before stopping (the swap store goes with npfd)",
+			(unsigned long long)back);
+}

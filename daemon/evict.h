@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Budgets and eviction (evict.c): how many pages of a region npfd keeps
+ * installed, and taking pages away -- devices first, then the CPU's page,
+ * with its data written back -- when a region or a client goes over.
+ */
+#ifndef NPFD_EVICT_H
+#define NPFD_EVICT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <linux/types.h>
+#include "npf_abi.h"
+
+struct npfd_client;
+struct npfd_mm;
+struct npfd_region;
+struct run;
+
+/* Start-up: the swap store in swap_dir; 0 or -errno (logged). */
+int evict_init(const char *swap_dir);
+/* npfd stops: the pages only its swap store holds go back to their processes. */
+void evict_stop(void);
+void evict_exit(void);
+/* npfd.conf: client-budget-mib (0: none), budget-high-pct, budget-low-pct. */
+void evict_set_config(unsigned int client_budget_mib, unsigned int high_pct, unsigned int low_pct);
+
+/* Control requests. */
+int evict_region_set(struct npfd_client *c, const struct npf_region_set_req *req,
+		     struct npf_budget_info *out, char *err, size_t errlen);
+/* The caller checked the sender's descriptor limit: npfd keeps the ring's. */
+int evict_ring_adopt(struct npfd_client *c, const struct npf_evict_ring_req *req, char *err,
+		     size_t errlen);
+void evict_budget_list(__u32 region_id, void (*emit)(const struct npf_budget_info *, void *),
+		       void *arg);
+
+/* Region and address-space life (region.c's hooks). */
+void evict_region_registered(struct npfd_region *r);
+void evict_region_gone(struct npfd_region *r);
+/* The process forked: child's copy of parent's region reads the same stored pages. */
+void evict_region_forked(struct npfd_region *parent, struct npfd_region *child);
+void evict_mm_gone(struct npfd_mm *mm);
+
+/* The resolver's hooks (main.c connects them). */
+/* A write-protect fault: handled (woken now or when its eviction ends). */
+void evict_wp_fault(struct npfd_mm *mm, __u64 addr);
+/* [start, +npages) of r was installed; write-protected if wp. */
+void evict_installed(struct npfd_region *r, __u64 start, __u64 npages, bool wp);
+/* Does the run have pages in the swap store? Then evict_install_stored() installs it. */
+bool evict_run_stored(const struct run *rn);
+int evict_install_stored(struct run *rn);
+/* [start, end) of r left the address space (the process's own munmap, MADV_DONTNEED). */
+void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end);
+/* r's first page moved up by shift pages (munmap of its head): its page state follows. */
+void evict_region_cut(struct npfd_region *r, __u64 shift);
+
+/* The event loop. */
+void evict_tick(void);
+bool evict_busy(void);
+
+#endif

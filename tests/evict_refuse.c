@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Hostile budget and eviction-ring requests are refused, each with its
+ * errno, and leave npfd holding no descriptor they brought:
+ *  - a budget that is not a page multiple, too small for a low watermark,
+ *    with an unknown key, for a region that does not exist, for a
+ *    file-backed region whose descriptor is read-only (dirty pages could
+ *    not be written back), for another user's region;
+ *  - an eviction ring that is no descriptor, not an io_uring, an io_uring
+ *    without a submission thread (npfd's MADV_DONTNEED would run in its
+ *    own address space), of the wrong size, whose thread is another
+ *    process's, with unknown flags, or sent twice.
+ */
+#include <grp.h>
+#include <linux/io_uring.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <stdint.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <dirent.h>
+#include "harness.h"
+#include "adv.h"
+#include "npf.h"
+
+#define PG 4096UL
+
+static int ring(unsigned int entries, bool sqpoll)
+{
+	struct io_uring_params p;
+
+	memset(&p, 0, sizeof(p));
+	if (sqpoll) {
+		p.flags = IORING_SETUP_SQPOLL;
+		p.sq_thread_idle = 1;
+	}
+	return (int)syscall(__NR_io_uring_setup, entries, &p);
+}
+
+/* A raw connection with one registered anonymous region and no eviction ring. */
+static int raw_client(const char *sock, char **mem)
+{
+	struct uffdio_api api = {.api = UFFD_API,
+				 .features = UFFD_FEATURE_EVENT_REMAP | UFFD_FEATURE_EVENT_REMOVE |
+					     UFFD_FEATURE_EVENT_UNMAP};
+	struct {
+		struct npf_msg_hdr h;
+		struct npf_region_req r;
+	} m;
+	char err[NPF_ERRMSG_LEN];
+	int fd = adv_connect(sock), uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+
+	TH_ASSERT(fd >= 0 && uffd >= 0 && !ioctl(uffd, UFFDIO_API, &api), "raw client: %s",
+		  strerror(errno));
+	*mem = mmap(NULL, 64 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	memset(&m, 0, sizeof(m));
+	adv_hdr(&m.h, NPF_MSG_REGION_REGISTER, sizeof(m));
+	m.r = (struct npf_region_req){
+		.start = (__u64)(uintptr_t)*mem, .length = 64 * PG, .backing = NPF_BACKING_ANON};
+	TH_ASSERT(adv_send(fd, &m, sizeof(m), &uffd, 1) == (ssize_t)sizeof(m), "send");
+	TH_ASSERT(adv_reply(fd, err, sizeof(err), NULL, 0, 5000) == 0, "raw register: %s", err);
+	close(uffd);
+	return fd;
+}
+
+static int send_ring(int fd, __s32 ring_fd, __u32 flags, char *err)
+{
+	struct {
+		struct npf_msg_hdr h;
+		struct npf_evict_ring_req r;
+	} m = {.r = {.fd = ring_fd, .flags = flags}};
+
+	adv_hdr(&m.h, NPF_MSG_EVICT_RING, sizeof(m));
+	TH_ASSERT(adv_send(fd, &m, sizeof(m), NULL, 0) == (ssize_t)sizeof(m), "send");
+	return adv_reply(fd, err, NPF_ERRMSG_LEN, NULL, 0, 5000);
+}
+
+static void expect(int got, int want, const char *what, const char *why)
+{
+	printf("%-44s -> %d (%s)\n", what, got, why);
+	TH_ASSERT(got == want, "%s: got %d (%s), want %d", what, got, why, want);
+}
+
+static const char *sock_path;
+static __u32 victim_region;
+
+/* As nobody: set the budget of root's region. */
+static void attacker(void *arg)
+{
+	struct {
+		struct npf_msg_hdr h;
+		struct npf_region_set_req r;
+	} m = {.r = {.region_id = victim_region, .key = NPF_SET_BUDGET, .value = 64 * PG}};
+	char err[NPF_ERRMSG_LEN];
+	int fd = adv_connect(sock_path);
+
+	(void)arg;
+	TH_ASSERT(fd >= 0, "attacker connect: %s", strerror(errno));
+	adv_hdr(&m.h, NPF_MSG_REGION_SET, sizeof(m));
+	TH_ASSERT(adv_send(fd, &m, sizeof(m), NULL, 0) == (ssize_t)sizeof(m), "send");
+	expect(adv_reply(fd, err, sizeof(err), NULL, 0, 5000), -EPERM, "another user's region",
+	       err);
+	/* a short body */
+	adv_hdr(&m.h, NPF_MSG_REGION_SET, sizeof(m) - 4);
+	TH_ASSERT(adv_send(fd, &m, sizeof(m) - 4, NULL, 0) == (ssize_t)sizeof(m) - 4, "send");
+	expect(adv_reply(fd, err, sizeof(err), NULL, 0, 5000), -EBADMSG, "a short request", err);
+	expect(send_ring(fd, 3, 0, err), -ENOENT, "a ring before any region", err);
+	close(fd);
+}
+
+int main(void)
+{
+	char path[64] = "/tmp/npf-evict-ro-XXXXXX", err[NPF_ERRMSG_LEN], *mem, *rmem;
+	struct th_npfd d;
+	struct npf_client *c;
+	int id, fid, fd, rofd, raw, before, r_nosq, r_big, r_good, sv[2], st;
+	pid_t child;
+
+	th_npfd_start(&d, NULL);
+	adv_open_to_group(&d);
+	sock_path = d.sock;
+	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock);
+	c = npf_client__connect(&co);
+	TH_ASSERT(c, "connect: %s", strerror(errno));
+	mem = mmap(NULL, 256 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	id = npf_client__register(c, mem, 128 * PG, NULL);
+	TH_ASSERT(id > 0, "register: %s", npf_client__errmsg(c));
+	fd = mkstemp(path);
+	TH_ASSERT(fd >= 0 && !ftruncate(fd, 64 * PG), "mkstemp: %s", strerror(errno));
+	rofd = open(path, O_RDONLY);
+	unlink(path);
+	NPF_OPTS(npf_region_opts, fo, .backing = NPF_BACKING_FILE, .backing_fd = rofd);
+	fid = npf_client__register(c, mem + 128 * PG, 64 * PG, &fo);
+	TH_ASSERT(fid > 0, "register the file region: %s", npf_client__errmsg(c));
+
+	expect(npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, 64 * PG + 1, NULL), -EINVAL,
+	       "budget not a page multiple", npf_client__errmsg(c));
+	expect(npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, PG, NULL), -EINVAL,
+	       "budget of one page (no low watermark)", npf_client__errmsg(c));
+	expect(npf_client__region_set(c, (__u32)id, 99, 64 * PG, NULL), -EOPNOTSUPP,
+	       "unknown setting", npf_client__errmsg(c));
+	expect(npf_client__region_set(c, 99999, NPF_SET_BUDGET, 64 * PG, NULL), -ENOENT,
+	       "no such region", npf_client__errmsg(c));
+	expect(npf_client__region_set(c, (__u32)fid, NPF_SET_BUDGET, 16 * PG, NULL), -EBADF,
+	       "read-only backing file", npf_client__errmsg(c));
+	victim_region = (__u32)id;
+	TH_ASSERT(adv_run_as_attacker(attacker, NULL, 20) == 0, "attacker side failed");
+	expect(npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, 64 * PG, NULL), 0,
+	       "a good budget", npf_client__errmsg(c));
+
+	/* Rings, from a raw client (libnpf would send its own). */
+	before = adv_count_fds(d.pid);
+	raw = raw_client(d.sock, &rmem);
+	r_nosq = ring(NPF_EVICT_RING_ENTRIES, false);
+	r_big = ring(2 * NPF_EVICT_RING_ENTRIES, true);
+	r_good = ring(NPF_EVICT_RING_ENTRIES, true);
+	TH_ASSERT(r_nosq >= 0 && r_big >= 0 && r_good >= 0, "io_uring_setup: %s", strerror(errno));
+	expect(send_ring(raw, -1, 0, err), -EBADF, "ring descriptor -1", err);
+	expect(send_ring(raw, 1000, 0, err), -EBADF, "ring descriptor not open", err);
+	expect(send_ring(raw, raw, 0, err), -EBADF, "ring that is a socket", err);
+	expect(send_ring(raw, r_nosq, 0, err), -EINVAL, "ring without SQPOLL", err);
+	expect(send_ring(raw, r_big, 0, err), -EINVAL, "ring of the wrong size", err);
+	expect(send_ring(raw, r_good, 1, err), -EINVAL, "ring with unknown flags", err);
+	expect(send_ring(raw, r_good, 0, err), 0, "a good ring", err);
+	expect(send_ring(raw, r_good, 0, err), -EEXIST, "the ring again", err);
+	close(raw);
+	close(r_nosq);
+	close(r_big);
+	/* npfd drops the raw client's region and ring: its descriptors are back where they were */
+	for (int i = 0; i < 100 && adv_count_fds(d.pid) != before; i++)
+		usleep(20000);
+	if (adv_count_fds(d.pid) != before) {
+		char cmd[96];
+
+		snprintf(cmd, sizeof(cmd), "ls -l /proc/%d/fd", d.pid);
+		if (system(cmd))
+			printf("(cannot list them)\n");
+		th_fail("npfd holds %d descriptors, %d before the rings", adv_count_fds(d.pid),
+			before);
+	}
+	/*
+	 * A ring whose thread is this process's, sent by a child that inherited it
+	 * (after the count: npfd keeps a forked child's copy of c's regions).
+	 */
+	TH_ASSERT(!socketpair(AF_UNIX, SOCK_STREAM, 0, sv), "socketpair");
+	child = fork();
+	if (child == 0) {
+		char *cm;
+		int cfd = raw_client(d.sock, &cm), e = send_ring(cfd, r_good, 0, err);
+
+		printf("%-44s -> %d (%s)\n", "another process's ring", e, err);
+		_exit(e == -EPERM ? 0 : 1);
+	}
+	waitpid(child, &st, 0);
+	TH_ASSERT(WIFEXITED(st) && !WEXITSTATUS(st), "another process's ring was not refused");
+	close(r_good);
+	TH_ASSERT(th_npfd_alive(&d), "npfd died");
+	npf_client__close(c);
+	close(fd);
+	close(rofd);
+	th_npfd_stop(&d);
+	printf("PASS\n");
+	return 0;
+}
