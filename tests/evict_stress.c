@@ -136,8 +136,14 @@ static void *watch_view(void *arg)
 				continue;
 			v2 = w->pte[i];
 			w->looks++;
+			/*
+			 * Gone is neither present (bit 63) nor a swap-type
+			 * entry (bit 62): a page being migrated (compaction,
+			 * anywhere on the machine) shows a migration entry for
+			 * a moment, and mmwatch invalidates it after.
+			 */
 			if (v1 >> NPF_PTE_VERSION_SHIFT == v2 >> NPF_PTE_VERSION_SHIFT &&
-			    !(ent >> 63))
+			    !(ent >> 62))
 				w->violations++;
 		}
 	if (pm >= 0)
