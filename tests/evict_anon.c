@@ -7,7 +7,9 @@
  * evicting them again writes nothing (dropped_clean grows, written_pages
  * does not). A third pass rewrites every page, the resident ones (read
  * back clean) first, in place; the budget shrinks so that nearly all go:
- * the new bytes, not the stored ones, are what a fourth read sees.
+ * the new bytes, not the stored ones, are what a fourth read sees. Last,
+ * the process drops every page itself: they read as zeros, nothing of
+ * them stays in the store.
  */
 #include <stdint.h>
 #include <sys/mman.h>
@@ -160,6 +162,21 @@ int main(void)
 	verify(mem, 2, "read after rewrite");
 	bi = settle(c, id, "end");
 	TH_ASSERT(bi.aborted == 0, "%llu evictions aborted", (unsigned long long)bi.aborted);
+
+	/*
+	 * The process drops its pages itself (MADV_DONTNEED): the stored
+	 * copies of the evicted ones are stale, the next touch reads zeros.
+	 */
+	TH_ASSERT(!madvise(mem, NPG * PG, MADV_DONTNEED), "MADV_DONTNEED: %s", strerror(errno));
+	for (uint64_t p = 0; p < NPG; p++)
+		for (uint64_t w = 0; w < PG / 8; w++)
+			TH_ASSERT(!((uint64_t *)(mem + p * PG))[w],
+				  "page %llu word %llu reads 0x%llx after MADV_DONTNEED, not zero",
+				  (unsigned long long)p, (unsigned long long)w,
+				  (unsigned long long)((uint64_t *)(mem + p * PG))[w]);
+	bi = budget(c, id);
+	TH_ASSERT(!bi.stored_pages, "%llu pages still in the swap store after MADV_DONTNEED",
+		  (unsigned long long)bi.stored_pages);
 
 	npf_client__close(c);
 	th_npfd_stop(&d);
