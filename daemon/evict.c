@@ -66,6 +66,7 @@
 #include <linux/userfaultfd.h>
 #include "device.h"
 #include "evict.h"
+#include "memcg.h"
 #include "log.h"
 #include "objects.h"
 #include "region.h"
@@ -529,6 +530,7 @@ void evict_region_registered(struct npfd_region *r)
 {
 	char err[NPF_ERRMSG_LEN];
 
+	memcg_region_registered(r); /* a cgroup memory limit sets its budget (memcg.c) */
 	if (!client_budget || r->ev || !r->mm->evict_ring)
 		return;
 	if (!region_ev(r, err, sizeof(err)) || evictable(r, err, sizeof(err)) ||

@@ -27,6 +27,7 @@
 #include "control.h"
 #include "device.h"
 #include "evict.h"
+#include "memcg.h"
 #include "ids.h"
 #include "log.h"
 #include "loop.h"
@@ -151,6 +152,7 @@ static void wire(void)
 		.wp_fault = evict_wp_fault,
 		.stored = evict_run_stored,
 		.install_stored = evict_install_stored,
+		.hold = memcg_hold,
 		.record = ws_record,
 	};
 

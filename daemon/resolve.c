@@ -693,6 +693,10 @@ void resolve_flush(void)
 				rn->status = -EINPROGRESS;
 				continue;
 			}
+			if (hooks.hold && rn->region && hooks.hold(rn->region, rn->npages)) {
+				rn->status = -EAGAIN; /* at its cgroup's ceiling: after eviction */
+				continue;
+			}
 			if (hooks.stored && hooks.stored(rn)) {
 				/* pages eviction put in the swap store come back from there */
 				rn->status = hooks.install_stored(rn);

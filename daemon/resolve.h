@@ -27,6 +27,8 @@ struct resolve_hooks {
 	/* Does the run have pages eviction stored? Then install_stored() installs it, unwoken. */
 	bool (*stored)(const struct run *rn);
 	int (*install_stored)(struct run *rn);
+	/* Hold a run of npages of r back (kept for a later flush): its memory limit? */
+	bool (*hold)(const struct npfd_region *r, __u64 npages);
 	/* A policy asked for the fault at page of r to be recorded (NPF_DECIDE_RECORD). */
 	void (*record)(struct npfd_region *r, __u64 page);
 };

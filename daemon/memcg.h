@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Memory cgroup limits (memcg.c): a client in a cgroup v1 memory cgroup with
+ * a limit gets budgets that keep its regions' resident pages below it.
+ */
+#ifndef NPFD_MEMCG_H
+#define NPFD_MEMCG_H
+
+#include <stdbool.h>
+#include <linux/types.h>
+
+struct npfd_region;
+
+/* r registered (or its client's eviction ring came): fit its client's regions to its limit. */
+void memcg_region_registered(struct npfd_region *r);
+
+/*
+ * A run of npages of r is about to be installed: hold it back (served after
+ * eviction) because r has as many pages as its cgroup limit allows?
+ */
+bool memcg_hold(const struct npfd_region *r, __u64 npages);
+
+#endif

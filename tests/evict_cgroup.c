@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Memory limits (daemon/memcg.c): a client in a fresh cgroup v1 memory
+ * cgroup limited to 32 MiB (no swap for it: memsw limit equal, swappiness
+ * 0) registers an anonymous region of 128 MiB, writes every byte of it and
+ * reads every byte back: 4x the limit. npfd gives the region a budget below
+ * the limit on its own (no budget is configured anywhere), evicts, and
+ * holds faults at the cgroup's ceiling, so the client runs to the end: exit
+ * status 0, no OOM kill in the cgroup's memory.oom_control, every word
+ * right. Without memcg.c the kernel's OOM killer kills the client as soon
+ * as npfd's UFFDIO_COPY charges a page over the limit.
+ * NCLIENTS = 2 (two clients sharing the cgroup) is NOT reliable yet: 3 of
+ * 10 runs had one client OOM-killed (see memcg.c, Not done).
+ * The cgroup is removed on every path (a stale one of a killed run too).
+ */
+#include <dirent.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include "harness.h"
+#include "npf.h"
+
+#define PG 4096UL
+#define LIMIT (32UL << 20)
+#define NCLIENTS 1
+#define REGION (4 * LIMIT / NCLIENTS)
+#define PREFIX "npf-evict-cgroup-"
+
+static char cg[512]; /* the test's cgroup directory */
+static pid_t parent, child[NCLIENTS];
+
+static uint64_t word(uint64_t p, uint64_t w)
+{
+	return (p << 12 | w) * 0x9e3779b97f4a7c15ULL + 7;
+}
+
+static int put(const char *name, const char *val)
+{
+	char path[600];
+	int fd, ok;
+
+	snprintf(path, sizeof(path), "%s/%s", cg, name);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ok = write(fd, val, strlen(val)) == (ssize_t)strlen(val);
+	close(fd);
+	return ok ? 0 : -1;
+}
+
+static unsigned long long get(const char *name, const char *key)
+{
+	char path[600], line[256];
+	unsigned long long v = ~0ULL;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", cg, name);
+	f = fopen(path, "re");
+	if (!f)
+		return v;
+	while (fgets(line, sizeof(line), f)) {
+		size_t n = key ? strlen(key) : 0;
+
+		if (!key || (!strncmp(line, key, n) && line[n] == ' ')) {
+			v = strtoull(line + (key ? n + 1 : 0), NULL, 10);
+			break;
+		}
+	}
+	fclose(f);
+	return v;
+}
+
+/* Every path: the child out (dead), the cgroup removed. */
+static void cleanup(void)
+{
+	if (getpid() != parent)
+		return;
+	for (int i = 0; i < NCLIENTS; i++)
+		if (child[i] > 0) {
+			kill(child[i], SIGKILL);
+			waitpid(child[i], NULL, 0);
+			child[i] = 0;
+		}
+	if (cg[0] && rmdir(cg) && errno != ENOENT)
+		printf("cannot remove cgroup %s: %s\n", cg, strerror(errno));
+	cg[0] = '\0';
+}
+
+static void on_alarm(int sig)
+{
+	static const char msg[] = "\nFAIL: the test did not finish in time (harness alarm)\n";
+
+	for (int i = 0; i < NCLIENTS; i++)
+		if (child[i] > 0) {
+			kill(child[i], SIGKILL);
+			waitpid(child[i], NULL, 0);
+		}
+	if (cg[0])
+		rmdir(cg);
+	if (write(STDOUT_FILENO, msg, sizeof(msg) - 1) < 0)
+		_exit(1);
+	_exit(1);
+}
+
+/* The memory hierarchy's directory of this process's own cgroup, or skip. */
+static void own_cgroup(char *out, size_t len)
+{
+	char line[512];
+	FILE *f = fopen("/proc/self/cgroup", "re");
+
+	if (access("/sys/fs/cgroup/memory/memory.limit_in_bytes", F_OK))
+		th_skip("no cgroup v1 memory hierarchy at /sys/fs/cgroup/memory");
+	TH_ASSERT(f, "/proc/self/cgroup: %s", strerror(errno));
+	out[0] = '\0';
+	while (fgets(line, sizeof(line), f)) {
+		char *c = strstr(line, ":memory:");
+
+		if (c) {
+			c[strcspn(c, "\n")] = '\0';
+			snprintf(out, len, "/sys/fs/cgroup/memory%s",
+				 strcmp(c + 8, "/") ? c + 8 : "");
+		}
+	}
+	fclose(f);
+	if (!out[0])
+		th_skip("this process has no cgroup v1 memory cgroup");
+}
+
+/* Cgroups left by a run killed before it could remove its own. */
+static void remove_stale(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	while (d && (e = readdir(d))) {
+		char path[700];
+		int pid;
+
+		if (strncmp(e->d_name, PREFIX, strlen(PREFIX)))
+			continue;
+		pid = atoi(e->d_name + strlen(PREFIX));
+		if (pid > 0 && kill(pid, 0) && errno == ESRCH) {
+			snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+			rmdir(path);
+		}
+	}
+	if (d)
+		closedir(d);
+}
+
+static int client(const char *sock)
+{
+	NPF_OPTS(npf_client_opts, co, .socket_path = sock);
+	struct npf_client *c;
+	struct npf_budget_info *bi;
+	uint64_t *mem;
+	size_t n;
+	int id;
+
+	TH_ASSERT(!put("cgroup.procs", "0"), "cannot enter cgroup %s: %s", cg, strerror(errno));
+	c = npf_client__connect(&co);
+	TH_ASSERT(c, "connect: %s", strerror(errno));
+	mem = mmap(NULL, REGION, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	TH_ASSERT(mem != MAP_FAILED, "mmap");
+	id = npf_client__register(c, mem, REGION, NULL);
+	TH_ASSERT(id > 0, "register: %s", npf_client__errmsg(c));
+	for (uint64_t p = 0; p < REGION / PG; p++)
+		for (uint64_t w = 0; w < PG / 8; w++)
+			mem[p * PG / 8 + w] = word(p, w);
+	printf("pid %d: written\n", getpid());
+	for (uint64_t p = 0; p < REGION / PG; p++)
+		for (uint64_t w = 0; w < PG / 8; w++)
+			TH_ASSERT(mem[p * PG / 8 + w] == word(p, w),
+				  "page %llu word %llu read back wrong", (unsigned long long)p,
+				  (unsigned long long)w);
+	printf("pid %d: read back\n", getpid());
+	TH_ASSERT(!npf_client__budget_list(c, (__u32)id, &bi, &n) && n == 1, "budget list: %s",
+		  npf_client__errmsg(c));
+	printf("pid %d region %d: budget %llu pages (limit %lu pages), %llu resident, %llu evicted\n",
+	       getpid(), id, (unsigned long long)bi->budget_pages, LIMIT / PG,
+	       (unsigned long long)bi->resident_pages, (unsigned long long)bi->evicted_pages);
+	TH_ASSERT(bi->budget_pages && bi->budget_pages < LIMIT / PG,
+		  "npfd set no budget below the cgroup's limit");
+	TH_ASSERT(bi->evicted_pages >= (REGION - bi->budget_pages * PG) / PG,
+		  "only %llu pages evicted", (unsigned long long)bi->evicted_pages);
+	free(bi);
+	printf("pid %d: closing\n", getpid());
+	npf_client__close(c);
+	printf("pid %d: closed\n", getpid());
+	return 0;
+}
+
+int main(void)
+{
+	char own[400], lim[32];
+	struct th_npfd d;
+	unsigned long long ooms, failcnt, maxuse;
+	int st, bad = 0, oks = 0;
+
+	th_require_root();
+	own_cgroup(own, sizeof(own));
+	remove_stale(own);
+	parent = getpid();
+	snprintf(cg, sizeof(cg), "%s/" PREFIX "%d", own, (int)parent);
+	if (mkdir(cg, 0755))
+		th_skip("cannot create memory cgroup %s: %s", cg, strerror(errno));
+	atexit(cleanup);
+	signal(SIGALRM, on_alarm);
+	snprintf(lim, sizeof(lim), "%lu", LIMIT);
+	TH_ASSERT(!put("memory.limit_in_bytes", lim), "set %s/memory.limit_in_bytes: %s", cg,
+		  strerror(errno));
+	/* no swap for it, so that only eviction can keep it below the limit */
+	put("memory.memsw.limit_in_bytes", lim);
+	put("memory.swappiness", "0");
+
+	th_npfd_start(&d, NULL); /* npfd itself stays outside the limit */
+	for (int i = 0; i < NCLIENTS; i++) {
+		child[i] = fork();
+		TH_ASSERT(child[i] >= 0, "fork: %s", strerror(errno));
+		if (child[i] == 0) {
+			int rc = client(d.sock);
+
+			fflush(stdout);
+			_exit(rc);
+		}
+	}
+	for (int i = 0; i < NCLIENTS; i++) {
+		TH_ASSERT(waitpid(child[i], &st, 0) == child[i], "waitpid: %s", strerror(errno));
+		child[i] = 0;
+		if (WIFEXITED(st) && !WEXITSTATUS(st))
+			oks++;
+		else
+			bad = st;
+	}
+	ooms = get("memory.oom_control", "oom_kill");
+	failcnt = get("memory.failcnt", NULL);
+	maxuse = get("memory.max_usage_in_bytes", NULL);
+	printf("cgroup %s: limit %lu MiB, max usage %llu MiB, failcnt %llu, oom_kill %llu\n", cg,
+	       LIMIT >> 20, maxuse >> 20, failcnt, ooms);
+	if (oks != NCLIENTS || ooms) {
+		th_npfd_dump_log(&d);
+		th_fail("%d of %d clients ran to the end; one %s %d (OOM kills in their cgroup: %llu)",
+			oks, NCLIENTS, WIFEXITED(bad) ? "exited with" : "was killed by signal",
+			WIFEXITED(bad) ? WEXITSTATUS(bad) : WTERMSIG(bad), ooms);
+	}
+	th_npfd_stop(&d);
+	cleanup();
+	printf("PASS\n");
+	return 0;
+}
