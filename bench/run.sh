@@ -35,7 +35,8 @@ hol:--rounds=200
 pingpong:--iters=200
 perftest_odp:--rounds=6
 evict:--size=64 --rounds=3
-evict_mechanism:"
+evict_mechanism:
+overcommit_startup:--use=256"
 
 want=${*:-}
 runs=$(echo "$standard" | while IFS=: read -r name args; do
