@@ -36,7 +36,8 @@ pingpong:--iters=200
 perftest_odp:--rounds=6
 evict:--size=64 --rounds=3
 evict_mechanism:
-overcommit_startup:--use=256"
+overcommit_startup:--use=256
+kv_overcommit:"
 
 want=${*:-}
 runs=$(echo "$standard" | while IFS=: read -r name args; do
