@@ -66,7 +66,6 @@
 #include <linux/userfaultfd.h>
 #include "device.h"
 #include "evict.h"
-#include "memcg.h"
 #include "log.h"
 #include "objects.h"
 #include "region.h"
@@ -107,6 +106,7 @@ struct evict_ring {
 	bool draining; /* the client's budget: as evict_region.draining */
 };
 
+static struct evict_hooks hooks;
 static struct {
 	enum { B_IDLE, B_ACK, B_WRITE, B_ZAP } state;
 	struct npfd_region *r; /* NULL once the region went (see batch_end()) */
@@ -150,8 +150,9 @@ static inline __u64 page_index(const struct npfd_region *r, __u64 page)
 	return (page - r->start) >> NPF_PAGE_SHIFT;
 }
 
-int evict_init(const char *swap_dir)
+int evict_init(const char *swap_dir, const struct evict_hooks *h)
 {
+	hooks = *h;
 	int err;
 
 	b.buf = mmap(NULL, EVICT_BATCH * NPF_PAGE_SIZE, PROT_READ | PROT_WRITE,
@@ -511,8 +512,11 @@ int evict_ring_adopt(struct npfd_client *c, const struct npf_evict_ring_req *req
 	{
 		struct npfd_region *r;
 
-		list_for_each_entry(r, &mm->regions, node)
+		list_for_each_entry(r, &mm->regions, node) {
+			if (hooks.region_evictable)
+				hooks.region_evictable(r);
 			evict_region_registered(r);
+		}
 	}
 	return 0;
 }
@@ -530,7 +534,6 @@ void evict_region_registered(struct npfd_region *r)
 {
 	char err[NPF_ERRMSG_LEN];
 
-	memcg_region_registered(r); /* a cgroup memory limit sets its budget (memcg.c) */
 	if (!client_budget || r->ev || !r->mm->evict_ring)
 		return;
 	if (!region_ev(r, err, sizeof(err)) || evictable(r, err, sizeof(err)) ||

@@ -17,8 +17,18 @@ struct npfd_mm;
 struct npfd_region;
 struct run;
 
+/* What eviction tells the layers above it (main.c connects them). */
+struct evict_hooks {
+	/*
+	 * A region can be evicted now (its process's eviction ring came, or
+	 * it registered with the ring there): called before the client
+	 * budget is applied to it, so a budget set here takes precedence.
+	 */
+	void (*region_evictable)(struct npfd_region *r);
+};
+
 /* Start-up: the swap store in swap_dir; 0 or -errno (logged). */
-int evict_init(const char *swap_dir);
+int evict_init(const char *swap_dir, const struct evict_hooks *hooks);
 /* npfd stops: the pages only its swap store holds go back to their processes. */
 void evict_stop(void);
 void evict_exit(void);

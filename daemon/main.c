@@ -95,6 +95,7 @@ static void region_going(struct npfd_region *r, bool stopping, bool alive, struc
 static void region_registered(struct npfd_region *r)
 {
 	ws_region_registered(r);
+	memcg_region_registered(r); /* a cgroup memory limit sets its budget first */
 	evict_region_registered(r);
 }
 
@@ -294,7 +295,9 @@ int main(int argc, char **argv)
 	if (!err)
 		err = resolve_init(config.staging_pages);
 	if (!err)
-		err = evict_init(config.swap_dir);
+		err = evict_init(config.swap_dir,
+				 &(struct evict_hooks){.region_evictable =
+							       memcg_region_registered});
 	if (!err)
 		err = collect_open(config.bpffs);
 	if (!err)

@@ -28,6 +28,7 @@ resolve
 mmwatch
 device wsstore
 evict
+memcg
 control
 main
 '
