@@ -1030,6 +1030,27 @@ int nic_qp_set_psn(struct nic_qp *qp, __u32 psn)
 	return err;
 }
 
+int nic_qp_set_timers(struct nic_qp *qp, const struct nic_qp_init_attr *attr, unsigned int mask)
+{
+	if (!qp || !attr || (mask & ~(NIC_QP_TIMEOUT | NIC_QP_RETRY_CNT | NIC_QP_RNR_RETRY |
+				      NIC_QP_RNR_TIMER)))
+		return -EINVAL;
+	if (((mask & NIC_QP_TIMEOUT) && !attr->timeout_us) ||
+	    ((mask & NIC_QP_RNR_RETRY) && attr->rnr_retry > 7))
+		return -EINVAL;
+	nic_ctl_lock(qp->nic);
+	if (mask & NIC_QP_TIMEOUT)
+		qp->attr.timeout_us = attr->timeout_us;
+	if (mask & NIC_QP_RETRY_CNT)
+		qp->attr.retry_cnt = attr->retry_cnt;
+	if (mask & NIC_QP_RNR_RETRY)
+		qp->attr.rnr_retry = attr->rnr_retry;
+	if (mask & NIC_QP_RNR_TIMER)
+		qp->attr.rnr_timer_us = attr->rnr_timer_us;
+	pthread_mutex_unlock(&qp->nic->lock);
+	return 0;
+}
+
 int nic_qp_in_error(const struct nic_qp *qp)
 {
 	return qp && __atomic_load_n(&qp->state, __ATOMIC_RELAXED) == QPS_ERR;

@@ -256,11 +256,22 @@ static void req_rewind(struct nic_qp *qp, __u32 psn)
 	qp->tx_pkt = 0;
 }
 
+/*
+ * When the retransmission timer armed now expires: timeout_us doubled per
+ * retry so far (up to x16), or 0 (no timer) for NIC_TIMEOUT_NONE.
+ */
+static __u64 req_timer_deadline(const struct nic_qp *qp, __u64 now)
+{
+	if (qp->attr.timeout_us == NIC_TIMEOUT_NONE)
+		return 0;
+	return now + ((__u64)qp->attr.timeout_us * 1000ULL << (qp->retries < 4 ? qp->retries : 4));
+}
+
 static void req_progress(struct nic_qp *qp, __u64 now)
 {
 	qp->retries = 0;
 	qp->rnr_retries = 0;
-	qp->timer_at = psn_diff(qp->tx_high, qp->una) > 0 ? now + qp->attr.timeout_us * 1000ULL : 0;
+	qp->timer_at = psn_diff(qp->tx_high, qp->una) > 0 ? req_timer_deadline(qp, now) : 0;
 }
 
 /* Everything up to and including psn reached the responder. */
@@ -673,7 +684,7 @@ static int req_tx(struct nic_qp *qp, __u64 now, __u64 *deadline)
 		else
 			qp->nic->stats.retransmits++;
 		if (!qp->timer_at)
-			qp->timer_at = now + qp->attr.timeout_us * 1000ULL;
+			qp->timer_at = req_timer_deadline(qp, now);
 		if (w->opcode == NIC_WR_RDMA_READ) {
 			if (psn_diff(w->first_psn + w->npkts, qp->tx_high) > 0)
 				qp->tx_high = w->first_psn + w->npkts;
@@ -713,9 +724,9 @@ static void req_timer(struct nic_qp *qp, __u64 now, __u64 *deadline)
 		return;
 	}
 	req_rewind(qp, qp->una);
-	qp->timer_at =
-		now + ((__u64)qp->attr.timeout_us * 1000ULL << (qp->retries < 4 ? qp->retries : 4));
-	set_deadline(deadline, qp->timer_at);
+	qp->timer_at = req_timer_deadline(qp, now);
+	if (qp->timer_at)
+		set_deadline(deadline, qp->timer_at);
 }
 
 /* ---- responder ------------------------------------------------------------------- */

@@ -68,6 +68,11 @@ static const __u32 rnr_code_us[32] = {
 	20480,	30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520,
 };
 
+__u32 nic_ib_rnr_timer_us(unsigned int code)
+{
+	return rnr_code_us[code & 0x1f];
+}
+
 static __u8 rnr_code(__u32 us)
 {
 	int c;

@@ -344,13 +344,37 @@ struct nic_qp_init_attr {
 	int sq_sig_all;		 /* every send WR is signaled */
 	__u32 max_page_requests; /* outstanding page requests (default 4) */
 	__u32 rnr_timer_us;	 /* what our RNR NAKs ask the sender to wait (default 100) */
-	__u32 timeout_us; /* retransmission timeout, doubled per retry up to x16 (default 10000) */
+	/*
+	 * retransmission timeout, doubled per retry up to x16 (default 10000;
+	 * NIC_TIMEOUT_NONE: no timer, IB's "infinite" local ACK timeout)
+	 */
+	__u32 timeout_us;
 	__u32 retry_cnt;  /* retransmissions without progress before RETRY_EXC_ERR (default 7) */
 	__u32 rnr_retry;  /* RNR NAKs tolerated per WR; 7 = forever (default 7) */
 	__u32 flags;	  /* enum nic_qp_flags */
 };
 
+#define NIC_TIMEOUT_NONE 0xffffffffu
+
 struct nic_qp *nic_create_qp(struct nic_pd *pd, const struct nic_qp_init_attr *attr);
+
+enum nic_qp_timer_mask {
+	NIC_QP_TIMEOUT = 1,   /* attr->timeout_us */
+	NIC_QP_RETRY_CNT = 2, /* attr->retry_cnt, 0 = no retransmission */
+	NIC_QP_RNR_RETRY = 4, /* attr->rnr_retry, 0 = none, 7 = forever */
+	NIC_QP_RNR_TIMER = 8, /* attr->rnr_timer_us */
+};
+
+/*
+ * Change a QP's transport timers and retry limits, the fields of attr that
+ * mask names (what ibv_modify_qp's timeout, retry_cnt, rnr_retry and
+ * min_rnr_timer set; here 0 means 0, not the default). A timer already
+ * running keeps its deadline; the next one armed uses the new value.
+ */
+int nic_qp_set_timers(struct nic_qp *qp, const struct nic_qp_init_attr *attr, unsigned int mask);
+
+/* The wait an IB RNR NAK timer code (0..31, ibv_qp_attr's min_rnr_timer) stands for, in µs. */
+__u32 nic_ib_rnr_timer_us(unsigned int code);
 int nic_destroy_qp(struct nic_qp *qp);
 __u32 nic_qp_num(const struct nic_qp *qp);
 

@@ -1107,6 +1107,42 @@ static in_addr_t npf_gid_ipv4(const union ibv_gid *gid)
 	 IBV_QP_RQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER | IBV_QP_SQ_PSN |          \
 	 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_DEST_QPN)
 
+/*
+ * The transport timers as the application set them, as a hardware RNIC
+ * applies them: the local ACK timeout (4.096 µs << timeout, 0 = infinite)
+ * and retry_cnt of the requester, rnr_retry, and the RNR NAK timer
+ * (min_rnr_timer) its responder asks senders to wait. Without this the NIC
+ * kept its own 10 ms timeout, shorter than the 67 ms perftest and
+ * ibv_rc_pingpong ask for (timeout 14): on a busy machine a receiver that
+ * was not scheduled for 10 ms made the sender resend its whole window.
+ */
+static int npf_qp_set_timers(struct npf_qp *qp, const struct ibv_qp_attr *attr, int mask)
+{
+	struct nic_qp_init_attr a = {.sz = sizeof(a)};
+	unsigned int m = 0;
+
+	if (mask & IBV_QP_TIMEOUT) {
+		__u64 us = ((__u64)4096 << attr->timeout) / 1000;
+
+		a.timeout_us = !attr->timeout ? NIC_TIMEOUT_NONE :
+			       us >= NIC_TIMEOUT_NONE ? NIC_TIMEOUT_NONE - 1 : (__u32)us;
+		m |= NIC_QP_TIMEOUT;
+	}
+	if (mask & IBV_QP_RETRY_CNT) {
+		a.retry_cnt = attr->retry_cnt;
+		m |= NIC_QP_RETRY_CNT;
+	}
+	if (mask & IBV_QP_RNR_RETRY) {
+		a.rnr_retry = attr->rnr_retry;
+		m |= NIC_QP_RNR_RETRY;
+	}
+	if (mask & IBV_QP_MIN_RNR_TIMER) {
+		a.rnr_timer_us = nic_ib_rnr_timer_us(attr->min_rnr_timer);
+		m |= NIC_QP_RNR_TIMER;
+	}
+	return m ? -nic_qp_set_timers(qp->qp, &a, m) : 0;
+}
+
 static int npf_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
 	struct npf_qp *qp = (struct npf_qp *)ibqp;
@@ -1123,6 +1159,11 @@ static int npf_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask
 		return EINVAL;
 	if (mask & IBV_QP_PATH_MTU &&
 	    (attr->path_mtu < IBV_MTU_256 || attr->path_mtu > IBV_MTU_4096))
+		return EINVAL;
+	if ((mask & IBV_QP_TIMEOUT && attr->timeout > 31) ||
+	    (mask & IBV_QP_RETRY_CNT && attr->retry_cnt > 7) ||
+	    (mask & IBV_QP_RNR_RETRY && attr->rnr_retry > 7) ||
+	    (mask & IBV_QP_MIN_RNR_TIMER && attr->min_rnr_timer > 31))
 		return EINVAL;
 	switch (next) {
 	case IBV_QPS_RESET:
@@ -1169,6 +1210,9 @@ static int npf_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask
 	default:
 		return EOPNOTSUPP;
 	}
+	err = npf_qp_set_timers(qp, attr, mask);
+	if (err)
+		return err;
 	/* remember what was set */
 	if (mask & IBV_QP_ACCESS_FLAGS)
 		qp->attr.qp_access_flags = attr->qp_access_flags;

@@ -7,8 +7,11 @@
  *  - modify_qp with an attribute npf devices do not know: refused, the QP
  *    still works;
  *  - INIT -> RTR without a GID (a LID only): refused;
+ *  - timeout or retry_cnt out of range: EINVAL;
  *  - a QP connected to a GID nobody owns: its SEND completes with
- *    RETRY_EXC_ERR, the next WR with WR_FLUSH_ERR, and query_qp says ERR;
+ *    RETRY_EXC_ERR after the timeout and retry_cnt the QP was given (not
+ *    before, not much after), the next WR with WR_FLUSH_ERR, and query_qp
+ *    says ERR;
  *  - an on-demand MR deregistered while the peer's WRITE into it waits for
  *    a page (npfd held with SIGSTOP): dereg returns once npfd resumes, and
  *    the WRITE completes (successfully if npfd served it first, else with
@@ -52,7 +55,9 @@ static void ep_open(struct ep *e, const char *name)
 	TH_ASSERT(e->buf != MAP_FAILED, "mmap");
 }
 
-static int rtr_rts(struct ibv_qp *qp, const union ibv_gid *dgid, uint32_t dqpn)
+/* RTR then RTS; timeout (IB code: 4.096 µs << timeout) and retry_cnt as given */
+static int rtr_rts_t(struct ibv_qp *qp, const union ibv_gid *dgid, uint32_t dqpn, uint8_t timeout,
+		     uint8_t retry_cnt)
 {
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_RTR,
@@ -71,13 +76,18 @@ static int rtr_rts(struct ibv_qp *qp, const union ibv_gid *dgid, uint32_t dqpn)
 		return r;
 	a.qp_state = IBV_QPS_RTS;
 	a.sq_psn = 1000;
-	a.timeout = 14;
-	a.retry_cnt = 7;
+	a.timeout = timeout;
+	a.retry_cnt = retry_cnt;
 	a.rnr_retry = 7;
 	a.max_rd_atomic = 1;
 	return ibv_modify_qp(qp, &a,
 			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
 				     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+static int rtr_rts(struct ibv_qp *qp, const union ibv_gid *dgid, uint32_t dqpn)
+{
+	return rtr_rts_t(qp, dgid, dqpn, 14, 7); /* what perftest and ibv_rc_pingpong set */
 }
 
 /* The next completion on cq within secs, or fail. */
@@ -141,7 +151,7 @@ int main(void)
 	pid_t npfd = pid_s ? atoi(pid_s) : 0;
 	pthread_t th;
 	uint32_t dead_rkey;
-	double t0;
+	double t0, t;
 	int r;
 
 	TH_ASSERT(npfd > 0 && nob, "run me from tests/verbs_bad_input.sh");
@@ -157,6 +167,17 @@ int main(void)
 	TH_ASSERT(!ibv_query_qp(a.qp, &qa, IBV_QP_STATE, &qi) && qa.qp_state == IBV_QPS_INIT,
 		  "the refused modify_qp changed the QP's state");
 	printf("unknown attribute: EOPNOTSUPP, QP still INIT\n");
+
+	/* out of IB's ranges: retry_cnt and rnr_retry are 3 bits, timeout 5 */
+	memset(&qa, 0, sizeof(qa));
+	qa.retry_cnt = 8;
+	r = ibv_modify_qp(a.qp, &qa, IBV_QP_RETRY_CNT);
+	TH_ASSERT(r == EINVAL, "modify_qp(retry_cnt 8) returned %d, want EINVAL", r);
+	qa.retry_cnt = 0;
+	qa.timeout = 32;
+	r = ibv_modify_qp(a.qp, &qa, IBV_QP_TIMEOUT);
+	TH_ASSERT(r == EINVAL, "modify_qp(timeout 32) returned %d, want EINVAL", r);
+	printf("retry_cnt 8, timeout 32: EINVAL\n");
 
 	/* RTR with a LID only: npf devices are IP addresses */
 	memset(&qa, 0, sizeof(qa));
@@ -186,10 +207,29 @@ int main(void)
 	TH_ASSERT(b.buf[100] == 0x5a, "the WRITE did not land");
 	printf("npf0 -> npf1 WRITE into on-demand memory: ok\n");
 
-	/* a GID nobody owns: retries run out */
+	/*
+	 * a GID nobody owns: retries run out, after the QP's own timeout and
+	 * retry_cnt. timeout 8 (1 ms), 1 retry: the error comes within
+	 * milliseconds (the NIC's own 10 ms, 7 retries, doubling, would take
+	 * 0.8 s); timeout 18 (1.07 s), no retry: not before 1.07 s.
+	 */
 	TH_ASSERT(inet_pton_gid(nob, &nobody), "bad NOBODY_GID_ADDR");
 	lost = new_qp(a.pd, a.cq);
-	TH_ASSERT(!rtr_rts(lost, &nobody, 0x123), "connecting to a GID nobody owns was refused");
+	TH_ASSERT(!rtr_rts_t(lost, &nobody, 0x123, 18, 0),
+		  "connecting to a GID nobody owns was refused");
+	t0 = now_s();
+	post(lost, IBV_WR_SEND, a.buf, 64, a.mr->lkey, 0, 0, 5);
+	wc = wait_wc(a.cq, 30, "SEND to nobody, timeout 18, retry_cnt 0");
+	t = now_s() - t0;
+	TH_ASSERT(wc.wr_id == 5 && wc.status == IBV_WC_RETRY_EXC_ERR,
+		  "SEND to nobody: wr %llu %s, want RETRY_EXC_ERR", (unsigned long long)wc.wr_id,
+		  ibv_wc_status_str(wc.status));
+	TH_ASSERT(t >= 1.07, "timeout 18 (1.07 s), retry_cnt 0: RETRY_EXC_ERR after %.3f s", t);
+	printf("GID nobody owns, timeout 18, retry_cnt 0: RETRY_EXC_ERR after %.2f s\n", t);
+	TH_ASSERT(!ibv_destroy_qp(lost), "destroy_qp");
+	lost = new_qp(a.pd, a.cq);
+	TH_ASSERT(!rtr_rts_t(lost, &nobody, 0x123, 8, 1),
+		  "connecting to a GID nobody owns was refused");
 	t0 = now_s();
 	post(lost, IBV_WR_SEND, a.buf, 64, a.mr->lkey, 0, 0, 2);
 	post(lost, IBV_WR_SEND, a.buf, 64, a.mr->lkey, 0, 0, 3);
@@ -203,8 +243,10 @@ int main(void)
 		  ibv_wc_status_str(wc.status));
 	TH_ASSERT(!ibv_query_qp(lost, &qa, IBV_QP_STATE, &qi) && qa.qp_state == IBV_QPS_ERR,
 		  "the QP is not in ERR after RETRY_EXC_ERR");
-	printf("GID nobody owns: RETRY_EXC_ERR after %.2f s, then WR_FLUSH_ERR, QP in ERR\n",
-	       now_s() - t0);
+	t = now_s() - t0;
+	TH_ASSERT(t < 0.4, "timeout 8 (1 ms), retry_cnt 1: RETRY_EXC_ERR only after %.3f s", t);
+	printf("GID nobody owns, timeout 8, retry_cnt 1: RETRY_EXC_ERR after %.3f s, then WR_FLUSH_ERR, QP in ERR\n",
+	       t);
 	TH_ASSERT(!ibv_destroy_qp(lost), "destroy_qp");
 
 	/* dereg while the peer's WRITE waits for a page npfd does not serve yet */
