@@ -160,7 +160,7 @@ $(O)/bin/npfctl: $(patsubst %.c,$(O)/obj/%.o,$(NPFCTL_SRCS)) $(LIBCOMMON_A) $(LI
 $(O)/tests/%: $(O)/obj/tests/%.o $(LIBNIC_A) $(LIBNPF_A)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -luring -lbpf -lpthread
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -luring -lbpf -lpthread -lz
 
 # ------------------------------------------------------------------ #
 # Unit tests: pure code, no root, no npfd. One program per unit:
@@ -207,12 +207,12 @@ mutate: all
 $(O)/bin/npf-bench-%: $(O)/obj/bench/%.o $(LIBNIC_A) $(LIBNPF_A) $(LIBCOMMON_A)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -luring -lbpf -lpthread -lm
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -luring -lbpf -lpthread -lm -lz
 
 $(O)/bin/npf-%: $(O)/obj/examples/%.o $(LIBNIC_A) $(LIBNPF_A)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lpthread
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lpthread -lz
 
 # ------------------------------------------------------------------ #
 # verbs/: the libibverbs provider for the software NIC and npf-run.
@@ -266,7 +266,7 @@ $(VERBS_PROV): $(VERBS_PIC) verbs/npf_verbs.map
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) -shared -Wl,--version-script=verbs/npf_verbs.map -Wl,-z,defs -o $@ \
-		$(VERBS_PIC) -libverbs -lpthread
+		$(VERBS_PIC) -libverbs -lpthread -lz
 
 $(VERBS_PRELOAD): verbs/npf_verbs_preload.c | $(DEPS_STAMP)
 	$(call msg,LINK,$@)

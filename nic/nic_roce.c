@@ -37,6 +37,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
+#include <zlib.h>
 #include "nic_internal.h"
 
 enum {
@@ -121,23 +122,17 @@ static __u32 psn_widen(__u32 psn24, __u32 ref)
 	return ref + d;
 }
 
+/*
+ * CRC-32 (IEEE, reflected) of buf continuing from crc, without the
+ * pre- and post-inversion zlib's crc32() applies: ~crc32(~crc, ...).
+ * zlib's is the word-at-a-time one, ~9x faster here than a byte-wise
+ * table; the ICRC covers every byte of every packet, twice (sender and
+ * receiver), and was the engine's largest cost (a quarter of all CPU
+ * samples of an 8 MiB ib_write_lat, before memcpy).
+ */
 static __u32 crc32_le(__u32 crc, const void *buf, size_t len)
 {
-	static __u32 table[256];
-	const __u8 *p = buf;
-
-	if (!table[1]) {
-		__u32 i, j, c;
-
-		for (i = 0; i < 256; i++) {
-			for (c = i, j = 0; j < 8; j++)
-				c = c & 1 ? 0xedb88320 ^ (c >> 1) : c >> 1;
-			table[i] = c;
-		}
-	}
-	while (len--)
-		crc = table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
-	return crc;
+	return ~(__u32)crc32_z(~crc & 0xffffffffu, buf, len);
 }
 
 static size_t hdr_len(__u8 op)
