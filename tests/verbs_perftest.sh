@@ -5,8 +5,11 @@
 # ib_send_bw (SEND/RECV). Each run must finish and report; the --odp runs
 # must have had both NICs raise page requests that npfd answered, with
 # nothing locked in the registered mappings; in the pinned runs no NIC
-# raises one. The figures are printed side
-# by side (shared machine: ratios only).
+# raises one. ib_write_bw runs again with --perform_warm_up, at 4 KiB with
+# -Q 1: perftest 4.5-0.17 posts its warm-up with the test's CQ moderation,
+# unsignaled at <= 8 KiB, and then waits for completions no device gives
+# (its bug, fixed upstream in 766c13b; verbs/README.md). The figures are
+# printed side by side (shared machine: ratios only).
 set -u
 . "$(dirname "$0")/lib/verbs.sh"
 vx_need ib_write_bw ib_read_lat ib_send_bw
@@ -16,7 +19,8 @@ figure() { # the last figure line of a perftest report
 	awk '/^ *[0-9]+ +[0-9]+ / { l = $0 } END { print l }' "$dir/cli.log"
 }
 
-for t in "ib_write_bw -s 262144 -n 400" "ib_read_lat -s 65536 -n 200" "ib_send_bw -s 262144 -n 400"; do
+for t in "ib_write_bw -s 262144 -n 400" "ib_read_lat -s 65536 -n 200" "ib_send_bw -s 262144 -n 400" \
+	"ib_write_bw -s 65536 -n 200 --perform_warm_up" "ib_write_bw -s 4096 -n 400 --perform_warm_up -Q 1"; do
 	prog=${t%% *}
 	args=${t#* }
 	for mode in pinned odp; do
