@@ -13,6 +13,9 @@
 #    ratios with its distribution-free 95% interval (bench.h's
 #    bench_median_ci): met when the interval is within 1.05, not met when
 #    all of it is beyond, inconclusive otherwise (bench_judge_ratio);
+#  - later passes, best iteration: ib_write_lat's t_min, judged the same
+#    way: the median says how the shared machine treated the run, the
+#    minimum what the data path costs when nothing else runs;
 #  - later passes, bandwidth: ib_write_bw --perform_warm_up -Q 1 (the
 #    warm-up writes the message's pages, tx_depth times, before the
 #    measured iterations; -Q 1 signals every WR: without it perftest
@@ -28,7 +31,7 @@
 # perftest_odp_target) to $NPF_BENCH_JSON, or stdout with --json.
 #   sh bench/perftest_odp.sh [--rounds=N] [--sizes="S ..."] [--json] [--data=FILE]
 # --data=FILE judges the rounds FILE holds instead of measuring (lines
-# "lat|bw SIZE ROUND pinned|odp FIGURE T_MAX|- PAGE_REQUESTS [TIMEOUTS]"; the test
+# "lat|bw SIZE ROUND pinned|odp FIGURE T_MAX|- PAGE_REQUESTS [TIMEOUTS [T_MIN]]"; the test
 # tests/verbs_perftest_judge.sh feeds it made-up rounds).
 # (root, perftest, make verbs; bench/run.sh runs it as perftest_odp)
 set -u
@@ -44,7 +47,7 @@ for a in "$@"; do
 	--sizes=*) sizes=${a#--sizes=} ;;
 	--json) json=1 ;;
 	--data=*) given=${a#--data=} ;;
-	-h | --help) sed -n '3,30p' "$0"; exit 0 ;;
+	-h | --help) sed -n '3,33p' "$0"; exit 0 ;;
 	*) echo "perftest_odp: unknown argument $a (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -101,7 +104,7 @@ while [ $r -lt "$rounds" ]; do
 		[ $((r % 2)) -eq 1 ] && order="odp pinned"
 		for m in $order; do
 			one ib_write_lat $s $m -n $ln
-			echo "lat $s $r $m $(val "$dir/cli.log" 5) $(val "$dir/cli.log" 4) $(faults) $(timeouts)" >>"$data"
+			echo "lat $s $r $m $(val "$dir/cli.log" 5) $(val "$dir/cli.log" 4) $(faults) $(timeouts) $(val "$dir/cli.log" 3)" >>"$data"
 			one ib_write_bw $s $m -n $bn --perform_warm_up -Q 1
 			echo "bw $s $r $m $(val "$dir/cli.log" 4) - $(faults) $(timeouts)" >>"$data"
 		done
@@ -118,9 +121,10 @@ data, rounds, secs, to_stdout, jpath = sys.argv[1], int(sys.argv[2]), sys.argv[3
 BOUND = 1.05
 m = {}
 for line in open(data):
-    t, s, r, mode, a, b, f, *to = line.split()
+    t, s, r, mode, a, b, f, *rest = line.split()
     m[(t, int(s), int(r), mode)] = (float(a), None if b == "-" else float(b), int(f),
-                                    int(to[0]) if to else None)
+                                    int(rest[0]) if rest else None,
+                                    float(rest[1]) if len(rest) > 1 else None)
 
 def median_ci(v):
     v = sorted(v); n = len(v)
@@ -146,9 +150,13 @@ text = []
 text.append(f"{rounds} paired rounds, pinned and --odp back to back, order swapped each round ({secs} s)")
 text.append(f"{'size':8} {'later passes':34} {'pinned':>9} {'odp':>9} {'ratio [95%]':>22} {'verdict':>12}")
 for s in sizes:
-    for t, what, unit in (("lat", "ib_write_lat t_typical", "us"), ("bw", "ib_write_bw --perform_warm_up avg", "MB/s")):
-        pin = [m[(t, s, r, "pinned")][0] for r in range(rounds)]
-        odp = [m[(t, s, r, "odp")][0] for r in range(rounds)]
+    for t, i, what, unit in (("lat", 0, "ib_write_lat t_typical", "us"),
+                             ("lat", 4, "ib_write_lat t_min", "us"),
+                             ("bw", 0, "ib_write_bw --perform_warm_up avg", "MB/s")):
+        pin = [m[(t, s, r, "pinned")][i] for r in range(rounds)]
+        odp = [m[(t, s, r, "odp")][i] for r in range(rounds)]
+        if None in pin + odp:
+            continue  # t_min: not in data written before it was recorded
         # a cost ratio: odp over pinned time (latency), pinned over odp bandwidth
         ratio = [(o / p if t == "lat" else p / o) for p, o in zip(pin, odp) if p > 0 and o > 0]
         if len(ratio) < 6:

@@ -6,7 +6,8 @@
 # the interval is the rounds' minimum and maximum (6 rounds); bandwidth rows
 # (ib_write_bw after its warm-up) are judged the same way, on pinned/odp
 # bandwidth; the first pass is reported with its page requests; a run's
-# retransmission timeouts (an optional last column) are reported as medians.
+# retransmission timeouts and ib_write_lat's t_min (optional last columns)
+# are reported, t_min judged like t_typical.
 set -u
 command -v jq >/dev/null || { echo "jq is missing (make installs it)"; exit 77; }
 command -v python3 >/dev/null || { echo "python3 is missing"; exit 77; }
@@ -19,15 +20,15 @@ judge() { # NAME RATIO*6: made-up rounds for 4 KiB, ib_write_lat odp/pinned = RA
 	: >"$d/data"
 	r=0
 	for x in "$@"; do
-		echo "lat 4096 $r pinned 100 3000 0 $r" >>"$d/data"
-		echo "lat 4096 $r odp $(awk "BEGIN { print 100 * $x }") 9000 4 $((r + 10))" >>"$d/data"
+		echo "lat 4096 $r pinned 100 3000 0 $r 80" >>"$d/data"
+		echo "lat 4096 $r odp $(awk "BEGIN { print 100 * $x }") 9000 4 $((r + 10)) 120" >>"$d/data"
 		echo "bw 4096 $r pinned 50 - 0" >>"$d/data"
 		echo "bw 4096 $r odp 40 - 4" >>"$d/data"
 		r=$((r + 1))
 	done
 	sh bench/perftest_odp.sh --rounds=6 --data="$d/data" --json >"$d/rows" 2>"$d/table" ||
 		fail "$name: the judge failed: $(cat "$d/table")"
-	lat='select(.bench == "perftest_odp_target" and .judged == "yes" and (.target | test("ib_write_lat")))'
+	lat='select(.bench == "perftest_odp_target" and .judged == "yes" and (.target | test("t_typical")))'
 	v=$(jq -r "$lat | .verdict" "$d/rows")
 	lo=$(jq -r "$lat | .ratio_lo" "$d/rows")
 	hi=$(jq -r "$lat | .ratio_hi" "$d/rows")
@@ -39,7 +40,9 @@ judge within 1.00 1.01 1.02 1.03 1.00 1.04
 awk "BEGIN { exit !($lo == 1.0 && $hi == 1.04) }" || fail "ratios 1.00-1.04: interval [$lo, $hi], want [1, 1.04]"
 bw=$(jq -r 'select(.bench == "perftest_odp_target" and (.target | test("ib_write_bw"))) | "\(.ratio) \(.verdict) \(.judged)"' "$d/rows")
 [ "$bw" = "1.25 not_met yes" ] || fail "bandwidth 50 vs 40 MB/s: row '$bw', want ratio 1.25 not_met, judged"
-to=$(jq -r 'select(.bench == "perftest_odp" and (.test | test("ib_write_lat"))) | "\(.pinned_timeouts) \(.odp_timeouts)"' "$d/rows")
+tmin=$(jq -r 'select(.bench == "perftest_odp_target" and (.target | test("t_min"))) | "\(.ratio) \(.verdict) \(.judged)"' "$d/rows")
+[ "$tmin" = "1.5 not_met yes" ] || fail "t_min 80 vs 120 us: row '$tmin', want ratio 1.5 not_met, judged"
+to=$(jq -r 'select(.bench == "perftest_odp" and (.test | test("t_typical"))) | "\(.pinned_timeouts) \(.odp_timeouts)"' "$d/rows")
 [ "$to" = "2.5 12.5" ] || fail "timeouts 0-5 pinned, 10-15 odp: medians '$to', want 2.5 12.5"
 tob=$(jq -r 'select(.bench == "perftest_odp" and (.test | test("ib_write_bw"))) | .pinned_timeouts' "$d/rows")
 [ "$tob" = null ] || fail "bandwidth rounds without a timeouts column: '$tob', want none reported"
