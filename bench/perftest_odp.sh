@@ -65,6 +65,15 @@ done
 	{ echo "perftest_odp: build/bin/npf-run or the provider is missing (make verbs): not run"; exit 0; }
 NPF_TESTLIB=tests/lib
 . tests/lib/verbs.sh
+# vx_pair's output goes to /dev/null below: a pair that hangs (vx_pair's
+# fail) must still say so, on stderr, with both sides' logs
+fail() {
+	echo "perftest_odp: $*" >&2
+	for f in srv cli; do
+		[ -s "$dir/$f.log" ] && { echo "--- $f:"; cat "$dir/$f.log"; } >&2
+	done
+	exit 1
+}
 npfd_start
 data="$dir/data"
 : >"$data"
