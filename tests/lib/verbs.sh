@@ -66,7 +66,20 @@ vx_pair() {
 	max_dev_faults=0 max_vmlck_kb=0
 	"$BIN/npf-run" $prog -d npf0 $sargs >"$dir/srv.log" 2>&1 &
 	vx_srv=$!
-	sleep 0.5
+	# the client connects once, at start: wait until the server listens on
+	# its -p port (a fixed sleep lost that race on a loaded machine: the
+	# client gave up, the server waited for it until the 60 s limit)
+	vx_lport=$(echo $sargs | awk '{ for (i = 1; i < NF; i++) if ($i == "-p") print $(i + 1) }')
+	i=0
+	if [ -n "$vx_lport" ]; then
+		until ss -Hltn "sport = :$vx_lport" 2>/dev/null | grep -q .; do
+			i=$((i + 1))
+			[ $i -lt 200 ] && kill -0 "$vx_srv" 2>/dev/null || break
+			sleep 0.05
+		done
+	else
+		sleep 0.5
+	fi
 	"$BIN/npf-run" $prog -d npf1 "$@" "127.91.$o.1" >"$dir/cli.log" 2>&1 &
 	vx_cli=$!
 	i=0
