@@ -72,6 +72,7 @@ fail() {
 	for f in srv cli; do
 		[ -s "$dir/$f.log" ] && { echo "--- $f:"; cat "$dir/$f.log"; } >&2
 	done
+	{ echo "--- npfd (last 40 lines):"; tail -n 40 "$dir/npfd.log"; } >&2
 	exit 1
 }
 npfd_start
@@ -95,11 +96,8 @@ one() { # PROG SIZE MODE ARGS...: one run; its figure line columns in $dir/cli.l
 	[ "$mode" = odp ] && extra=--odp
 	vx_pair $prog -x 0 -p $vx_port -s $s $extra "$@" -- -x 0 -p $vx_port -s $s $extra "$@" >/dev/null
 	vx_port=$((vx_port + 1))
-	[ $srv_rc -eq 0 ] && [ $cli_rc -eq 0 ] && [ -n "$(val "$dir/cli.log" 2)" ] || {
-		echo "perftest_odp: $prog -s $s ($mode) failed:" >&2
-		cat "$dir/srv.log" "$dir/cli.log" >&2
-		exit 1
-	}
+	[ $srv_rc -eq 0 ] && [ $cli_rc -eq 0 ] && [ -n "$(val "$dir/cli.log" 2)" ] ||
+		fail "$prog -s $s ($mode) failed:"
 }
 
 t0=$(date +%s)
