@@ -145,13 +145,20 @@ def verdicts(groups):
             continue
         for r in targets:
             what = r.get("target") or r.get("kind") or TARGET_TEXT.get(b, "")
+            if b == "observe_overhead" and "target" not in r and "bound_pct" in r:
+                what = f"slowdown of an unregistered process's faults ≤ {fmt(r['bound_pct'])}%"
             if "kind" in r and b in TARGET_TEXT:
                 what = f"{TARGET_TEXT[b]}: {r['kind']}"
             extra = []
             if "cq" in r:
                 extra.append(f"cq {r['cq']}")
-            if "trace_cpu_faults" in r:
-                extra.append("collector attached" if r["trace_cpu_faults"] else "npfd as by default")
+            if "setup" in r:
+                extra.append(r["setup"])
+            elif "trace_cpu_faults" in r:
+                # rows from before observe_overhead said its set-up itself
+                extra.append("collector attached" if r["trace_cpu_faults"] else
+                             "a policy loaded" if r.get("policy_loaded") else
+                             "npfd as by default")
             if "npfd_polled_pct" in r:
                 extra.append(f"npfd had a spare CPU and polled for {fmt(r['npfd_polled_pct'])}% "
                              "of the faults")
