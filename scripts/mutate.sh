@@ -57,9 +57,10 @@ file-offset-ignored @@ daemon/resolve.c @@ s{rn->region->file_offset \+ }{}g @@ 
 file-offset-ignored-in-mapping @@ daemon/resolve.c @@ s{MAP_SHARED, r->file_fd, \(off_t\)r->file_offset\);}{MAP_SHARED, r->file_fd, (off_t)0);} @@ file_offset
 head-unmap-offset-kept @@ daemon/region.c @@ s{r->file_offset \+= end - rs;}{} @@ file_offset
 kill-switch-ignored-for-cpu-faults @@ daemon/collect.c @@ s{if \(!policies_on \|\| slot >= NPF_MAX_REGIONS}{if (slot >= NPF_MAX_REGIONS} @@ policy_load policy_cli
-# Device faults' kill switch (the uprobe collector's check): no test loads a
-# policy for a device's faults and then disables it -- a known gap.
-kill-switch-ignored-in-bpf @@ bpf/npf_collect.bpf.c @@ s{c && c->enabled && c->installed}{c && c->installed} @@ policy_load policy_cli
+# Device faults' kill switch: the uprobe collector's check, and npfd writing
+# the switch into the map it reads (the CPU path uses npfd's own flag).
+kill-switch-ignored-in-bpf @@ bpf/npf_collect.bpf.c @@ s{c && c->enabled && c->installed}{c && c->installed} @@ nic_policy_kill
+kill-switch-not-written-to-bpf @@ daemon/collect.c @@ s{\.enabled = policies_on, \.installed}{.enabled = true, .installed} @@ nic_policy_kill
 responder-request-per-page @@ nic/nic_rc.c @@ s{nic_fault_range\(qp, mr, pkt->vaddr, pkt->msg_len - pkt->offset, DMA_WRITE\)}{nic_fault_range(qp, mr, pkt->vaddr, 4096 - (pkt->vaddr & 4095), DMA_WRITE)} @@ nic_fault
 relaxed-ordering-off @@ nic/nic_rc.c @@ s{bool relaxed = qp->attr.flags & NIC_QP_RELAXED_ORDERING;}{bool relaxed = false;}g @@ nic_order_loss nic_order
 inval-entries-left-present @@ daemon/device.c @@ s{\tfor \(i = first; i < first \+ n && i < d->npages; i\+\+\)\n\t\tpte_set\(d, i, false\);\n}{} @@ nic_inval nic_access
