@@ -64,6 +64,7 @@ kill-switch-not-written-to-bpf @@ daemon/collect.c @@ s{\.enabled = policies_on,
 responder-request-per-page @@ nic/nic_rc.c @@ s{nic_fault_range\(qp, mr, pkt->vaddr, pkt->msg_len - pkt->offset, DMA_WRITE\)}{nic_fault_range(qp, mr, pkt->vaddr, 4096 - (pkt->vaddr & 4095), DMA_WRITE)} @@ nic_fault
 relaxed-ordering-off @@ nic/nic_rc.c @@ s{bool relaxed = qp->attr.flags & NIC_QP_RELAXED_ORDERING;}{bool relaxed = false;}g @@ nic_order_loss nic_order
 inval-entries-left-present @@ daemon/device.c @@ s{\tfor \(i = first; i < first \+ n && i < d->npages; i\+\+\)\n\t\tpte_set\(d, i, false\);\n}{} @@ nic_inval nic_access
+unregister-no-ack-wait @@ daemon/region.c @@ s{device_region_gone\(r, unregister_range && process_alive\(mm->tgid\), w\)}{device_region_gone(r, false, w)} @@ dev_unreg_unmap nic_inval
 detach-no-ack-wait @@ daemon/device.c @@ s{\tif \(!wait_for_ack\)\n\t\tretire_end\(d, 0\);}{\tretire_end(d, 0);} @@ nic_access nic_inval
 staging-offset-ignored @@ daemon/resolve.c @@ s{src = staging \+ \(size_t\)rn->staging \* NPF_PAGE_SIZE;}{src = staging;} @@ fault_1g file_offset nic_npfd_read_file
 read-from-wrong-file @@ daemon/resolve.c @@ s{io_uring_prep_read_fixed\(sqe, rn->region->file_fd,}{io_uring_prep_read_fixed(sqe, rs[0].region ? rs[0].region->file_fd : -1,} @@ two_clients fault_1g
@@ -87,6 +88,13 @@ udp-payload-truncated @@ nic/nic_wire.c @@ s{sizeof\(\*pkt\) \+ pkt->len, 0,}{si
 # nic_ring_recheck widens it (a policy load in npfd with the polling flag set).
 ring-recheck-skipped @@ daemon/collect.c @@ s{return \*ring_producer_pos != \*ring_consumer_pos;}{return false;} @@ nic_ring_recheck
 device-records-never-wake @@ bpf/npf_shared_maps.h @@ s{\? BPF_RB_NO_WAKEUP : BPF_RB_FORCE_WAKEUP}{? BPF_RB_NO_WAKEUP : BPF_RB_NO_WAKEUP} @@ nic_wakeup
+# The runner and the harness (issue 12): tests/runner.sh runs them on tests
+# made for the purpose.
+harness-not-line-buffered @@ tests/harness.h @@ s{\tsetvbuf\(stdout, NULL, _IOLBF, 0\);\n}{} @@ runner
+harness-alarm-not-set @@ tests/run.sh @@ s{export NPF_TEST_ALARM=\$alarm}{export NPF_TEST_ALARM=0} @@ runner
+skip-reason-not-shown @@ tests/run.sh @@ s{printf .SKIP  %-28s %s\\n. "\$name" "\$why"}{printf "SKIP  %-28s\\n" "\$name"} @@ runner
+no-skip-not-enforced @@ tests/run.sh @@ s{\*\) \[ "\$no_skip" = 1 \] && rc=78 ;;}{*) ;;} @@ runner
+allowed-skips-ignored @@ tests/run.sh @@ s{\*" \$name "\*\) ;;}{*" \$name "*) [ "\$no_skip" = 1 ] && rc=78 ;;} @@ runner
 prefetch-after-ignored @@ daemon/resolve.c @@ s{for \(i = 1; i <= d.after; i\+\+\)}{for (i = 1; i <= 0; i++)} @@ policy_load
 abi-version-unchecked @@ daemon/policy.c @@ s{if \(info->abi_version != NPF_POLICY_ABI_VERSION\)}{if (0)} @@ policy_load
 cpu-trace-always-attached @@ daemon/collect.c @@ s{bool want = cpu_trace_always;}{bool want = true;} @@ cpu_trace
