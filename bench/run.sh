@@ -30,7 +30,7 @@ fault_latency:--samples-4k=400 --samples-4m=16
 present_path:--epochs=50
 fault_throughput:
 registration:--sizes=1,4
-proactive:--reps=24
+proactive:--reps=48
 hol:--rounds=200
 pingpong:--iters=200
 perftest_odp:--rounds=6
