@@ -39,8 +39,8 @@ EOF
 "$cc" -I"$here/tests" -o "$dir/build/tests/t_hang" "$dir/hang.c" || fail "cannot build the hanging test"
 
 # The runner under test, from the tree, on the tests above; nothing of the
-# outer runner's settings (logs, timeouts, skips allowed) reaches it.
-unset NPF_TEST_LOGS NPF_TESTS_NO_SKIP NPF_TESTS_ALLOW_SKIP TEST_TIMEOUT NPF_TEST_ALARM
+# outer runner's settings (build tree, logs, timeouts, skips allowed) reaches it.
+unset O NPF_TEST_LOGS NPF_TESTS_NO_SKIP NPF_TESTS_ALLOW_SKIP TEST_TIMEOUT NPF_TEST_ALARM
 run() { (cd "$dir" && env "$@" sh "$here/tests/run.sh" t_pass t_skip t_hang >out 2>&1; echo $? >rc); }
 
 # 1, 3
