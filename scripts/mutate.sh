@@ -64,7 +64,7 @@ kill-switch-not-written-to-bpf @@ daemon/collect.c @@ s{\.enabled = policies_on,
 responder-request-per-page @@ nic/nic_rc.c @@ s{nic_fault_range\(qp, mr, pkt->vaddr, pkt->msg_len - pkt->offset, DMA_WRITE\)}{nic_fault_range(qp, mr, pkt->vaddr, 4096 - (pkt->vaddr & 4095), DMA_WRITE)} @@ nic_fault
 relaxed-ordering-off @@ nic/nic_rc.c @@ s{bool relaxed = qp->attr.flags & NIC_QP_RELAXED_ORDERING;}{bool relaxed = false;}g @@ nic_order_loss nic_order
 inval-entries-left-present @@ daemon/device.c @@ s{\tfor \(__u64 i = first; i < first \+ n && i < d->npages; i\+\+\)\n\t\tpte_set\(d, i, false\);\n}{} @@ nic_inval nic_access
-unregister-no-ack-wait @@ daemon/region.c @@ s{device_region_gone\(r, unregister_range && process_alive\(mm->tgid\), w\)}{device_region_gone(r, false, w)} @@ dev_unreg_unmap nic_inval
+unregister-no-ack-wait @@ daemon/main.c @@ s{device_region_gone\(r, alive, w\);}{device_region_gone(r, false, w);} @@ dev_unreg_unmap nic_inval
 detach-no-ack-wait @@ daemon/device.c @@ s{\tif \(!wait_for_ack\)\n\t\tretire_end\(d, 0\);}{\tretire_end(d, 0);} @@ nic_access nic_inval
 staging-offset-ignored @@ daemon/resolve.c @@ s{src = staging \+ \(size_t\)rn->staging \* NPF_PAGE_SIZE;}{src = staging;} @@ fault_1g file_offset nic_npfd_read_file
 read-from-wrong-file @@ daemon/resolve.c @@ s{io_uring_prep_read_fixed\(sqe, rn->region->file_fd,}{io_uring_prep_read_fixed(sqe, rs[0].region ? rs[0].region->file_fd : -1,} @@ two_clients fault_1g
