@@ -126,6 +126,7 @@ percentile-not-rounded @@ bench/bench.h @@ s{ \+ 0.5\);}{);} @@ unit-percentile
 # Issue 10 (npfd may die, clients may lie): one break per defect it names.
 # restart_kill and restart_systemd take a minute and more (60 kills): run
 # them with MUTATE_TIMEOUT=300, or restart_systemd with RESTART_KILLS=15.
+stale-socket-taken-for-live @@ daemon/control.c @@ s{process_alive\(cr.pid\)\)}{1)} @@ restart_stale_socket
 pidns-ignored @@ daemon/collect.c @@ s{s->rodata->npf_pidns_ino = \(__u32\)st.st_ino;}{} @@ restart_systemd
 adoption-zero-fills-file-page @@ daemon/resolve.c @@ s{if \(!rn->region && rn->mm->adopting\) \{}{if (0) \{} @@ restart_kill
 adopt-file-region-without-file @@ client/libnpf.c @@ s{r->backing == NPF_BACKING_FILE \? 2 : 1}{1} @@ restart_kill
