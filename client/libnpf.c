@@ -1456,8 +1456,9 @@ int npf_client__region_set(struct npf_client *c, __u32 region_id, __u32 key, __u
 	return err;
 }
 
-int npf_client__budget_list(struct npf_client *c, __u32 region_id, struct npf_budget_info **out,
-			    size_t *count)
+/* A list request about one region (0: all of them), by the id the caller knows. */
+static int region_items(struct npf_client *c, __u16 type, __u32 region_id, size_t item_size,
+			void **out, size_t *count)
 {
 	struct npf_region_id_req req = {.region_id = region_id};
 	int err;
@@ -1467,10 +1468,15 @@ int npf_client__budget_list(struct npf_client *c, __u32 region_id, struct npf_bu
 	pthread_mutex_lock(&c->lock);
 	if (region_id)
 		req.region_id = npfd_region_id(c, region_id);
-	err = npf_request(c, NPF_MSG_BUDGET_LIST, &req, sizeof(req), NULL, 0, sizeof(**out),
-			  (void **)out, count);
+	err = npf_request(c, type, &req, sizeof(req), NULL, 0, item_size, out, count);
 	pthread_mutex_unlock(&c->lock);
 	return err;
+}
+
+int npf_client__budget_list(struct npf_client *c, __u32 region_id, struct npf_budget_info **out,
+			    size_t *count)
+{
+	return region_items(c, NPF_MSG_BUDGET_LIST, region_id, sizeof(**out), (void **)out, count);
 }
 
 int npf_client__status(struct npf_client *c, struct npf_status *out)
@@ -1501,18 +1507,7 @@ int npf_client__region_list(struct npf_client *c, struct npf_region_info **out, 
 int npf_client__stats(struct npf_client *c, __u32 region_id, struct npf_region_stats_full **out,
 		      size_t *count)
 {
-	struct npf_region_id_req req = {.region_id = region_id};
-	int err;
-
-	if (!c || !out || !count)
-		return -EINVAL;
-	pthread_mutex_lock(&c->lock);
-	if (region_id)
-		req.region_id = npfd_region_id(c, region_id);
-	err = npf_request(c, NPF_MSG_STATS, &req, sizeof(req), NULL, 0, sizeof(**out), (void **)out,
-			  count);
-	pthread_mutex_unlock(&c->lock);
-	return err;
+	return region_items(c, NPF_MSG_STATS, region_id, sizeof(**out), (void **)out, count);
 }
 
 int npf_client__attach_device(struct npf_client *c, __u32 region_id, int iopt_fd)

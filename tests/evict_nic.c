@@ -28,6 +28,7 @@
 #include "harness.h"
 #include "npf.h"
 #include "npf_nic.h"
+#include "nic_side.h"
 #include "npf_nic_abi.h"
 
 #define WR_BYTES (1ULL << 20)
@@ -39,17 +40,6 @@ static uint8_t pattern(uint64_t off, int round)
 {
 	return (uint8_t)((off >> 12) * 31 + (off & 0xfff) * 7 + 1 + round * 101);
 }
-
-struct side {
-	struct npf_client *npf;
-	struct nic *nic;
-	struct nic_pd *pd;
-	struct nic_cq *cq;
-	struct nic_qp *qp;
-	struct nic_mr *mr;
-	char *mem;
-	int region, device;
-};
 
 static void side_open(struct side *s, int access, const char *sock)
 {
@@ -250,38 +240,6 @@ static int target(int sock, const char *path)
 	return 0;
 }
 
-static void post_write(struct side *s, uint64_t off, __u64 raddr, __u32 rkey, uint64_t id)
-{
-	struct nic_sge sge = {.addr = (__u64)(uintptr_t)(s->mem + off),
-			      .length = (__u32)WR_BYTES,
-			      .lkey = nic_mr_lkey(s->mr)};
-	struct nic_send_wr wr = {.wr_id = id,
-				 .sg_list = &sge,
-				 .num_sge = 1,
-				 .opcode = NIC_WR_RDMA_WRITE,
-				 .send_flags = NIC_SEND_SIGNALED,
-				 .remote_addr = raddr + off,
-				 .rkey = rkey};
-	struct nic_send_wr *bad;
-	int err = nic_post_send(s->qp, &wr, &bad);
-
-	TH_ASSERT(err == 0, "post write %llu: %s", (unsigned long long)id, strerror(-err));
-}
-
-static void wait_one(struct side *s, uint64_t id)
-{
-	struct nic_wc wc;
-
-	for (;;) {
-		TH_ASSERT(nic_cq_wait(s->cq, 60000) == 0, "no completion for WR %llu within 60 s",
-			  (unsigned long long)id);
-		if (nic_poll_cq(s->cq, 1, &wc) == 1)
-			break;
-	}
-	TH_ASSERT(wc.status == NIC_WC_SUCCESS, "WR %llu completed with %s",
-		  (unsigned long long)wc.wr_id, nic_wc_status_str(wc.status));
-}
-
 static int initiator(int sock, const char *path)
 {
 	struct side s;
@@ -304,10 +262,11 @@ static int initiator(int sock, const char *path)
 			s.mem[off] = (char)pattern(off, r);
 		while (done < nwr) {
 			while (posted < nwr && posted - done < 4) {
-				post_write(&s, posted * WR_BYTES, raddr, rkey, posted);
+				side_post_write(&s, posted * WR_BYTES, WR_BYTES, raddr, rkey,
+						posted);
 				posted++;
 			}
-			wait_one(&s, done);
+			side_wait_one(&s, done);
 			done++;
 		}
 		TH_ASSERT(write(sock, "D", 1) == 1, "done");

@@ -30,6 +30,7 @@
 #include "harness.h"
 #include "npf.h"
 #include "npf_nic.h"
+#include "nic_side.h"
 #include "npf_nic_abi.h"
 
 #define PG 4096UL
@@ -153,17 +154,6 @@ static void *watch_view(void *arg)
 
 /* ---- the NIC sides ---- */
 
-struct side {
-	struct npf_client *npf;
-	struct nic *nic;
-	struct nic_pd *pd;
-	struct nic_cq *cq;
-	struct nic_qp *qp;
-	struct nic_mr *mr;
-	char *mem;
-	int region, device;
-};
-
 static int region(struct npf_client *c, void *mem, uint64_t len, int fd, const char *name)
 {
 	NPF_OPTS(npf_region_opts, o, .name = name);
@@ -209,20 +199,6 @@ static void side_open(struct side *s, int access)
 	TH_ASSERT(nic_mr_set_npf_id(s->mr, (__u32)s->device) == 0, "set npf id");
 }
 
-static void wait_one(struct side *s, uint64_t id)
-{
-	struct nic_wc wc;
-
-	for (;;) {
-		TH_ASSERT(nic_cq_wait(s->cq, 60000) == 0, "no completion for WR %llu within 60 s",
-			  (unsigned long long)id);
-		if (nic_poll_cq(s->cq, 1, &wc) == 1)
-			break;
-	}
-	TH_ASSERT(wc.status == NIC_WC_SUCCESS, "WR %llu completed with %s",
-		  (unsigned long long)wc.wr_id, nic_wc_status_str(wc.status));
-}
-
 /* Round after round until told to stop: a generation of the region, RDMA-written. */
 static int initiator(int sock)
 {
@@ -259,7 +235,7 @@ static int initiator(int sock)
 				TH_ASSERT(!nic_post_send(s.qp, &wr, &bad), "post");
 				posted++;
 			}
-			wait_one(&s, done);
+			side_wait_one(&s, done);
 			done++;
 		}
 		TH_ASSERT(write(sock, &gen, 4) == 4, "done");

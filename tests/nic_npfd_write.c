@@ -24,6 +24,7 @@
 #include "harness.h"
 #include "npf.h"
 #include "npf_nic.h"
+#include "nic_side.h"
 
 #define WR_BYTES (4ULL << 20)
 
@@ -33,17 +34,6 @@ static uint8_t pattern(uint64_t off)
 {
 	return (uint8_t)((off >> 12) * 31 + (off & 0xfff) * 7 + 1);
 }
-
-struct side {
-	struct npf_client *npf;
-	struct nic *nic;
-	struct nic_pd *pd;
-	struct nic_cq *cq;
-	struct nic_qp *qp;
-	struct nic_mr *mr;
-	char *mem;
-	int region, device;
-};
 
 /* fill: write the pattern with the CPU before the NIC exists, so its page table starts empty. */
 static void side_open(struct side *s, int access, bool fill)
@@ -136,38 +126,6 @@ static int target(int sock)
 	return 0;
 }
 
-static void post_write(struct side *s, uint64_t off, __u64 raddr, __u32 rkey, uint64_t id)
-{
-	struct nic_sge sge = {.addr = (__u64)(uintptr_t)(s->mem + off),
-			      .length = (__u32)WR_BYTES,
-			      .lkey = nic_mr_lkey(s->mr)};
-	struct nic_send_wr wr = {.wr_id = id,
-				 .sg_list = &sge,
-				 .num_sge = 1,
-				 .opcode = NIC_WR_RDMA_WRITE,
-				 .send_flags = NIC_SEND_SIGNALED,
-				 .remote_addr = raddr + off,
-				 .rkey = rkey};
-	struct nic_send_wr *bad;
-	int err = nic_post_send(s->qp, &wr, &bad);
-
-	TH_ASSERT(err == 0, "post write %llu: %s", (unsigned long long)id, strerror(-err));
-}
-
-static void wait_one(struct side *s, uint64_t id)
-{
-	struct nic_wc wc;
-
-	for (;;) {
-		TH_ASSERT(nic_cq_wait(s->cq, 60000) == 0, "no completion for WR %llu within 60 s",
-			  (unsigned long long)id);
-		if (nic_poll_cq(s->cq, 1, &wc) == 1)
-			break;
-	}
-	TH_ASSERT(wc.status == NIC_WC_SUCCESS, "WR %llu completed with %s",
-		  (unsigned long long)wc.wr_id, nic_wc_status_str(wc.status));
-}
-
 static int initiator(int sock)
 {
 	struct side s;
@@ -186,8 +144,8 @@ static int initiator(int sock)
 
 	/* One work request over 1024 pages the NIC has never seen: one page request. */
 	t0 = th_now();
-	post_write(&s, 0, raddr, rkey, 0);
-	wait_one(&s, 0);
+	side_post_write(&s, 0, WR_BYTES, raddr, rkey, 0);
+	side_wait_one(&s, 0);
 	nic_query_stats(s.nic, &st, sizeof(st));
 	printf("initiator: first 4 MiB WR over 1024 unmapped pages raised %llu page request(s)\n",
 	       (unsigned long long)st.page_requests);
@@ -196,10 +154,10 @@ static int initiator(int sock)
 	posted = done = 1;
 	while (done < nwr) {
 		while (posted < nwr && posted - done < 8) {
-			post_write(&s, posted * WR_BYTES, raddr, rkey, posted);
+			side_post_write(&s, posted * WR_BYTES, WR_BYTES, raddr, rkey, posted);
 			posted++;
 		}
-		wait_one(&s, done);
+		side_wait_one(&s, done);
 		done++;
 	}
 	t1 = th_now();
