@@ -1032,8 +1032,8 @@ int nic_qp_set_psn(struct nic_qp *qp, __u32 psn)
 
 int nic_qp_set_timers(struct nic_qp *qp, const struct nic_qp_init_attr *attr, unsigned int mask)
 {
-	if (!qp || !attr || (mask & ~(NIC_QP_TIMEOUT | NIC_QP_RETRY_CNT | NIC_QP_RNR_RETRY |
-				      NIC_QP_RNR_TIMER)))
+	if (!qp || !attr ||
+	    (mask & ~(NIC_QP_TIMEOUT | NIC_QP_RETRY_CNT | NIC_QP_RNR_RETRY | NIC_QP_RNR_TIMER)))
 		return -EINVAL;
 	if (((mask & NIC_QP_TIMEOUT) && !attr->timeout_us) ||
 	    ((mask & NIC_QP_RNR_RETRY) && attr->rnr_retry > 7))

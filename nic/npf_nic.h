@@ -349,9 +349,9 @@ struct nic_qp_init_attr {
 	 * NIC_TIMEOUT_NONE: no timer, IB's "infinite" local ACK timeout)
 	 */
 	__u32 timeout_us;
-	__u32 retry_cnt;  /* retransmissions without progress before RETRY_EXC_ERR (default 7) */
-	__u32 rnr_retry;  /* RNR NAKs tolerated per WR; 7 = forever (default 7) */
-	__u32 flags;	  /* enum nic_qp_flags */
+	__u32 retry_cnt; /* retransmissions without progress before RETRY_EXC_ERR (default 7) */
+	__u32 rnr_retry; /* RNR NAKs tolerated per WR; 7 = forever (default 7) */
+	__u32 flags;	 /* enum nic_qp_flags */
 };
 
 #define NIC_TIMEOUT_NONE 0xffffffffu

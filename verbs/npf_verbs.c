@@ -1124,8 +1124,9 @@ static int npf_qp_set_timers(struct npf_qp *qp, const struct ibv_qp_attr *attr, 
 	if (mask & IBV_QP_TIMEOUT) {
 		__u64 us = ((__u64)4096 << attr->timeout) / 1000;
 
-		a.timeout_us = !attr->timeout ? NIC_TIMEOUT_NONE :
-			       us >= NIC_TIMEOUT_NONE ? NIC_TIMEOUT_NONE - 1 : (__u32)us;
+		a.timeout_us = !attr->timeout	      ? NIC_TIMEOUT_NONE :
+			       us >= NIC_TIMEOUT_NONE ? NIC_TIMEOUT_NONE - 1 :
+							(__u32)us;
 		m |= NIC_QP_TIMEOUT;
 	}
 	if (mask & IBV_QP_RETRY_CNT) {
