@@ -777,7 +777,6 @@ int evict_install_stored(struct run *rn)
 	bool wp = !rn->write && e->wp;
 	__u32 k;
 
-	rn->clean = wp; /* as resolve.c's install(): not if a page was there already */
 	for (k = 0; k < rn->npages; k++) {
 		__u64 addr = rn->start + (__u64)k * NPF_PAGE_SIZE, i = page_index(r, addr);
 		struct uffdio_copy c = {.dst = addr,
@@ -803,10 +802,8 @@ int evict_install_stored(struct run *rn)
 			memset(page, 0, sizeof(page));
 		}
 		if (ioctl(rn->mm->uffd, UFFDIO_COPY, &c)) {
-			if (c.copy == -EEXIST) {
-				rn->clean = false;
+			if (c.copy == -EEXIST)
 				continue;
-			}
 			return c.copy < 0 ? (int)c.copy : -errno;
 		}
 		if (e->slot[i] && r->budget_info)

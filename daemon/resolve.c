@@ -361,14 +361,6 @@ static int install(struct run *rn, const char *src)
 	__u64 len = (__u64)rn->npages * NPF_PAGE_SIZE;
 	bool first = true;
 
-	/*
-	 * Clean only if this call filled every page write-protected: a page
-	 * skipped with EEXIST was there already, perhaps written since, and
-	 * an eviction that took it for clean would drop it unwritten
-	 * (evict_stress lost a write that way).
-	 */
-	rn->clean = src && !rn->write && rn->region && rn->region->install_clean;
-
 	while (rn->done < len) {
 		/*
 		 * The first ioctl wakes what it fills: when it covers the run,
@@ -406,7 +398,6 @@ static int install(struct run *rn, const char *src)
 		}
 		if (res == -EEXIST) {
 			rn->done += NPF_PAGE_SIZE;
-			rn->clean = false;
 			continue;
 		}
 		return res < 0 ? (int)res : -errno;
@@ -758,7 +749,7 @@ void resolve_flush(void)
 				region_mark_installed(rn->region, rn->start, rn->npages);
 				if (hooks.installed)
 					hooks.installed(rn->region, rn->start, rn->npages,
-							rn->clean);
+							!rn->write && rn->region->install_clean);
 			}
 			account(rn, t);
 		}

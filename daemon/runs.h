@@ -36,11 +36,10 @@ struct run {
 	const char *direct;   /* file runs in the page cache: npfd's mapping of the run */
 	int status;	      /* 0, or the -errno that stopped the install */
 	bool woken;	      /* the install ioctl already woke the whole run */
-	bool clean; /* every page installed write-protected from a copy (eviction may drop it unwritten) */
-	bool write;	   /* a fault of the run writes: no read-only zero page */
-	bool unservable;   /* its data cannot be had (the backing read failed) */
-	__u32 valid_pages; /* unservable: leading pages the read did fill */
-	__u64 done;	   /* bytes installed */
+	bool write;	      /* a fault of the run writes: no read-only zero page */
+	bool unservable;      /* its data cannot be had (the backing read failed) */
+	__u32 valid_pages;    /* unservable: leading pages the read did fill */
+	__u64 done;	      /* bytes installed */
 };
 
 /* Sort f[0..n) by address space and page, merge faults on one page; returns the new n. */
