@@ -637,6 +637,19 @@ void evict_installed(struct npfd_region *r, __u64 start, __u64 npages, bool wp)
 	}
 }
 
+/* Pages found there already by an install: referenced; clean or not, as they were. */
+void evict_present(struct npfd_region *r, __u64 start, __u64 npages)
+{
+	struct evict_region *e = r->ev;
+	__u64 i, first;
+
+	if (!e)
+		return;
+	first = page_index(r, start);
+	for (i = first; i < first + npages && i < e->npages; i++)
+		bit_set(e->ref, i, true);
+}
+
 static bool in_batch(const struct npfd_region *r, __u64 page, unsigned int *at)
 {
 	unsigned int i;
@@ -802,8 +815,10 @@ int evict_install_stored(struct run *rn)
 			memset(page, 0, sizeof(page));
 		}
 		if (ioctl(rn->mm->uffd, UFFDIO_COPY, &c)) {
-			if (c.copy == -EEXIST)
+			if (c.copy == -EEXIST) {
+				run_skipped(rn, k); /* there already: not installed clean */
 				continue;
+			}
 			return c.copy < 0 ? (int)c.copy : -errno;
 		}
 		if (e->slot[i] && r->budget_info)

@@ -113,6 +113,13 @@ static void pages_installed(struct npfd_region *r, __u64 start, __u64 npages, bo
 	evict_installed(r, start, npages, clean);
 }
 
+/* Pages an install found there already: devices may go on; eviction keeps their state. */
+static void pages_present(struct npfd_region *r, __u64 start, __u64 npages)
+{
+	device_pages_installed(r, start, npages);
+	evict_present(r, start, npages);
+}
+
 /* An address space is being torn down: forget its queued faults, stop polling it. */
 static void mm_going(struct npfd_mm *mm)
 {
@@ -150,6 +157,7 @@ static void wire(void)
 	};
 	static const struct resolve_hooks resolve = {
 		.installed = pages_installed,
+		.present = pages_present,
 		.wp_fault = evict_wp_fault,
 		.stored = evict_run_stored,
 		.install_stored = evict_install_stored,

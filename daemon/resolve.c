@@ -353,6 +353,36 @@ void resolve_uffd_ready(void *arg)
 }
 
 /*
+ * The run's pages are installed: tell the hooks, clean (write-protected
+ * from a copy) as the caller says, except the pages the install skipped
+ * because they were there already: another thread's write fault may have
+ * installed them writable and written them since, so they keep the state
+ * eviction knows them in (told clean, an eviction dropped such a page
+ * unwritten and its refault read zeros: evict_race, evict_stress).
+ */
+static void report_installed(const struct run *rn, bool clean)
+{
+	__u32 i = 0;
+
+	while (i < rn->npages) {
+		bool skip = run_was_skipped(rn, i);
+		__u64 start = rn->start + ((__u64)i << NPF_PAGE_SHIFT);
+		__u32 j = i + 1;
+
+		while (j < rn->npages && run_was_skipped(rn, j) == skip)
+			j++;
+		/* a skipped page may be called dirty (a write run), never clean */
+		if (skip && clean) {
+			if (hooks.present)
+				hooks.present(rn->region, start, j - i);
+		} else if (hooks.installed) {
+			hooks.installed(rn->region, start, j - i, clean);
+		}
+		i = j;
+	}
+}
+
+/*
  * Install [start, start + len) from src (or zeros). Pages that exist already
  * (EEXIST: another thread's fault, or a retried run) are skipped.
  */
@@ -397,6 +427,7 @@ static int install(struct run *rn, const char *src)
 			continue;
 		}
 		if (res == -EEXIST) {
+			run_skipped(rn, (__u32)(rn->done >> NPF_PAGE_SHIFT));
 			rn->done += NPF_PAGE_SIZE;
 			continue;
 		}
@@ -747,9 +778,7 @@ void resolve_flush(void)
 				wake(rn);
 			if (!rn->status && !rn->unservable && rn->region) {
 				region_mark_installed(rn->region, rn->start, rn->npages);
-				if (hooks.installed)
-					hooks.installed(rn->region, rn->start, rn->npages,
-							!rn->write && rn->region->install_clean);
+				report_installed(rn, !rn->write && rn->region->install_clean);
 			}
 			account(rn, t);
 		}

@@ -22,6 +22,12 @@ struct resolve_hooks {
 	 * for them); clean: write-protected, as read from their copy.
 	 */
 	void (*installed)(struct npfd_region *r, __u64 start, __u64 npages, bool clean);
+	/*
+	 * Pages [start, start + npages) of r were there already (the install
+	 * skipped them: EEXIST): devices waiting for them may go on; whether
+	 * they are clean is not this install's to say.
+	 */
+	void (*present)(struct npfd_region *r, __u64 start, __u64 npages);
 	/* A write-protect fault (a page installed clean, or being evicted): its waker's. */
 	void (*wp_fault)(struct npfd_mm *mm, __u64 addr);
 	/* Does the run have pages eviction stored? Then install_stored() installs it, unwoken. */

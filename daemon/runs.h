@@ -36,11 +36,27 @@ struct run {
 	const char *direct;   /* file runs in the page cache: npfd's mapping of the run */
 	int status;	      /* 0, or the -errno that stopped the install */
 	bool woken;	      /* the install ioctl already woke the whole run */
-	bool write;	      /* a fault of the run writes: no read-only zero page */
-	bool unservable;      /* its data cannot be had (the backing read failed) */
-	__u32 valid_pages;    /* unservable: leading pages the read did fill */
-	__u64 done;	      /* bytes installed */
+	/*
+	 * Pages the install skipped (EEXIST): they were there already, maybe
+	 * installed writable by a write fault and written since, so eviction
+	 * must not hear of them as installed clean.
+	 */
+	__u8 skipped[MAX_RUN_PAGES / 8];
+	bool write;	   /* a fault of the run writes: no read-only zero page */
+	bool unservable;   /* its data cannot be had (the backing read failed) */
+	__u32 valid_pages; /* unservable: leading pages the read did fill */
+	__u64 done;	   /* bytes installed */
 };
+
+static inline void run_skipped(struct run *rn, __u32 i)
+{
+	rn->skipped[i / 8] |= (__u8)(1 << (i % 8));
+}
+
+static inline bool run_was_skipped(const struct run *rn, __u32 i)
+{
+	return rn->skipped[i / 8] & (1 << (i % 8));
+}
 
 /* Sort f[0..n) by address space and page, merge faults on one page; returns the new n. */
 size_t faults_dedupe(struct fault *f, size_t n);

@@ -147,8 +147,14 @@ int main(void)
 	TH_ASSERT(bi2.refaults >= NPG - BUDGET, "only %llu pages read back from the store",
 		  (unsigned long long)bi2.refaults);
 	TH_ASSERT(bi2.dropped_clean > 0, "no clean page dropped without a write");
-	/* only the pages still resident (dirty) since the first pass may be written now */
-	TH_ASSERT(bi2.written_pages - bi.written_pages <= bi.resident_pages,
+	/*
+	 * Only the pages still resident (dirty) since the first pass may be
+	 * written now, and a few more: a page an install found there already
+	 * (another fault's, perhaps a writable one written since) keeps its
+	 * dirty mark and may be written once more, never dropped unwritten.
+	 * Treating every read page as dirty would write them all again.
+	 */
+	TH_ASSERT(bi2.written_pages - bi.written_pages <= bi.resident_pages + NPG / 16,
 		  "pages only read were written back again (%llu -> %llu, %llu were dirty)",
 		  (unsigned long long)bi.written_pages, (unsigned long long)bi2.written_pages,
 		  (unsigned long long)bi.resident_pages);
