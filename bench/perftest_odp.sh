@@ -104,9 +104,11 @@ t0=$(date +%s)
 r=0
 while [ $r -lt "$rounds" ]; do
 	for s in $sizes; do
-		# latency: few iterations at large sizes (an 8 MiB write takes ~0.1-0.3 s here)
-		ln=$(( 33554432 / s )); [ $ln -lt 5 ] && ln=5; [ $ln -gt 200 ] && ln=200
-		bn=$(( 33554432 / s )); [ $bn -lt 5 ] && bn=5; [ $bn -gt 1000 ] && bn=1000
+		# Iterations: each run lasts ~0.1-0.5 s, long enough that one
+		# descheduling of a NIC thread is not the whole figure (32 MiB
+		# per bandwidth run was 25 ms at 4 KiB, its ratio swung 0.9-3x).
+		ln=$(( 67108864 / s )); [ $ln -lt 9 ] && ln=9; [ $ln -gt 1000 ] && ln=1000
+		bn=$(( 134217728 / s )); [ $bn -lt 16 ] && bn=16; [ $bn -gt 20000 ] && bn=20000
 		order="pinned odp"
 		[ $((r % 2)) -eq 1 ] && order="odp pinned"
 		for m in $order; do
