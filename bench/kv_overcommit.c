@@ -31,9 +31,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
-#include "bench_nic.h"
-
-#define ITEM 4096UL
+#include "kv.h"
 
 static uint64_t limit_mib = 256, store_mib = 96, hot_mib = 64, max_n = 8;
 static double seconds = 3;
@@ -44,67 +42,34 @@ struct result {
 	char err[128];
 };
 
-static uint64_t rnd(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
-
 /* One instance: fill its store, then GET for the measured time. */
 static struct result instance(int npf, uint64_t share, int go_fd, uint64_t seed)
 {
-	uint64_t store = store_mib << 20, hot = (hot_mib << 20) / ITEM, cached;
+	uint64_t hot = (hot_mib << 20) / KV_ITEM;
 	struct result r = {0};
-	struct npf_client *c = NULL;
-	struct bn_mem srv, buf;
-	struct bn_pair p;
+	struct kv kv;
 	double t0;
 	char go;
 
-	/* A is the client (it posts the READs), B the server */
-	bn_pair_open(&p, 1);
-	bn_mem_static(&buf, &p.a, ITEM);
-	if (npf) {
-		c = bn_connect();
-		bn_mem_register(&srv, c, store, -1, "kv");
-		if (npf_client__region_set(c, (__u32)srv.region, NPF_SET_BUDGET, share, NULL)) {
-			snprintf(r.err, sizeof(r.err), "budget: %s", npf_client__errmsg(c));
-			return r;
-		}
-		bn_mem_attach(&srv, &p.b);
-		cached = store / ITEM;
-	} else {
-		/* the pinned share holds the store's first items */
-		if (share > store)
-			share = store;
-		bn_mem_static(&srv, &p.b, share);
-		cached = share / ITEM;
-	}
-	for (uint64_t k = 0; k < hot && k < cached; k++)
-		*(uint64_t *)(srv.buf + k * ITEM) = k + 1;
+	if (kv_open(&kv, npf ? bn_connect() : NULL, store_mib << 20, share, r.err, sizeof(r.err)))
+		return r;
+	for (uint64_t k = 0; k < hot && k < kv.cached; k++)
+		*(uint64_t *)(kv.srv.buf + k * KV_ITEM) = k + 1;
 	if (read(go_fd, &go, 1) != 1) {
 		snprintf(r.err, sizeof(r.err), "no start signal");
 		return r;
 	}
 	t0 = bench_now_s();
 	while ((r.secs = bench_now_s() - t0) < seconds) {
-		uint64_t k = rnd(&seed) % hot;
+		uint64_t k = kv_rnd(&seed) % hot, key = kv_get(&kv, k);
 
-		if (k < cached) {
-			bn_op(&p, 0, NIC_WR_RDMA_READ, buf.buf, ITEM, buf.mr, srv.buf + k * ITEM,
-			      srv.mr);
-			if (*(uint64_t *)buf.buf != k + 1)
-				r.bad++;
-			else
-				r.hits++;
-		} else {
-			bn_op(&p, 0, NIC_WR_RDMA_READ, buf.buf, 64, buf.mr, srv.buf, srv.mr);
-		}
+		if (key == k + 1)
+			r.hits++;
+		else if (key != KV_MISS)
+			r.bad++;
 		r.gets++;
 	}
-	bn_pair_close(&p, c);
+	kv_close(&kv);
 	return r;
 }
 
@@ -112,7 +77,7 @@ static struct result instance(int npf, uint64_t share, int go_fd, uint64_t seed)
 static void run(int n, int npf, double *rate, double *hit_pct, uint64_t *bad, char *err,
 		size_t errlen)
 {
-	uint64_t share = ((limit_mib << 20) * 3 / 4 / (uint64_t)n) & ~(ITEM - 1);
+	uint64_t share = ((limit_mib << 20) * 3 / 4 / (uint64_t)n) & ~(KV_ITEM - 1);
 	int go[2], res[2];
 	pid_t pid[64];
 	uint64_t gets = 0, hits = 0;
