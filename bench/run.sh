@@ -37,7 +37,8 @@ perftest_odp:--rounds=20
 evict:--size=64 --rounds=3
 evict_mechanism:
 overcommit_startup:--use=256
-kv_overcommit:"
+kv_overcommit:
+kv_hotswap:"
 
 want=${*:-}
 runs=$(echo "$standard" | while IFS=: read -r name args; do
@@ -144,6 +145,35 @@ plot $plot
 EOF
 		echo "plot: $out/$group.png"
 	done <"$dir/plots"
+	# kv_hotswap: hits per second over time, seed 000 Fig. 7's three panels
+	# (npf, static, both instances together) and npf's resident memory.
+	d="$out/kv_hotswap.dat"
+	if [ -e "$d" ] && echo "$runs" | grep -q "^kv_hotswap:"; then
+		swap=$(sed -n 's/^# swap_s //p' "$d")
+		mem=$(sed -n 's/^# memory_mib \([0-9]*\).*/\1/p' "$d")
+		gnuplot <<EOF
+set terminal pngcairo size 1000,1200 noenhanced font 'sans,11'
+set output '$out/kv_hotswap.png'
+set multiplot layout 4,1 title 'Hot sets swap at ${swap} s: two key-value instances sharing ${mem} MiB (seed 000 Fig. 7 shape)'
+set xlabel 'time (s)'
+set grid
+set key outside right
+set rmargin 24
+set arrow 1 from $swap, graph 0 to $swap, graph 1 nohead dashtype 2
+set ylabel 'hits/s'
+set title '(a) npf: one budget for both'
+plot '$d' using 1:2 with lines lw 2 title 'A (small, then large)', '' using 1:3 with lines lw 2 title 'B (large, then small)'
+set title '(b) static: half of it pinned each'
+plot '$d' using 1:4 with lines lw 2 title 'A', '' using 1:5 with lines lw 2 title 'B'
+set title '(c) both instances together'
+plot '$d' using 1:6 with lines lw 2 title 'npf', '' using 1:7 with lines lw 2 title 'static'
+set title '(d) npf: resident memory per instance (npfd counts)'
+set ylabel 'MiB'
+plot '$d' using 1:8 with lines lw 2 title 'A', '' using 1:9 with lines lw 2 title 'B', $mem with lines dashtype 3 title 'budget'
+unset multiplot
+EOF
+		echo "plot: $out/kv_hotswap.png"
+	fi
 else
 	echo "bench: gnuplot is missing (make installs gnuplot-nox): no plots"
 fi
