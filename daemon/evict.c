@@ -104,6 +104,7 @@ struct evict_ring {
 	struct io_uring ring;
 	int fd;
 	bool draining; /* the client's budget: as evict_region.draining */
+	__u32 last_id; /* the client's region that gave last: its regions give in turn */
 };
 
 static struct evict_hooks hooks;
@@ -874,15 +875,26 @@ static unsigned int pick(struct npfd_region *r, unsigned int want)
 
 /*
  * The next region to evict from -- round robin by id among those over
- * their budget (their own, or their client's: then the client's largest
- * region gives) -- and how many pages it should give.
+ * their budget (their own, or their client's: then the client's regions
+ * that have pages give in turn, each by its CLOCK) -- and how many pages it
+ * should give. In turn, not the largest first: a region whose working set
+ * shrank keeps its unused pages as long as it is not the largest, and a
+ * region that grew would be held at an equal share (seed 000 Fig. 7's two
+ * instances swapping working sets; tests/evict_client_shift.c). In turn,
+ * the shrunk region's unreferenced pages go while the grown one's get
+ * their second chance.
  */
 static __u32 last_victim_id;
 
-/* Does region id come before other, counting from the one after the last victim? */
+/* Does region id come before other, counting from the one after last? */
+static bool before_from(__u32 last, __u32 id, __u32 other)
+{
+	return id - last - 1 < other - last - 1;
+}
+
 static bool comes_before(__u32 id, __u32 other)
 {
-	return id - last_victim_id - 1 < other - last_victim_id - 1;
+	return before_from(last_victim_id, id, other);
 }
 
 static void candidate(struct npfd_region *r, __u64 excess, struct npfd_region **best, __u64 *most)
@@ -900,8 +912,8 @@ static struct npfd_region *over_budget(unsigned int *want)
 	__u64 most = 0;
 
 	list_for_each_entry(mm, &mms, node) {
-		struct npfd_region *largest = NULL;
-		__u64 total = 0, lres = 0, res;
+		struct npfd_region *turn = NULL; /* the client's region whose turn it is */
+		__u64 total = 0, tres = 0, res;
 
 		if (mm->dead || !mm->evict_ring)
 			continue;
@@ -913,9 +925,10 @@ static struct npfd_region *over_budget(unsigned int *want)
 				continue;
 			res = resident(r);
 			total += res;
-			if (res > lres) {
-				lres = res;
-				largest = r;
+			if (res &&
+			    (!turn || before_from(mm->evict_ring->last_id, r->id, turn->id))) {
+				tres = res;
+				turn = r;
 			}
 			/* hysteresis: from over the high watermark down to the low one */
 			if (bud && res > bud * high_pct / 100)
@@ -929,14 +942,16 @@ static struct npfd_region *over_budget(unsigned int *want)
 			mm->evict_ring->draining = true;
 		if (!client_budget || total <= client_budget * low_pct / 100)
 			mm->evict_ring->draining = false;
-		if (mm->evict_ring->draining && largest) {
+		if (mm->evict_ring->draining && turn) {
 			__u64 excess = total - client_budget * low_pct / 100;
 
-			candidate(largest, excess < lres ? excess : lres, &best, &most);
+			candidate(turn, excess < tres ? excess : tres, &best, &most);
 		}
 	}
-	if (best)
+	if (best) {
 		last_victim_id = best->id;
+		best->mm->evict_ring->last_id = best->id;
+	}
 	*want = most > EVICT_BATCH ? EVICT_BATCH : (unsigned int)most;
 	return best;
 }
