@@ -158,11 +158,12 @@ set multiplot layout 4,1 title 'Hot sets swap at ${swap} s: two key-value instan
 set xlabel 'time (s)'
 set grid
 set key outside right
-set rmargin 24
+set lmargin 10
+set rmargin 22
 set arrow 1 from $swap, graph 0 to $swap, graph 1 nohead dashtype 2
 set ylabel 'hits/s'
 set title '(a) npf: one budget for both'
-plot '$d' using 1:2 with lines lw 2 title 'A (small, then large)', '' using 1:3 with lines lw 2 title 'B (large, then small)'
+plot '$d' using 1:2 with lines lw 2 title 'A: small, large', '' using 1:3 with lines lw 2 title 'B: large, small'
 set title '(b) static: half of it pinned each'
 plot '$d' using 1:4 with lines lw 2 title 'A', '' using 1:5 with lines lw 2 title 'B'
 set title '(c) both instances together'
