@@ -33,8 +33,9 @@
  * and device faults in each phase. The seed shows "a short transition period
  * after which the system stabilizes" and gives no number; here the
  * switch-over is the time from the swap until the hit rate (a moving mean
- * of 5 intervals, 500 ms) first comes within 10% of the after-swap steady
- * rate; "settled" says whether that came before the steady window. The curves go to $NPF_BENCH_DATA/kv_hotswap.dat, which
+ * of 5 intervals, 500 ms) comes within 10% of the after-swap steady rate
+ * and stays there for 1 s; "settled" says whether that came before the
+ * steady window. The curves go to $NPF_BENCH_DATA/kv_hotswap.dat, which
  * bench/run.sh plots (kv_hotswap.png).
  *
  * Starts its own npfd (the client budget is npfd-wide): --npfd PATH, by
@@ -60,6 +61,7 @@
 #define MAX_BINS 4096
 #define SMOOTH 5    /* intervals in the moving mean */
 #define BAND_PCT 10 /* switch-over: within this much of the new steady rate */
+#define STAY 10	    /* intervals it stays there (1 s) */
 
 static uint64_t mem_mib = 64, large_mib = 48, small_mib;
 static double phase_s = 20, interval_s = 0.1;
@@ -312,25 +314,33 @@ struct curve {
 	int settled;
 };
 
+/* The moving mean of the last SMOOTH intervals up to b, none before the swap (half). */
+static double moving(const uint64_t *hits, int half, int b)
+{
+	return mean_rate(hits, b - SMOOTH + 1 > half ? b - SMOOTH + 1 : half, b + 1);
+}
+
 /*
  * Steady rates (the mean over the last third of each phase) and the
- * switch-over: from the swap to the end of the first interval at which the
- * moving mean of the last SMOOTH intervals since the swap is within
- * +-BAND_PCT of the after-swap rate (a rate that falls at once is switched
- * after one interval). settled: that came before the steady window.
+ * switch-over: from the swap to the end of the first interval from which
+ * the moving mean stays within +-BAND_PCT of the after-swap rate for STAY
+ * intervals (a rate that falls at once switches in one interval; one that
+ * swings around the new rate has not switched). settled: that came before
+ * the after window.
  */
 static struct curve analyse(const uint64_t *hits, const uint64_t *gets, int nbins)
 {
-	int half = nbins / 2, third = half / 3, b;
+	int half = nbins / 2, third = half / 3, b, j = 0;
 	uint64_t h = 0, g = 0;
 	struct curve c;
 
 	c.before = mean_rate(hits, half - third, half);
 	c.after = mean_rate(hits, nbins - third, nbins);
 	for (b = half; b < nbins; b++) {
-		double m = mean_rate(hits, b - SMOOTH + 1 > half ? b - SMOOTH + 1 : half, b + 1);
-
-		if (fabs(m - c.after) <= c.after * BAND_PCT / 100)
+		for (j = b; j < nbins && j < b + STAY; j++)
+			if (fabs(moving(hits, half, j) - c.after) > c.after * BAND_PCT / 100)
+				break;
+		if (j == nbins || j == b + STAY)
 			break;
 	}
 	c.switch_s = (double)(b + 1 - half) * interval_s;
