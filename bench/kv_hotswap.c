@@ -40,8 +40,8 @@
  *
  * Starts its own npfd (the client budget is npfd-wide): --npfd PATH, by
  * default the npfd next to this program.
- * Defaults: --memory 64, --large 48, --small large / 9 (6), --phase 20 s
- * (each kind runs 40 s: npf's switch-over took ~10 s here); --quick: 32 MiB,
+ * Defaults: --memory 64, --large 48, --small large / 9 (6), --phase 25 s
+ * (each kind runs 50 s: npf's switch-over took 10-14 s here); --quick: 32 MiB,
  * 24 MiB, 8 s.
  * Usage: npf-bench-kv_hotswap [--json] [--quick] [--memory MiB] [--large MiB]
  *                             [--small MiB] [--phase S] [--interval MS] [--npfd PATH]
@@ -64,7 +64,7 @@
 #define STAY 10	    /* intervals it stays there (1 s) */
 
 static uint64_t mem_mib = 64, large_mib = 48, small_mib;
-static double phase_s = 20, interval_s = 0.1;
+static double phase_s = 25, interval_s = 0.1;
 static char npfd_path[PATH_MAX];
 static char sock[PATH_MAX];
 
