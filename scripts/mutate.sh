@@ -149,6 +149,8 @@ cpu-watchdog-off @@ daemon/policy.c @@ s{policy_watchdog\(p, now_ns\(\) - t0, NP
 dropped-client-end-kept-open @@ daemon/control.c @@ s{\tshutdown\(c->fd, SHUT_RDWR\);}{\tif (dup(c->fd) < 0) \{\}} @@ adv_fds
 unit-nofile-dropped @@ systemd/npfd.service.in @@ s{LimitNOFILE=65536\n}{} @@ restart_systemd
 pidns-bpf-global-pids @@ bpf/npf_collect.bpf.c @@ s{if \(!npf_pidns_ino\)\n\t\treturn bpf_get_current_pid_tgid\(\);}{return bpf_get_current_pid_tgid();} @@ restart_systemd
+# Issue 15 (overcommit): eviction must never drop a written page unwritten.
+skipped-page-reported-clean @@ daemon/resolve.c @@ s{report_installed\(rn, !rn->write && rn->region->install_clean\);}{hooks.installed(rn->region, rn->start, rn->npages, !rn->write && rn->region->install_clean);} @@ evict_skipped
 EOF
 }
 
