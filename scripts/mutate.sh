@@ -151,6 +151,15 @@ unit-nofile-dropped @@ systemd/npfd.service.in @@ s{LimitNOFILE=65536\n}{} @@ re
 pidns-bpf-global-pids @@ bpf/npf_collect.bpf.c @@ s{if \(!npf_pidns_ino\)\n\t\treturn bpf_get_current_pid_tgid\(\);}{return bpf_get_current_pid_tgid();} @@ restart_systemd
 # Issue 15 (overcommit): eviction must never drop a written page unwritten.
 skipped-page-reported-clean @@ daemon/resolve.c @@ s{report_installed\(rn, !rn->write && rn->region->install_clean\);}{hooks.installed(rn->region, rn->start, rn->npages, !rn->write && rn->region->install_clean);} @@ evict_skipped
+# evict_npfctl: each output of a budget broken in turn (the text only, the
+# JSON only, Prometheus, the pinned map, and npfd's own watermark).
+budget-text-shows-high @@ client/npfctl/stats.c @@ s{print_u64\("budget_pages", "  budget   %llu pages", bi->budget_pages\);}{print_u64("budget_pages", "  budget   %llu pages", is_json_context() ? bi->budget_pages : bi->high_pages);} @@ evict_npfctl
+budget-text-evicted-wrong @@ client/npfctl/stats.c @@ s{print_u64\("evicted_pages", "  evicted  %llu", bi->evicted_pages\);}{print_u64("evicted_pages", "  evicted  %llu", is_json_context() ? bi->evicted_pages : bi->refaults);} @@ evict_npfctl
+budget-json-low-shows-high @@ client/npfctl/stats.c @@ s{print_u64\("low_pages", ", low %llu\)", bi->low_pages\);}{print_u64("low_pages", ", low %llu)", is_json_context() ? bi->high_pages : bi->low_pages);} @@ evict_npfctl
+budget-prom-shows-high @@ client/npfctl/prometheus.c @@ s{B\("budget_pages", "gauge", budget_pages,}{B("budget_pages", "gauge", high_pages,} @@ evict_npfctl
+budget-prom-any-region @@ client/npfctl/prometheus.c @@ s{if \(bi\[k\].region_id != r\[i\].id\)}{if (0 && bi[k].region_id != r[i].id)} @@ evict_npfctl
+budget-map-not-pinned @@ daemon/collect.c @@ s{err = bpf_map__pin\(pinned_maps\[i\], path\);}{err = pinned_maps[i] == skel->maps.npf_budget ? 0 : bpf_map__pin(pinned_maps[i], path);} @@ evict_npfctl
+budget-high-watermark-ignored @@ daemon/evict.c @@ s{bi->high_pages = bi->budget_pages \* high_pct / 100;}{bi->high_pages = bi->budget_pages;} @@ evict_npfctl
 EOF
 }
 
