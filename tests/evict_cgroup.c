@@ -9,8 +9,9 @@
  * status 0, no OOM kill in the cgroup's memory.oom_control, every word
  * right. Without memcg.c the kernel's OOM killer kills the client as soon
  * as npfd's UFFDIO_COPY charges a page over the limit.
- * NCLIENTS = 2 (two clients sharing the cgroup) is NOT reliable yet: 3 of
- * 10 runs had one client OOM-killed (see memcg.c, Not done).
+ * NCLIENTS = 2 (evict_cgroup_two): two clients share the cgroup, each
+ * registering twice the limit, in the order of regions and cgroup entries
+ * that order[] below describes.
  * The cgroup is removed on every path (a stale one of a killed run too).
  */
 #include <dirent.h>
@@ -21,9 +22,12 @@
 
 #define PG 4096UL
 #define LIMIT (32UL << 20)
+#ifndef NCLIENTS
 #define NCLIENTS 1
+#endif
 #define REGION (4 * LIMIT / NCLIENTS)
 #define PREFIX "npf-evict-cgroup-"
+#define MEMCG_SMALL (64 * PG) /* client 0's second region (two clients) */
 
 static char cg[512]; /* the test's cgroup directory */
 static pid_t parent, child[NCLIENTS];
@@ -147,7 +151,31 @@ static void remove_stale(const char *dir)
 		closedir(d);
 }
 
-static int client(const char *sock)
+/*
+ * Two clients: the order in which their regions get their cgroup ceilings.
+ * Client 0 registers first, outside the cgroup; client 1 then joins and
+ * registers (its region, the later id, gets its ceiling first); client 0
+ * joins after it and registers a small second region, so that npfd sees
+ * it in the cgroup: its first region, the earlier id, gets its ceiling
+ * last. (Two clients started together come in this order when the second
+ * one's eviction ring reaches npfd first: 4 of 20 runs, all OOM-killed
+ * while memcg.c kept ceilings only when ids grew.)
+ */
+static int order[2][2] = {{-1, -1}, {-1, -1}}; /* [0]: client 0 registered; [1]: client 1 */
+
+static void order_post(int k)
+{
+	TH_ASSERT(write(order[k][1], "x", 1) == 1, "pipe: %s", strerror(errno));
+}
+
+static void order_wait(int k)
+{
+	char x;
+
+	TH_ASSERT(read(order[k][0], &x, 1) == 1, "the other client died before its turn");
+}
+
+static int client(const char *sock, int i)
 {
 	NPF_OPTS(npf_client_opts, co, .socket_path = sock);
 	struct npf_client *c;
@@ -156,13 +184,33 @@ static int client(const char *sock)
 	size_t n;
 	int id;
 
-	TH_ASSERT(!put("cgroup.procs", "0"), "cannot enter cgroup %s: %s", cg, strerror(errno));
+	if (NCLIENTS == 1 || i == 1) {
+		if (NCLIENTS > 1)
+			order_wait(0);
+		TH_ASSERT(!put("cgroup.procs", "0"), "cannot enter cgroup %s: %s", cg,
+			  strerror(errno));
+	}
 	c = npf_client__connect(&co);
 	TH_ASSERT(c, "connect: %s", strerror(errno));
 	mem = mmap(NULL, REGION, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	TH_ASSERT(mem != MAP_FAILED, "mmap");
 	id = npf_client__register(c, mem, REGION, NULL);
 	TH_ASSERT(id > 0, "register: %s", npf_client__errmsg(c));
+	if (NCLIENTS > 1 && i == 1) {
+		order_post(1);
+	} else if (NCLIENTS > 1) {
+		void *small;
+
+		order_post(0);
+		order_wait(1);
+		TH_ASSERT(!put("cgroup.procs", "0"), "cannot enter cgroup %s: %s", cg,
+			  strerror(errno));
+		small = mmap(NULL, MEMCG_SMALL, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			     -1, 0);
+		TH_ASSERT(small != MAP_FAILED, "mmap");
+		TH_ASSERT(npf_client__register(c, small, MEMCG_SMALL, NULL) > 0,
+			  "register the second region: %s", npf_client__errmsg(c));
+	}
 	for (uint64_t p = 0; p < REGION / PG; p++)
 		for (uint64_t w = 0; w < PG / 8; w++)
 			mem[p * PG / 8 + w] = word(p, w);
@@ -213,16 +261,24 @@ int main(void)
 	put("memory.swappiness", "0");
 
 	th_npfd_start(&d, NULL); /* npfd itself stays outside the limit */
+	TH_ASSERT(!pipe(order[0]) && !pipe(order[1]), "pipe: %s", strerror(errno));
 	for (int i = 0; i < NCLIENTS; i++) {
 		child[i] = fork();
 		TH_ASSERT(child[i] >= 0, "fork: %s", strerror(errno));
 		if (child[i] == 0) {
-			int rc = client(d.sock);
+			int rc;
+
+			/* only its own ends: a client that dies ends the other's wait */
+			close(order[i][0]);
+			close(order[!i][1]);
+			rc = client(d.sock, i);
 
 			fflush(stdout);
 			_exit(rc);
 		}
 	}
+	for (int k = 0; k < 4; k++)
+		close(order[k / 2][k % 2]);
 	for (int i = 0; i < NCLIENTS; i++) {
 		TH_ASSERT(waitpid(child[i], &st, 0) == child[i], "waitpid: %s", strerror(errno));
 		child[i] = 0;
