@@ -14,13 +14,17 @@
  * threads outside it (npfd stopped while both fault, say) produces it --
  * two faults waiting together on one page are merged into one write run.
  *
- * So this test makes the resolver meet the same state by a path it takes
- * every time: a page the process wrote before it registered the region is
- * present, writable and dirty, and npfd never installed it. A read fault
- * on its neighbour brings in the aligned 64 KiB block (fault-around), the
- * written page included: EEXIST, and the run is a read run of a budgeted
- * region, reported installed clean. Then eviction (a budget an eighth of
- * the region) takes most pages, and every written page must read back.
+ * So this test brings the resolver to the same state by two paths it takes
+ * every time: a written page present that npfd does not count as
+ * installed, and a read fault on its neighbour whose fault-around run
+ * (the aligned 64 KiB block) covers it, in a budgeted region: EEXIST in a
+ * read run, which the bug reported installed clean. Then eviction (a
+ * budget an eighth of the region) takes most pages, and every written page
+ * must read back.
+ *   before: the page was written before the region was registered;
+ *   cut:    the page was installed by npfd for a write fault and written,
+ *           then the process unmapped the region's first block (npfd
+ *           forgets what it installed in a region cut at its start).
  * Reporting skipped pages clean (the bug) loses nearly every evicted one.
  */
 #include <stdint.h>
@@ -32,11 +36,16 @@
 #define NPG 512UL
 #define BLOCK 16UL  /* pages: npfd's default fault-around, 64 KiB */
 #define BUDGET 64UL /* pages: low watermark 57 */
-#define STRIDE 2UL  /* every other page is written before registration */
 
 static uint64_t word(uint64_t p, uint64_t w)
 {
 	return (p * 512 + w) * 0x9e3779b97f4a7c15ULL + 1;
+}
+
+static void fill(char *mem, uint64_t p)
+{
+	for (uint64_t w = 0; w < PG / 8; w++)
+		((uint64_t *)(mem + p * PG))[w] = word(p, w);
 }
 
 static struct npf_budget_info budget(struct npf_client *c, int id)
@@ -51,44 +60,29 @@ static struct npf_budget_info budget(struct npf_client *c, int id)
 	return out;
 }
 
-int main(void)
+/* One read fault per block of [mem, +npg), on an odd page (not written). */
+static void read_blocks(const char *mem, uint64_t npg)
 {
-	struct th_npfd d;
-	struct npf_client *c;
+	volatile uint64_t sink = 0;
+
+	for (uint64_t p = 1; p < npg; p += BLOCK)
+		sink += *(volatile const uint64_t *)(mem + p * PG);
+	(void)sink;
+}
+
+/*
+ * Set the budget, wait for eviction, check that most even (written) pages
+ * went, then that even pages read back written and odd ones zero.
+ */
+static void evict_and_check(struct npf_client *c, int id, char *mem, uint64_t npg, const char *what)
+{
 	struct npf_budget_info bi;
 	unsigned char vec[NPG];
 	uint64_t p, w, gone = 0, bad = 0;
-	volatile uint64_t sink = 0;
-	double t0;
-	char *mem;
-	int id;
+	double t0 = th_now();
 
-	th_npfd_start(&d, NULL);
-	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock);
-	c = npf_client__connect(&co);
-	TH_ASSERT(c, "connect: %s", strerror(errno));
-	mem = mmap(NULL, NPG * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	TH_ASSERT(mem != MAP_FAILED, "mmap");
-	/* written before registration: present, writable, dirty, unknown to npfd */
-	for (p = 0; p < NPG; p += STRIDE)
-		for (w = 0; w < PG / 8; w++)
-			((uint64_t *)(mem + p * PG))[w] = word(p, w);
-	NPF_OPTS(npf_region_opts, o, .name = "evict-skipped");
-	id = npf_client__register(c, mem, NPG * PG, &o);
-	TH_ASSERT(id > 0, "register: %s", npf_client__errmsg(c));
 	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, BUDGET * PG, NULL),
-		  "set budget: %s", npf_client__errmsg(c));
-
-	/*
-	 * One read fault per block, on a page not written: its fault-around
-	 * run covers the written pages of the block, which the copy skips.
-	 */
-	for (p = 1; p < NPG; p += BLOCK)
-		sink += *(volatile uint64_t *)(mem + p * PG);
-	(void)sink;
-
-	/* eviction takes the region down to its low watermark */
-	t0 = th_now();
+		  "%s: set budget: %s", what, npf_client__errmsg(c));
 	do {
 		bi = budget(c, id);
 		if (bi.resident_pages <= bi.low_pages && bi.evicted_pages)
@@ -96,41 +90,128 @@ int main(void)
 		usleep(5000);
 	} while (th_now() - t0 < 10);
 	TH_ASSERT(bi.resident_pages <= bi.low_pages,
-		  "not evicted: %llu pages resident, low watermark %llu",
+		  "%s: not evicted: %llu pages resident, low watermark %llu", what,
 		  (unsigned long long)bi.resident_pages, (unsigned long long)bi.low_pages);
 	usleep(50000); /* a batch in flight ends */
-	TH_ASSERT(!mincore(mem, NPG * PG, vec), "mincore: %s", strerror(errno));
-	for (p = 0; p < NPG; p += STRIDE)
+	TH_ASSERT(!mincore(mem, npg * PG, vec), "mincore: %s", strerror(errno));
+	for (p = 0; p < npg; p += 2)
 		gone += !(vec[p] & 1);
 	/* the case needs written pages evicted: not a test otherwise */
-	TH_ASSERT(gone >= NPG / STRIDE / 2, "only %llu of %llu written pages were evicted",
-		  (unsigned long long)gone, (unsigned long long)(NPG / STRIDE));
+	TH_ASSERT(gone >= npg / 4, "%s: only %llu of %llu written pages were evicted", what,
+		  (unsigned long long)gone, (unsigned long long)(npg / 2));
 
-	for (p = 0; p < NPG; p++)
+	for (p = 0; p < npg; p++)
 		for (w = 0; w < PG / 8; w++) {
 			uint64_t got = ((uint64_t *)(mem + p * PG))[w];
-			uint64_t want = p % STRIDE ? 0 : word(p, w);
+			uint64_t want = p % 2 ? 0 : word(p, w);
 
 			if (got == want)
 				continue;
 			if (bad++ < 3)
-				printf("page %llu word %llu: 0x%llx, want 0x%llx\n",
+				printf("%s: page %llu word %llu: 0x%llx, want 0x%llx\n", what,
 				       (unsigned long long)p, (unsigned long long)w,
 				       (unsigned long long)got, (unsigned long long)want);
 			break;
 		}
 	bi = budget(c, id);
-	printf("%llu of %llu written pages evicted; npfd evicted %llu pages, wrote %llu back, read %llu back, dropped %llu clean\n",
-	       (unsigned long long)gone, (unsigned long long)(NPG / STRIDE),
+	printf("%s: %llu of %llu written pages evicted; npfd evicted %llu pages, wrote %llu back, read %llu back, dropped %llu clean\n",
+	       what, (unsigned long long)gone, (unsigned long long)(npg / 2),
 	       (unsigned long long)bi.evicted_pages, (unsigned long long)bi.written_pages,
 	       (unsigned long long)bi.refaults, (unsigned long long)bi.dropped_clean);
-	TH_ASSERT(!bad, "%llu pages read back wrong: written pages dropped unwritten",
+	TH_ASSERT(!bad, "%s: %llu pages read back wrong: written pages dropped unwritten", what,
 		  (unsigned long long)bad);
 	/* each evicted written page went to the store, and came back from it */
 	TH_ASSERT(bi.written_pages >= gone && bi.refaults >= gone,
-		  "%llu written pages evicted, but %llu written back and %llu read back",
+		  "%s: %llu written pages evicted, but %llu written back and %llu read back", what,
 		  (unsigned long long)gone, (unsigned long long)bi.written_pages,
 		  (unsigned long long)bi.refaults);
+}
+
+/*
+ * Until npfd's eviction of region id is over: a batch still running when
+ * the region is unmapped goes on zapping its addresses, which the next
+ * mmap may hand out again (seen: the next region's written pages read
+ * zeros, 3 of 20 runs). Not this test's case: it waits.
+ */
+static void quiesce(struct npf_client *c, int id)
+{
+	struct npf_budget_info a = budget(c, id), b;
+	double t0 = th_now();
+
+	for (;;) {
+		usleep(100000);
+		b = budget(c, id);
+		if (b.evicted_pages == a.evicted_pages && b.aborted == a.aborted &&
+		    b.resident_pages == a.resident_pages)
+			return;
+		TH_ASSERT(th_now() - t0 < 10, "eviction of region %d did not stop", id);
+		a = b;
+	}
+}
+
+/* Written before registration: present, writable, dirty, unknown to npfd. */
+static void before(struct npf_client *c)
+{
+	char *mem =
+		mmap(NULL, NPG * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int id;
+
+	TH_ASSERT(mem != MAP_FAILED, "mmap");
+	for (uint64_t p = 0; p < NPG; p += 2)
+		fill(mem, p);
+	NPF_OPTS(npf_region_opts, o, .name = "skipped-before");
+	id = npf_client__register(c, mem, NPG * PG, &o);
+	TH_ASSERT(id > 0, "register: %s", npf_client__errmsg(c));
+	/* a budget that evicts nothing yet: read runs are installed clean from now on */
+	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, 2 * NPG * PG, NULL),
+		  "set budget: %s", npf_client__errmsg(c));
+	read_blocks(mem, NPG);
+	evict_and_check(c, id, mem, NPG, "before");
+	quiesce(c, id);
+	munmap(mem, NPG * PG);
+}
+
+/*
+ * Installed writable by npfd for a write fault and written; the odd pages
+ * dropped by the process (they read zeros from then on); the region's
+ * first block unmapped, which makes npfd forget what it installed.
+ */
+static void cut(struct npf_client *c)
+{
+	char *mem = mmap(NULL, (NPG + BLOCK) * PG, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *rest = mem + BLOCK * PG;
+	int id;
+
+	TH_ASSERT(mem != MAP_FAILED, "mmap");
+	NPF_OPTS(npf_region_opts, o, .name = "skipped-cut");
+	id = npf_client__register(c, mem, (NPG + BLOCK) * PG, &o);
+	TH_ASSERT(id > 0, "register: %s", npf_client__errmsg(c));
+	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, 2 * NPG * PG, NULL),
+		  "set budget: %s", npf_client__errmsg(c));
+	for (uint64_t p = 0; p < NPG; p++)
+		fill(rest, p); /* write faults: each block installed writable */
+	for (uint64_t p = 1; p < NPG; p += 2)
+		TH_ASSERT(!madvise(rest + p * PG, PG, MADV_DONTNEED), "madvise: %s",
+			  strerror(errno));
+	TH_ASSERT(!munmap(mem, BLOCK * PG), "munmap: %s", strerror(errno));
+	read_blocks(rest, NPG);
+	evict_and_check(c, id, rest, NPG, "cut");
+	quiesce(c, id);
+	munmap(rest, NPG * PG);
+}
+
+int main(void)
+{
+	struct th_npfd d;
+	struct npf_client *c;
+
+	th_npfd_start(&d, NULL);
+	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock);
+	c = npf_client__connect(&co);
+	TH_ASSERT(c, "connect: %s", strerror(errno));
+	before(c);
+	cut(c);
 	npf_client__close(c);
 	th_npfd_stop(&d);
 	printf("PASS\n");
