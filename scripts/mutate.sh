@@ -160,6 +160,9 @@ budget-prom-shows-high @@ client/npfctl/prometheus.c @@ s{B\("budget_pages", "ga
 budget-prom-any-region @@ client/npfctl/prometheus.c @@ s{if \(bi\[k\].region_id != r\[i\].id\)}{if (0 && bi[k].region_id != r[i].id)} @@ evict_npfctl
 budget-map-not-pinned @@ daemon/collect.c @@ s{err = bpf_map__pin\(pinned_maps\[i\], path\);}{err = pinned_maps[i] == skel->maps.npf_budget ? 0 : bpf_map__pin(pinned_maps[i], path);} @@ evict_npfctl
 budget-high-watermark-ignored @@ daemon/evict.c @@ s{bi->high_pages = bi->budget_pages \* high_pct / 100;}{bi->high_pages = bi->budget_pages;} @@ evict_npfctl
+# Two clients of one limited cgroup: a region that gets its ceiling after a
+# later id (its client's ring or cgroup entry came later) must get one too.
+ceiling-only-when-ids-grow @@ daemon/memcg.c @@ s{\tfor \(pos = nceilings;}{\tif (nceilings && ceilings[nceilings - 1].id > id)\n\t\treturn;\n\tfor (pos = nceilings;} @@ evict_cgroup_two
 EOF
 }
 
