@@ -117,6 +117,7 @@ static struct {
 	bool zapped[EVICT_BATCH];  /* read out and handed to the zap */
 	bool removed[EVICT_BATCH]; /* the zap's REMOVE event came: the page went */
 	bool dirty[EVICT_BATCH];   /* written back before the zap (else dropped clean) */
+	bool unmapped[EVICT_BATCH]; /* the process unmapped it meanwhile: never touched again */
 	unsigned int n;
 	unsigned int writes;   /* write-back SQEs whose completion is awaited */
 	unsigned int zaps;     /* zap SQEs whose completion is awaited */
@@ -736,6 +737,25 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 	}
 }
 
+/*
+ * The process unmaps [start, end) (or moves it away): the batch's pages
+ * there are not zapped, put back or unprotected any more, whatever the
+ * region's fate: the next mmap may put another mapping at those addresses,
+ * and a zap or a put-back would destroy or overwrite its data (tests/
+ * evict_unmap_remap). Not covered: a zap already submitted to the
+ * client's ring that its SQPOLL thread has not run yet (see docs/design.md).
+ */
+void evict_range_unmapped(struct npfd_mm *mm, __u64 start, __u64 end)
+{
+	unsigned int i;
+
+	if (b.state == B_IDLE || b.mm != mm)
+		return;
+	for (i = 0; i < b.n; i++)
+		if (b.page[i] >= start && b.page[i] < end)
+			b.unmapped[i] = true;
+}
+
 void evict_region_cut(struct npfd_region *r, __u64 shift)
 {
 	struct evict_region *e = r->ev;
@@ -1000,6 +1020,9 @@ static void batch_end(void)
 	for (i = 0; i < b.n; i++) {
 		__u64 page = b.page[i];
 
+		/* the address may hold another mapping now: nothing to put back or unprotect */
+		if (b.unmapped[i])
+			continue;
 		if (!r) {
 			if (b.zapped[i] && b.mm && !page_present(b.mm, page) &&
 			    !mm_find_region(b.mm, page)) {
@@ -1080,6 +1103,7 @@ static void batch_start(struct npfd_region *r, unsigned int want)
 	b.mm = r->mm;
 	b.tgid = r->mm->tgid;
 	b.gen++;
+	memset(b.unmapped, 0, sizeof(b.unmapped));
 	b.state = B_ACK;
 	b.deadline = now_ns() + EVICT_ACK_TIMEOUT_NS;
 	for (i = 0; i < b.n; i++) {
@@ -1215,11 +1239,12 @@ static void zap_more(void)
 		unsigned int j = i + 1;
 		struct io_uring_sqe *sqe;
 
-		if (!b.zapped[i]) {
+		if (!b.zapped[i] || b.unmapped[i]) {
 			i++;
 			continue;
 		}
-		while (j < b.n && b.zapped[j] && b.page[j] == b.page[j - 1] + NPF_PAGE_SIZE)
+		while (j < b.n && b.zapped[j] && !b.unmapped[j] &&
+		       b.page[j] == b.page[j - 1] + NPF_PAGE_SIZE)
 			j++;
 		/* at most a ring's worth in flight: the CQ ring holds twice that */
 		sqe = b.zaps < NPF_EVICT_RING_ENTRIES ? io_uring_get_sqe(ring) : NULL;

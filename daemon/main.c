@@ -151,6 +151,7 @@ static void wire(void)
 		.range_removed = device_range_removed,
 		.dropped = evict_range_removed,
 		.cut = evict_region_cut,
+		.unmapping = evict_range_unmapped,
 		.forked = evict_region_forked,
 		.mm_going = mm_going,
 		.mm_gone = mm_gone,

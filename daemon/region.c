@@ -692,6 +692,8 @@ void mm_unmapped(struct npfd_mm *mm, __u64 start, __u64 end)
 {
 	struct npfd_region *r, *tmp;
 
+	if (hooks.unmapping)
+		hooks.unmapping(mm, start, end);
 	mm_range_removed(mm, start, end);
 	list_for_each_entry_safe(r, tmp, &mm->regions, node) {
 		__u64 rs = r->start, re = r->start + r->length;
@@ -729,6 +731,8 @@ void mm_remapped(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len)
 {
 	struct npfd_region *r;
 
+	if (hooks.unmapping)
+		hooks.unmapping(mm, from, from + len);
 	mm_range_removed(mm, from, from + len);
 	list_for_each_entry(r, &mm->regions, node) {
 		if (r->start >= from && r->start + r->length <= from + len) {

@@ -39,6 +39,12 @@ struct region_hooks {
 	 * munmap): a copy kept of those pages is stale (eviction's store).
 	 */
 	void (*dropped)(struct npfd_region *r, __u64 start, __u64 end);
+	/*
+	 * [start, end) of mm is being unmapped or moved away (munmap,
+	 * mremap), before any region hears of it: whatever is mapped there
+	 * next is not what npfd was working on.
+	 */
+	void (*unmapping)(struct npfd_mm *mm, __u64 start, __u64 end);
 	/* munmap cut r's first shift pages off: page-indexed state moves with its start. */
 	void (*cut)(struct npfd_region *r, __u64 shift);
 	/* fork: child is the child's copy of parent (the child's pages are the parent's). */
