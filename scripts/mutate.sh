@@ -151,6 +151,7 @@ unit-nofile-dropped @@ systemd/npfd.service.in @@ s{LimitNOFILE=65536\n}{} @@ re
 pidns-bpf-global-pids @@ bpf/npf_collect.bpf.c @@ s{if \(!npf_pidns_ino\)\n\t\treturn bpf_get_current_pid_tgid\(\);}{return bpf_get_current_pid_tgid();} @@ restart_systemd
 # Issue 15 (overcommit): eviction must never drop a written page unwritten.
 skipped-page-reported-clean @@ daemon/resolve.c @@ s{report_installed\(rn, !rn->write && rn->region->install_clean\);}{hooks.installed(rn->region, rn->start, rn->npages, !rn->write && rn->region->install_clean);} @@ evict_skipped
+unmapped-page-put-back @@ daemon/evict.c @@ s{\t\tif \(b.unmapped\[i\]\)\n\t\t\tcontinue;\n}{} @@ evict_unmap_remap
 # evict_npfctl: each output of a budget broken in turn (the text only, the
 # JSON only, Prometheus, the pinned map, and npfd's own watermark).
 budget-text-shows-high @@ client/npfctl/stats.c @@ s{print_u64\("budget_pages", "  budget   %llu pages", bi->budget_pages\);}{print_u64("budget_pages", "  budget   %llu pages", is_json_context() ? bi->budget_pages : bi->high_pages);} @@ evict_npfctl
