@@ -68,6 +68,7 @@
 #include "evict.h"
 #include "log.h"
 #include "objects.h"
+#include "policy.h"
 #include "region.h"
 #include "runs.h"
 #include "swapstore.h"
@@ -856,16 +857,106 @@ static __u64 region_budget(const struct npfd_region *r)
 	return r->ev ? r->ev->budget : 0;
 }
 
+static struct npf_evict_batch policy_batch; /* what an eviction policy sees */
+/* npfd's own copy of the candidates (the policy may write over its batch) */
+static __u64 policy_cand[NPF_EVICT_MAX_CANDS];
+static bool policy_cand_dev[NPF_EVICT_MAX_CANDS];
+
+static int by_score(const void *a, const void *b2)
+{
+	__u64 x = *(const __u64 *)a, y = *(const __u64 *)b2;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * An eviction policy chooses (policy.c, bpf/npf_evict_policy.h): the hand
+ * passes over up to NPF_EVICT_MAX_CANDS installed pages, each handed to
+ * the policy with what npfd knows of it, and the want lowest-scored go.
+ * Returns 0 when the policy failed (pick() then runs CLOCK from where the
+ * hand was, with the references this pass read put back).
+ */
+static unsigned int pick_by_policy(struct npfd_region *r, unsigned int want)
+{
+	struct evict_region *e = r->ev;
+	struct npf_evict_batch *pb = &policy_batch;
+	__u64 hand = e->hand, scanned, last = 0;
+	__u64 *order = policy_cand;
+	static __u64 key[NPF_EVICT_MAX_CANDS];
+	unsigned int n = 0, k, got = 0;
+
+	for (scanned = 0; scanned < e->npages && n < NPF_EVICT_MAX_CANDS; scanned++) {
+		__u64 i = (hand + scanned) % e->npages, page = r->start + i * NPF_PAGE_SIZE;
+		__u32 flags = 0;
+
+		if (!region_page_installed(r, page))
+			continue;
+		if (bit_test(e->ref, i))
+			flags |= NPF_EVICT_REF;
+		if (device_page_referenced(r, page)) /* reading it clears it */
+			flags |= NPF_EVICT_DEV;
+		if (!bit_test(e->clean, i))
+			flags |= NPF_EVICT_DIRTY;
+		order[n] = i;
+		policy_cand_dev[n] = flags & NPF_EVICT_DEV;
+		pb->cand[n] = (struct npf_evict_cand){.page = i, .flags = flags, .score = n};
+		n++;
+	}
+	if (!n)
+		return 0;
+	pb->region_id = r->id;
+	pb->n = n;
+	pb->want = want;
+	pb->region_pages = e->npages;
+	pb->now_ns = now_ns();
+	if (policy_evict_decide(r, pb) <= 0) {
+		/* a device's bit read here is a reference CLOCK must see */
+		for (k = 0; k < n; k++)
+			if (policy_cand_dev[k])
+				bit_set(e->ref, order[k], true);
+		return 0;
+	}
+	for (k = 0; k < n; k++)
+		key[k] = (__u64)pb->cand[k].score << 32 | k;
+	qsort(key, n, sizeof(key[0]), by_score);
+	for (k = 0; k < n && got < want && (__u32)(key[k] >> 32) != NPF_EVICT_KEEP; k++)
+		got++;
+	/* the victims in hand order: neighbours make one device invalidation, one freeze */
+	for (k = 0; k < got; k++)
+		key[k] = (__u32)key[k];
+	qsort(key, got, sizeof(key[0]), by_score);
+	b.n = 0;
+	for (k = 0; k < got; k++) {
+		__u64 i = order[key[k]];
+
+		b.page[b.n] = r->start + i * NPF_PAGE_SIZE;
+		b.zapped[b.n] = false;
+		b.dirty[b.n] = false;
+		b.removed[b.n] = false;
+		b.n++;
+		last = key[k];
+	}
+	/* the sweep passed every candidate; the hand goes on after the last victim */
+	for (k = 0; k < n; k++)
+		bit_set(e->ref, order[k], false);
+	e->hand = (order[last] + 1) % e->npages;
+	return b.n;
+}
+
 /*
  * CLOCK over r's installed pages: take up to want pages not referenced
  * since the hand last passed (by a fault, an install, or a device's
- * ACCESSED bit, cleared as the hand passes).
+ * ACCESSED bit, cleared as the hand passes). An eviction policy, if one
+ * applies to r, chooses instead (pick_by_policy()).
  */
 static unsigned int pick(struct npfd_region *r, unsigned int want)
 {
 	struct evict_region *e = r->ev;
 	__u64 scanned = 0;
 
+	b.n = 0;
+	if (policy_evict_applies(r) && pick_by_policy(r, want))
+		return b.n;
 	b.n = 0;
 	/* two turns at most: the first may only clear reference bits */
 	while (b.n < want && scanned < 2 * e->npages) {

@@ -18,6 +18,13 @@
  *
  * What a policy decides is only advice: npfd clamps decisions that reach
  * outside the region or past NPF_POLICY_MAX_PREFETCH pages and counts them.
+ *
+ * Eviction policies (NPF_POLICY_KIND_EVICT, bpf/npf_evict_policy.h) are
+ * loaded, checked, chosen, listed, watched and unloaded the same way, in
+ * slots of their own (0 global, 1 + region slot), but no prog array holds
+ * them: npfd runs the one that applies to a region once per eviction
+ * batch (policy_evict_decide()) with its batch in npf_evict_batch, a map
+ * npfd creates and gives every eviction policy.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -43,7 +50,8 @@
 struct npfd_policy {
 	struct list_head node;
 	struct npf_policy_status st;
-	__u32 slot; /* index in both prog arrays */
+	__u32 kind; /* enum npf_policy_kind */
+	__u32 slot; /* index in both prog arrays (fault policies), or its kind's own slots */
 	struct bpf_object *obj_cpu, *obj_kp;
 	/*
 	 * A region owner's choice of a loaded policy: its programs are the
@@ -68,14 +76,35 @@ static struct npfd_policy *policy_by_name(const char *name)
 	return NULL;
 }
 
-static struct npfd_policy *policy_by_slot(__u32 slot)
+static struct npfd_policy *policy_by_slot(__u32 kind, __u32 slot)
 {
 	struct npfd_policy *p;
 
 	list_for_each_entry(p, &policies, node)
-		if (p->slot == slot)
+		if (p->kind == kind && p->slot == slot)
 			return p;
 	return NULL;
+}
+
+/*
+ * Fill or empty a slot: the prog arrays for a fault policy. An eviction
+ * policy's slot is its place in the list (policy_by_slot()): npfd looks it
+ * up for each batch, nothing to install.
+ */
+static int slot_install(__u32 kind, __u32 slot, int tp, int kp)
+{
+	return kind == NPF_POLICY_KIND_EVICT ? 0 : collect_policy_install(slot, tp, kp);
+}
+
+static int evict_batch_fd = -1; /* npf_evict_batch, created with the first eviction policy */
+
+static int evict_batch_map(void)
+{
+	if (evict_batch_fd < 0)
+		evict_batch_fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, NPF_MAP_EVICT_BATCH,
+						sizeof(__u32), sizeof(struct npf_evict_batch), 1,
+						NULL);
+	return evict_batch_fd;
 }
 
 static struct npfd_policy *policy_by_id(__u32 id)
@@ -105,7 +134,7 @@ static int check_map_sizes(struct bpf_object *obj, const char *name, char *err, 
 		__u64 entry, bytes;
 		bool over;
 
-		if (collect_shared_map_fd(mname, true) >= 0)
+		if (collect_shared_map_fd(mname, true) >= 0 || !strcmp(mname, NPF_MAP_EVICT_BATCH))
 			continue;
 		switch (bpf_map__type(map)) {
 		case BPF_MAP_TYPE_RINGBUF:
@@ -186,6 +215,15 @@ static struct bpf_object *load_copy(const void *buf, size_t size, const char *na
 		const char *mname = bpf_map__name(map);
 		int fd = collect_shared_map_fd(mname, type == BPF_PROG_TYPE_RAW_TRACEPOINT);
 
+		if (!strcmp(mname, NPF_MAP_EVICT_BATCH)) {
+			fd = evict_batch_map();
+			if (fd < 0) {
+				refuse(err, errlen, errno, "cannot create map %s: %s",
+				       NPF_MAP_EVICT_BATCH, strerror(errno));
+				goto bad;
+			}
+		}
+
 		if (fd < 0 && peer) {
 			struct bpf_map *pm = bpf_object__find_map_by_name(peer, mname);
 
@@ -232,7 +270,7 @@ static void policy_prog_fds(const struct npfd_policy *p, int *tp, int *kp)
 	const struct npfd_policy *o = p->origin ? p->origin : p;
 
 	*tp = bpf_program__fd(bpf_object__next_program(o->obj_cpu, NULL));
-	*kp = bpf_program__fd(bpf_object__next_program(o->obj_kp, NULL));
+	*kp = o->obj_kp ? bpf_program__fd(bpf_object__next_program(o->obj_kp, NULL)) : -1;
 }
 
 /*
@@ -249,7 +287,7 @@ static void policy_free(struct npfd_policy *p)
 		list_for_each_entry_safe(q, tmp, &policies, node) {
 			if (q->origin != p)
 				continue;
-			collect_policy_install(q->slot, -1, -1);
+			slot_install(q->kind, q->slot, -1, -1);
 			pr_info("policy %s no longer applies to region %u: it was unloaded",
 				q->st.name, q->st.region_id);
 			list_del_init(&q->node);
@@ -275,7 +313,7 @@ static void policy_move_users(struct npfd_policy *from, struct npfd_policy *to)
 		q->st.policy_id = to->st.policy_id;
 		q->st.abi_version = to->st.abi_version;
 		q->state = NPF_POLICY_ACTIVE;
-		collect_policy_install(q->slot, tp, kp);
+		slot_install(q->kind, q->slot, tp, kp);
 	}
 }
 
@@ -283,9 +321,9 @@ static void policy_move_users(struct npfd_policy *from, struct npfd_policy *to)
  * What the slot held goes (replaced, not emptied, by the caller): a region's
  * choice is forgotten, a loaded policy is unloaded with its regions' choices.
  */
-static void policy_evict_slot(__u32 slot, const struct npfd_policy *keep)
+static void policy_evict_slot(__u32 kind, __u32 slot, const struct npfd_policy *keep)
 {
-	struct npfd_policy *in_slot = policy_by_slot(slot);
+	struct npfd_policy *in_slot = policy_by_slot(kind, slot);
 
 	if (in_slot && in_slot != keep)
 		policy_free(in_slot);
@@ -322,19 +360,20 @@ static int policy_choose(struct npfd_client *c, const struct npf_policy_load_req
 	if (!q)
 		return refuse(err, errlen, ENOMEM, "out of memory");
 	q->origin = src;
+	q->kind = src->kind;
 	q->slot = slot;
 	q->st.policy_id = src->st.policy_id;
 	q->st.abi_version = src->st.abi_version;
 	q->st.region_id = req->region_id;
 	memcpy(q->st.name, src->st.name, sizeof(q->st.name));
 	policy_prog_fds(src, &tp, &kp);
-	ret = collect_policy_install(slot, tp, kp);
+	ret = slot_install(q->kind, slot, tp, kp);
 	if (ret) {
 		free(q);
 		return refuse(err, errlen, -ret, "cannot install policy '%s' in slot %u: %s",
 			      src->st.name, slot, strerror(-ret));
 	}
-	policy_evict_slot(slot, NULL);
+	policy_evict_slot(q->kind, slot, NULL);
 	list_add_tail(&q->node, &policies);
 	*out = q->st;
 	out->enabled = collect_policy_enabled();
@@ -407,6 +446,16 @@ int policy_load(struct npfd_client *c, const struct npf_policy_load_req *req, in
 		free(buf);
 		return refuse(err, errlen, ENOMEM, "out of memory");
 	}
+	old = policy_by_name(name);
+	if (old && old->kind != info.kind) {
+		free(buf);
+		free(p);
+		return refuse(
+			err, errlen, EEXIST,
+			"a %s policy named '%s' is loaded: unload it first, or load this one under another name",
+			old->kind == NPF_POLICY_KIND_EVICT ? "eviction" : "fault", name);
+	}
+	p->kind = info.kind;
 	p->st.policy_id = ++next_policy_id;
 	p->st.abi_version = info.abi_version;
 	p->st.region_id = req->region_id;
@@ -415,11 +464,12 @@ int policy_load(struct npfd_client *c, const struct npf_policy_load_req *req, in
 	load_refused = 0;
 	p->obj_cpu = load_copy(buf, (size_t)st.st_size, name, BPF_PROG_TYPE_RAW_TRACEPOINT,
 			       p->st.policy_id, NULL, err, errlen);
-	if (p->obj_cpu)
+	/* npfd alone runs an eviction policy: no device copy */
+	if (p->obj_cpu && p->kind == NPF_POLICY_KIND_FAULT)
 		p->obj_kp = load_copy(buf, (size_t)st.st_size, name, BPF_PROG_TYPE_KPROBE,
 				      p->st.policy_id, p->obj_cpu, err, errlen);
 	free(buf);
-	if (!p->obj_cpu || !p->obj_kp) {
+	if (!p->obj_cpu || (p->kind == NPF_POLICY_KIND_FAULT && !p->obj_kp)) {
 		bpf_object__close(p->obj_cpu);
 		free(p);
 		return load_refused ? load_refused : -EINVAL;
@@ -427,7 +477,7 @@ int policy_load(struct npfd_client *c, const struct npf_policy_load_req *req, in
 
 	/* Install: one update per array; what was in the slot is replaced, not removed first. */
 	policy_prog_fds(p, &tp, &kp);
-	ret = collect_policy_install(slot, tp, kp);
+	ret = slot_install(p->kind, slot, tp, kp);
 	if (ret) {
 		bpf_object__close(p->obj_cpu);
 		bpf_object__close(p->obj_kp);
@@ -435,21 +485,21 @@ int policy_load(struct npfd_client *c, const struct npf_policy_load_req *req, in
 		return refuse(err, errlen, -ret, "cannot install the policy in slot %u: %s", slot,
 			      strerror(-ret));
 	}
-	old = policy_by_name(name);
 	/* a region's choice held this slot, or the regions that chose the old one follow */
-	if (policy_by_slot(slot) && policy_by_slot(slot)->origin)
-		policy_evict_slot(slot, NULL);
+	if (policy_by_slot(p->kind, slot) && policy_by_slot(p->kind, slot)->origin)
+		policy_evict_slot(p->kind, slot, NULL);
 	if (old)
 		policy_move_users(old, p);
 	if (old && old->slot != slot)
-		collect_policy_install(old->slot, -1, -1); /* the name moved to another slot */
+		slot_install(old->kind, old->slot, -1, -1); /* the name moved to another slot */
 	if (old)
 		policy_free(old);
-	policy_evict_slot(slot, NULL);
+	policy_evict_slot(p->kind, slot, NULL);
 	list_add_tail(&p->node, &policies);
 	*out = p->st;
 	out->enabled = collect_policy_enabled();
-	pr_info("policy %s (id %u) loaded for %s%.0u%s", name, p->st.policy_id,
+	pr_info("%s policy %s (id %u) loaded for %s%.0u%s",
+		p->kind == NPF_POLICY_KIND_EVICT ? "eviction" : "fault", name, p->st.policy_id,
 		r ? "region " : "every region without its own", r ? r->id : 0,
 		old ? ", replacing the previous one" : "");
 	return 0;
@@ -481,7 +531,7 @@ int policy_unload(struct npfd_client *c, const char *name, char *err, size_t err
 		return refuse(err, errlen, EPERM,
 			      "only root or the region's owner may unload '%.32s'", name);
 	}
-	collect_policy_install(p->slot, -1, -1);
+	slot_install(p->kind, p->slot, -1, -1);
 	pr_info("policy %s unloaded%s%.0u", p->st.name, p->origin ? " from region " : "",
 		p->origin ? p->st.region_id : 0);
 	policy_free(p);
@@ -491,12 +541,16 @@ int policy_unload(struct npfd_client *c, const char *name, char *err, size_t err
 /* A region is going away: its policy goes with it. */
 void policy_region_gone(struct npfd_region *r)
 {
-	struct npfd_policy *p = policy_by_slot(1 + r->slot);
+	__u32 kind;
 
-	if (p && p->st.region_id == r->id) {
-		collect_policy_install(p->slot, -1, -1);
-		pr_info("policy %s unloaded with region %u", p->st.name, r->id);
-		policy_free(p);
+	for (kind = NPF_POLICY_KIND_FAULT; kind <= NPF_POLICY_KIND_EVICT; kind++) {
+		struct npfd_policy *p = policy_by_slot(kind, 1 + r->slot);
+
+		if (p && p->st.region_id == r->id) {
+			slot_install(p->kind, p->slot, -1, -1);
+			pr_info("policy %s unloaded with region %u", p->st.name, r->id);
+			policy_free(p);
+		}
 	}
 }
 
@@ -561,11 +615,11 @@ static void policy_watchdog(struct npfd_policy *p, __u64 took, __u64 slow)
 	p->slow_decisions++;
 	if (++p->slow_run < NPF_POLICY_WATCHDOG_RUN)
 		return;
-	collect_policy_install(p->slot, -1, -1);
+	slot_install(p->kind, p->slot, -1, -1);
 	p->state = NPF_POLICY_WATCHDOG;
 	list_for_each_entry(q, &policies, node)
 		if (q->origin == p) {
-			collect_policy_install(q->slot, -1, -1);
+			slot_install(q->kind, q->slot, -1, -1);
 			q->state = NPF_POLICY_WATCHDOG;
 		}
 	pr_warn("policy %s (id %u) disabled by the watchdog: %u decisions in a row took %llu us or more (the last %.3f ms); its regions get the built-in decision until it is loaded again",
@@ -602,9 +656,9 @@ bool policy_decide_cpu(struct npfd_region *r, __u32 tid, __u64 addr, bool write,
 	/* whose run it was: the policy that decided, else the one its slots hold */
 	p = decided ? policy_by_id(out->decision.policy_id) : NULL;
 	if (!p)
-		p = policy_by_slot(1 + r->slot);
+		p = policy_by_slot(NPF_POLICY_KIND_FAULT, 1 + r->slot);
 	if (!p)
-		p = policy_by_slot(0);
+		p = policy_by_slot(NPF_POLICY_KIND_FAULT, 0);
 	if (p)
 		policy_watchdog(p, now_ns() - t0, NPF_POLICY_SLOW_NS);
 	return decided;
@@ -657,4 +711,74 @@ struct npf_policy_decision policy_clamp(const struct npf_fault_record *rec,
 		p->st.pages_prefetched += d.before + d.after + d.stride_count;
 	}
 	return d;
+}
+
+/*
+ * The eviction policy that applies to r: its own choice, else the global
+ * one, if active and the kill switch is on. NULL: CLOCK.
+ */
+static struct npfd_policy *evict_policy_of(const struct npfd_region *r)
+{
+	struct npfd_policy *p = policy_by_slot(NPF_POLICY_KIND_EVICT, 1 + r->slot);
+
+	if (!p || p->state != NPF_POLICY_ACTIVE)
+		p = policy_by_slot(NPF_POLICY_KIND_EVICT, 0);
+	if (!p || p->state != NPF_POLICY_ACTIVE)
+		return NULL;
+	return collect_policy_enabled() ? p : NULL;
+}
+
+bool policy_evict_applies(const struct npfd_region *r)
+{
+	return evict_policy_of(r) != NULL;
+}
+
+/*
+ * Run r's eviction policy over the batch bt (filled by evict.c: the
+ * candidates, their flags, default scores). 1: the policy answered, its
+ * scores are in bt and at least one candidate may go. 0: no policy
+ * applies. -1: the policy failed (the run, no answer, or every candidate
+ * kept): the caller chooses by CLOCK, and the policy's `clamped` counts it.
+ * The watchdog times the run like a CPU fault's decision.
+ */
+int policy_evict_decide(const struct npfd_region *r, struct npf_evict_batch *bt)
+{
+	LIBBPF_OPTS(bpf_test_run_opts, run);
+	struct npfd_policy *p = evict_policy_of(r), *o;
+	static __u64 seq;
+	const char *why = NULL;
+	__u32 zero = 0, i, n = bt->n, go = 0;
+	__u64 t0;
+	int err;
+
+	if (!p)
+		return 0;
+	o = p->origin ? p->origin : p;
+	bt->seq = ++seq;
+	bt->done = 0;
+	t0 = now_ns();
+	if (bpf_map_update_elem(evict_batch_fd, &zero, bt, BPF_ANY))
+		why = "cannot fill its batch map";
+	else if ((err = bpf_prog_test_run_opts(
+			  bpf_program__fd(bpf_object__next_program(o->obj_cpu, NULL)), &run)))
+		why = "the run failed";
+	else if (bpf_map_lookup_elem(evict_batch_fd, &zero, bt))
+		why = "cannot read its batch map";
+	policy_watchdog(o, now_ns() - t0, NPF_POLICY_SLOW_NS);
+	o->st.invocations++;
+	bt->n = n; /* npfd's, whatever the policy wrote there */
+	if (!why && bt->done != bt->seq)
+		why = "it did not answer (npf_evict_done())";
+	for (i = 0; !why && i < n && i < NPF_EVICT_MAX_CANDS; i++)
+		go += bt->cand[i].score != NPF_EVICT_KEEP;
+	if (!why && !go)
+		why = "it kept every candidate";
+	if (why) {
+		o->st.clamped++;
+		pr_warn_rl("eviction policy %s, region %u: %s; this batch is chosen by CLOCK",
+			   o->st.name, r->id, why);
+		return -1;
+	}
+	o->st.pages_prefetched += go < bt->want ? go : bt->want;
+	return 1;
 }

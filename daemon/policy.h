@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Fault policies loaded at run time (policy.c): load, unload, list, and
- * the decision for a fault (run for a CPU fault, clamped for any).
+ * the decision for a fault (run for a CPU fault, clamped for any); and
+ * eviction policies, run by npfd for each eviction batch.
  */
 #ifndef NPFD_POLICY_H
 #define NPFD_POLICY_H
@@ -24,6 +25,9 @@ void policy_health(void (*emit)(const struct npf_policy_health *, void *), void 
 bool policy_loaded(const char *name);
 bool policy_decide_cpu(struct npfd_region *r, __u32 tid, __u64 addr, bool write, __u64 raised,
 		       const struct npf_fault_record *traced, struct npf_fault_record *out);
+/* Eviction policies (evict.c): does one apply to r; run it over a batch. */
+bool policy_evict_applies(const struct npfd_region *r);
+int policy_evict_decide(const struct npfd_region *r, struct npf_evict_batch *bt);
 struct npf_policy_decision policy_clamp(const struct npf_fault_record *rec,
 					const struct npfd_region *r);
 

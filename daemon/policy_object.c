@@ -6,6 +6,7 @@
  * target (tests/fuzz/policy_object.c) links this file alone.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <gelf.h>
 #include <libelf.h>
 #include <string.h>
@@ -40,12 +41,15 @@ int policy_object_info(const void *buf, size_t size, struct npf_policy_info *inf
 			continue;
 		data = elf_getdata(scn, NULL);
 		/* A SHT_NOBITS section has a size but no bytes (d_buf NULL). */
-		if (!data || !data->d_buf || data->d_size < sizeof(*info)) {
+		if (!data || !data->d_buf || data->d_size < offsetof(typeof(*info), kind)) {
 			ret = refuse(err, errlen, EINVAL, "section %s is too short",
 				     NPF_POLICY_SECTION);
 			break;
 		}
-		memcpy(info, data->d_buf, sizeof(*info));
+		/* an object built before `kind` ends at name: a fault policy */
+		memset(info, 0, sizeof(*info));
+		memcpy(info, data->d_buf,
+		       data->d_size < sizeof(*info) ? data->d_size : sizeof(*info));
 		ret = 0;
 		break;
 	}
@@ -64,6 +68,11 @@ int policy_object_info(const void *buf, size_t size, struct npf_policy_info *inf
 		return refuse(err, errlen, EPROTONOSUPPORT,
 			      "policy ABI version %u is not supported: this npfd speaks version %d",
 			      info->abi_version, NPF_POLICY_ABI_VERSION);
+	if (info->kind != NPF_POLICY_KIND_FAULT && info->kind != NPF_POLICY_KIND_EVICT)
+		return refuse(
+			err, errlen, EINVAL,
+			"policy kind %u is unknown: npfd loads fault policies (NPF_POLICY) and eviction policies (NPF_EVICT_POLICY)",
+			info->kind);
 	info->name[sizeof(info->name) - 1] = '\0';
 	return 0;
 }

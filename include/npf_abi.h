@@ -99,6 +99,54 @@ struct npf_policy_info {
 	__u32 magic;	   /* NPF_POLICY_MAGIC */
 	__u32 abi_version; /* NPF_POLICY_ABI_VERSION */
 	char name[32];
+	/*
+	 * enum npf_policy_kind. Objects built before it ended at name: a
+	 * section that short is a fault policy.
+	 */
+	__u32 kind;
+	__u32 pad;
+};
+
+enum npf_policy_kind {
+	NPF_POLICY_KIND_FAULT = 0, /* decides what a fault fetches (bpf/npf_policy.h) */
+	NPF_POLICY_KIND_EVICT = 1, /* chooses eviction victims (bpf/npf_evict_policy.h) */
+};
+
+/*
+ * An eviction policy's batch: npfd_evict_batch[0], an array map npfd owns
+ * and shares with every eviction policy. For each batch of a region over
+ * its budget, npfd fills it with up to NPF_EVICT_MAX_CANDS of the region's
+ * installed pages in CLOCK hand order, what it knows of each (flags), and
+ * a default score (the candidate's position: hand order), runs the policy
+ * once (BPF_PROG_TEST_RUN, on npfd's time), and evicts the `want`
+ * lowest-scored candidates not scored NPF_EVICT_KEEP. The policy proves it
+ * ran by copying seq into done. A policy that fails, does not answer, or
+ * keeps every candidate makes npfd choose that batch by CLOCK (counted as
+ * the policy's `clamped` in npfctl policy list).
+ */
+#define NPF_MAP_EVICT_BATCH "npf_evict_batch"
+#define NPF_EVICT_MAX_CANDS 2048
+#define NPF_EVICT_KEEP 0xffffffffu /* a score: this candidate stays */
+#define NPF_EVICT_REF 0x1	   /* faulted, installed or found there since the last sweep */
+#define NPF_EVICT_DEV 0x2	   /* a device's IO page table entry had its ACCESSED bit */
+#define NPF_EVICT_DIRTY 0x4	   /* evicting it writes it back (not clean) */
+
+struct npf_evict_cand {
+	__u64 page;  /* index of the page in its region */
+	__u32 flags; /* NPF_EVICT_REF | NPF_EVICT_DEV | NPF_EVICT_DIRTY */
+	__u32 score; /* the policy's: lower goes first; NPF_EVICT_KEEP stays */
+};
+
+struct npf_evict_batch {
+	__u64 seq;  /* this run's number */
+	__u64 done; /* the policy's answer: seq */
+	__u32 region_id;
+	__u32 n;    /* candidates in cand[] */
+	__u32 want; /* pages npfd evicts in this batch at most */
+	__u32 pad;
+	__u64 region_pages;
+	__u64 now_ns; /* CLOCK_MONOTONIC when the batch was filled */
+	struct npf_evict_cand cand[NPF_EVICT_MAX_CANDS];
 };
 
 /*
