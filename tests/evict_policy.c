@@ -14,7 +14,8 @@
  *      and eviction goes on by CLOCK.
  * Then hostile objects: a policy of an unknown kind, one with a 1 GiB map
  * of its own, and a fault policy's name taken by an eviction policy, are
- * refused.
+ * refused. Last, evict-head loaded for the region alone keeps [0, 128),
+ * and the kill switch (npfctl policy disable) brings CLOCK back.
  */
 #include <fcntl.h>
 #include <stdint.h>
@@ -283,6 +284,33 @@ int main(void)
 		TH_ASSERT(rc == -EEXIST, "a fault policy replaced eviction policy evict-head: %d",
 			  rc);
 	}
+
+	/* the region's own choice of evict-head, and the kill switch */
+	TH_ASSERT(!npf_client__policy_unload(c, "evict-head"), "unload: %s",
+		  npf_client__errmsg(c));
+	rc = npf_client__policy_load(c, -1, 0, "evict-head", &st);
+	TH_ASSERT(rc == -ENOENT, "chose an unloaded policy: %d", rc);
+	{
+		int fd = open(head, O_RDONLY | O_CLOEXEC);
+
+		rc = npf_client__policy_load(c, fd, (__u32)id, NULL, &st);
+		close(fd);
+	}
+	TH_ASSERT(rc > 0, "load evict-head for region %d: %d %s", id, rc, npf_client__errmsg(c));
+	fill(++gen);
+	settle("evict-head for the region");
+	in_head = resident(0, HEAD);
+	printf("evict-head for region %d: %u of pages [0, %lu) resident\n", id, in_head, HEAD);
+	TH_ASSERT(in_head == HEAD, "region's evict-head: only %u of [0, %lu) resident", in_head,
+		  HEAD);
+	TH_ASSERT(!npf_client__policy_enable(c, false), "kill switch: %s", npf_client__errmsg(c));
+	fill(++gen);
+	settle("kill switch");
+	in_head = resident(0, HEAD);
+	printf("kill switch off: %u of pages [0, %lu) resident\n", in_head, HEAD);
+	TH_ASSERT(in_head < HEAD, "policies disabled, yet all of [0, %lu) stayed", HEAD);
+	verify(gen);
+	TH_ASSERT(!npf_client__policy_enable(c, true), "kill switch: %s", npf_client__errmsg(c));
 
 	npf_client__close(c);
 	th_npfd_stop(&d);
