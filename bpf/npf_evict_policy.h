@@ -58,11 +58,11 @@ struct {
 
 #define NPF_EVICT_POLICY(pname)                                                                    \
 	char LICENSE[] SEC("license") = "Dual BSD/GPL";                                            \
-	struct npf_policy_info __npf_policy_info SEC(NPF_POLICY_SECTION) __attribute__((used)) = { \
-		.magic = NPF_POLICY_MAGIC,                                                         \
-		.abi_version = NPF_POLICY_ABI_VERSION,                                             \
-		.name = pname,                                                                     \
-		.kind = NPF_POLICY_KIND_EVICT}
+	struct npf_policy_info __npf_policy_info SEC(NPF_POLICY_SECTION)                           \
+		__attribute__((used)) = {.magic = NPF_POLICY_MAGIC,                                \
+					 .abi_version = NPF_POLICY_ABI_VERSION,                    \
+					 .name = pname,                                            \
+					 .kind = NPF_POLICY_KIND_EVICT}
 
 static __always_inline struct npf_evict_batch *npf_evict_batch_get(void)
 {

@@ -142,9 +142,10 @@ static void compile(const char *name, char *out, size_t len)
 	char cmd[1024];
 
 	snprintf(out, len, "%s/%s.bpf.o", d.dir, name);
-	snprintf(cmd, sizeof(cmd),
-		 "clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -Iinclude -I%s/../gen -Ibpf -c tests/policies/%s.bpf.c -o %s",
-		 th_bin_dir(), name, out);
+	snprintf(
+		cmd, sizeof(cmd),
+		"clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -Iinclude -I%s/../gen -Ibpf -c tests/policies/%s.bpf.c -o %s",
+		th_bin_dir(), name, out);
 	if (system("command -v clang >/dev/null"))
 		th_skip("clang is missing: the test policies cannot be built");
 	if (system(cmd))
@@ -198,8 +199,8 @@ int main(void)
 	in_head = resident(0, HEAD);
 	rest = resident(HEAD, NPG);
 	printf("evict-head: %u of pages [0, %lu) resident, %u others\n", in_head, HEAD, rest);
-	TH_ASSERT(in_head == HEAD, "evict-head loaded: only %u of pages [0, %lu) resident",
-		  in_head, HEAD);
+	TH_ASSERT(in_head == HEAD, "evict-head loaded: only %u of pages [0, %lu) resident", in_head,
+		  HEAD);
 	TH_ASSERT(rest <= BUDGET - HEAD, "%u other pages resident: not evicted to the budget",
 		  rest);
 	verify(gen);
@@ -214,8 +215,7 @@ int main(void)
 		  (unsigned long long)st.invocations, (unsigned long long)st.clamped);
 
 	/* 3. unloaded: CLOCK again */
-	TH_ASSERT(!npf_client__policy_unload(c, "evict-head"), "unload: %s",
-		  npf_client__errmsg(c));
+	TH_ASSERT(!npf_client__policy_unload(c, "evict-head"), "unload: %s", npf_client__errmsg(c));
 	fill(++gen);
 	settle("CLOCK again");
 	in_head = resident(0, HEAD);
@@ -259,8 +259,7 @@ int main(void)
 	TH_ASSERT(status("evict-slow", NULL).invocations == st.invocations,
 		  "the watchdog's prey still runs");
 	verify(gen);
-	TH_ASSERT(!npf_client__policy_unload(c, "evict-slow"), "unload: %s",
-		  npf_client__errmsg(c));
+	TH_ASSERT(!npf_client__policy_unload(c, "evict-slow"), "unload: %s", npf_client__errmsg(c));
 
 	/* hostile objects */
 	rc = load(badkind);
@@ -286,8 +285,7 @@ int main(void)
 	}
 
 	/* the region's own choice of evict-head, and the kill switch */
-	TH_ASSERT(!npf_client__policy_unload(c, "evict-head"), "unload: %s",
-		  npf_client__errmsg(c));
+	TH_ASSERT(!npf_client__policy_unload(c, "evict-head"), "unload: %s", npf_client__errmsg(c));
 	rc = npf_client__policy_load(c, -1, 0, "evict-head", &st);
 	TH_ASSERT(rc == -ENOENT, "chose an unloaded policy: %d", rc);
 	{

@@ -65,8 +65,8 @@ static uint64_t word(uint64_t gen, uint64_t p, uint64_t w)
  */
 static struct npf_budget_info run(const char *name)
 {
-	char *mem = mmap(NULL, NPG * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-			 0);
+	char *mem =
+		mmap(NULL, NPG * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	char path[] = "/tmp/npf-evict-policy-clean-XXXXXX";
 	static uint64_t buf[PG / 8];
 	struct npf_budget_info bi;

@@ -3,8 +3,11 @@
 #include "npf_evict_policy.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
-struct npf_policy_info __npf_policy_info SEC(NPF_POLICY_SECTION) __attribute__((used)) = {
-	.magic = NPF_POLICY_MAGIC, .abi_version = NPF_POLICY_ABI_VERSION, .name = "badkind", .kind = 9};
+struct npf_policy_info __npf_policy_info SEC(NPF_POLICY_SECTION)
+	__attribute__((used)) = {.magic = NPF_POLICY_MAGIC,
+				 .abi_version = NPF_POLICY_ABI_VERSION,
+				 .name = "badkind",
+				 .kind = 9};
 
 SEC("tracepoint")
 int badkind(void *unused)
