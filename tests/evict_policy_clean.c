@@ -50,8 +50,10 @@ static struct npf_budget_info settle(int id)
 		}
 		usleep(2000);
 	} while (th_now() - t0 < 20);
-	th_fail("region %d: %llu pages resident after 20 s, low watermark %llu", id,
-		(unsigned long long)bi.resident_pages, (unsigned long long)bi.low_pages);
+	th_fail("region %d: %llu pages resident after 20 s, low watermark %llu (evicted %llu, aborted %llu, written %llu, dropped clean %llu)",
+		id, (unsigned long long)bi.resident_pages, (unsigned long long)bi.low_pages,
+		(unsigned long long)bi.evicted_pages, (unsigned long long)bi.aborted,
+		(unsigned long long)bi.written_pages, (unsigned long long)bi.dropped_clean);
 }
 
 static uint64_t word(uint64_t gen, uint64_t p, uint64_t w)
