@@ -85,7 +85,7 @@ static struct npf_budget_info budget(void)
 	return out;
 }
 
-/* Down to the low watermark, and no batch in flight (two equal looks). */
+/* Evicted as far as it goes, and no batch in flight (two equal looks). */
 static struct npf_budget_info settle(const char *what)
 {
 	struct npf_budget_info bi, again;
@@ -93,8 +93,14 @@ static struct npf_budget_info settle(const char *what)
 
 	do {
 		bi = budget();
-		if (bi.resident_pages <= bi.low_pages) {
-			usleep(20000);
+		/*
+		 * Down to the low watermark; or between it and the high one
+		 * and still there 200 ms later: eviction stopped draining
+		 * while the writer still faulted pages in (hysteresis), and
+		 * starts again only over the high watermark.
+		 */
+		if (bi.resident_pages <= bi.high_pages) {
+			usleep(bi.resident_pages <= bi.low_pages ? 20000 : 200000);
 			again = budget();
 			if (again.evicted_pages == bi.evicted_pages &&
 			    again.resident_pages == bi.resident_pages)

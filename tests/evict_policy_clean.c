@@ -41,8 +41,14 @@ static struct npf_budget_info settle(int id)
 
 	do {
 		bi = budget(id);
-		if (bi.resident_pages <= bi.low_pages) {
-			usleep(20000);
+		/*
+		 * Down to the low watermark; or between it and the high one
+		 * and still there 200 ms later: eviction stopped draining
+		 * while the writer still faulted pages in (hysteresis), and
+		 * starts again only over the high watermark.
+		 */
+		if (bi.resident_pages <= bi.high_pages) {
+			usleep(bi.resident_pages <= bi.low_pages ? 20000 : 200000);
 			again = budget(id);
 			if (again.evicted_pages == bi.evicted_pages &&
 			    again.resident_pages == bi.resident_pages)
