@@ -115,9 +115,9 @@ static struct {
 	struct npfd_mm *mm;
 	pid_t tgid;
 	__u64 page[EVICT_BATCH];
-	bool zapped[EVICT_BATCH];  /* read out and handed to the zap */
-	bool removed[EVICT_BATCH]; /* the zap's REMOVE event came: the page went */
-	bool dirty[EVICT_BATCH];   /* written back before the zap (else dropped clean) */
+	bool zapped[EVICT_BATCH];   /* read out and handed to the zap */
+	bool removed[EVICT_BATCH];  /* the zap's REMOVE event came: the page went */
+	bool dirty[EVICT_BATCH];    /* written back before the zap (else dropped clean) */
 	bool unmapped[EVICT_BATCH]; /* the process unmapped it meanwhile: never touched again */
 	unsigned int n;
 	unsigned int writes;   /* write-back SQEs whose completion is awaited */

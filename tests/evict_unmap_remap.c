@@ -99,7 +99,8 @@ int main(void)
 				if (got == word(round, p, w, 1)) {
 					if (old++ < 3)
 						printf("round %llu page %llu: the old region's bytes\n",
-						       (unsigned long long)round, (unsigned long long)p);
+						       (unsigned long long)round,
+						       (unsigned long long)p);
 				} else {
 					wiped++;
 				}
@@ -107,15 +108,18 @@ int main(void)
 			}
 		old_total += old;
 		wiped_total += wiped;
-		npf_client__unregister(c, (__u32)id); /* gone already: npfd dropped it at the munmap */
+		npf_client__unregister(c,
+				       (__u32)id); /* gone already: npfd dropped it at the munmap */
 		munmap(mem, NPG * PG);
 	}
 	printf("%d rounds, %llu unmapped with eviction under way; pages of the new mappings: %llu with the old region's bytes, %llu wiped (open defect, not asserted)\n",
 	       ROUNDS, (unsigned long long)busy_rounds, (unsigned long long)old_total,
 	       (unsigned long long)wiped_total);
-	TH_ASSERT(busy_rounds >= ROUNDS / 2, "eviction was under way in only %llu of %d rounds: not a test",
+	TH_ASSERT(busy_rounds >= ROUNDS / 2,
+		  "eviction was under way in only %llu of %d rounds: not a test",
 		  (unsigned long long)busy_rounds, ROUNDS);
-	TH_ASSERT(!old_total, "%llu pages of mappings made after the unmap got the old region's bytes",
+	TH_ASSERT(!old_total,
+		  "%llu pages of mappings made after the unmap got the old region's bytes",
 		  (unsigned long long)old_total);
 	npf_client__close(c);
 	th_npfd_stop(&d);
