@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <sys/mman.h>
 #include "harness.h"
+#include "budget.h"
 #include "npf.h"
 
 #define PG 4096UL
@@ -75,14 +76,7 @@ static unsigned int resident(uint64_t from, uint64_t to)
 
 static struct npf_budget_info budget(void)
 {
-	struct npf_budget_info *bi, out;
-	size_t n;
-
-	TH_ASSERT(!npf_client__budget_list(c, (__u32)id, &bi, &n) && n == 1, "budget list: %s",
-		  npf_client__errmsg(c));
-	out = *bi;
-	free(bi);
-	return out;
+	return th_budget(c, id);
 }
 
 /* Evicted as far as it goes, and no batch in flight (two equal looks). */

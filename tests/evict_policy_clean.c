@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/mman.h>
 #include "harness.h"
+#include "budget.h"
 #include "npf.h"
 
 #define PG 4096UL
@@ -24,14 +25,7 @@ static struct npf_client *c;
 
 static struct npf_budget_info budget(int id)
 {
-	struct npf_budget_info *bi, out;
-	size_t n;
-
-	TH_ASSERT(!npf_client__budget_list(c, (__u32)id, &bi, &n) && n == 1, "budget list: %s",
-		  npf_client__errmsg(c));
-	out = *bi;
-	free(bi);
-	return out;
+	return th_budget(c, id);
 }
 
 static struct npf_budget_info settle(int id)

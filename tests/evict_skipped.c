@@ -30,6 +30,7 @@
 #include <stdint.h>
 #include <sys/mman.h>
 #include "harness.h"
+#include "budget.h"
 #include "npf.h"
 
 #define PG 4096UL
@@ -50,14 +51,7 @@ static void fill(char *mem, uint64_t p)
 
 static struct npf_budget_info budget(struct npf_client *c, int id)
 {
-	struct npf_budget_info *bi, out;
-	size_t n;
-
-	TH_ASSERT(!npf_client__budget_list(c, (__u32)id, &bi, &n) && n == 1, "budget list: %s",
-		  npf_client__errmsg(c));
-	out = *bi;
-	free(bi);
-	return out;
+	return th_budget(c, id);
 }
 
 /* One read fault per block of [mem, +npg), on an odd page (not written). */
