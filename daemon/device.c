@@ -607,22 +607,6 @@ void device_pages_installed(struct npfd_region *r, __u64 start, __u64 npages)
 	}
 }
 
-/* Read the pagemap entries of n pages from va; false if they cannot be read. */
-static bool pagemap_read(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n)
-{
-	if (mm->pagemap_fd < 0) {
-		char path[64];
-
-		snprintf(path, sizeof(path), "/proc/%d/pagemap", mm->tgid);
-		mm->pagemap_fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (mm->pagemap_fd < 0)
-			return false;
-	}
-	return pread(mm->pagemap_fd, ent, n * sizeof(__u64),
-		     (off_t)((va >> NPF_PAGE_SHIFT) * sizeof(__u64))) ==
-	       (ssize_t)(n * sizeof(__u64));
-}
-
 /*
  * Queue the pages of [first, last] the device cannot use yet. Pages the
  * process already has need no install and are mapped at once: those npfd
@@ -649,7 +633,7 @@ static __u64 queue_missing(struct npfd_device *d, __u64 first, __u64 last, __u64
 			if (pte_present(d, i + j) || region_page_evicting(d->region, page))
 				continue;
 			if (!exists && !looked)
-				looked = pagemap_read(mm, va, ent, n) ? 1 : -1;
+				looked = mm_pagemap_read(mm, va, ent, n) ? 1 : -1;
 			/* pagemap bits 63/62: present in RAM / in swap */
 			if (!exists && looked == 1)
 				exists = ent[j] >> 62;

@@ -438,6 +438,47 @@ static int check_backing(int fd, __u64 off, __u64 len, char *err, size_t errlen)
 	return 0;
 }
 
+bool mm_pagemap_read(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n)
+{
+	if (mm->pagemap_fd < 0) {
+		char path[64];
+
+		snprintf(path, sizeof(path), "/proc/%d/pagemap", mm->tgid);
+		mm->pagemap_fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (mm->pagemap_fd < 0)
+			return false;
+	}
+	return pread(mm->pagemap_fd, ent, n * sizeof(__u64),
+		     (off_t)((va >> NPF_PAGE_SHIFT) * sizeof(__u64))) ==
+	       (ssize_t)(n * sizeof(__u64));
+}
+
+/*
+ * An adopted region's pages that the process has (the earlier npfd
+ * installed them, or the CPU wrote them before it registered) are
+ * installed as far as this npfd is concerned: they count against a budget
+ * and eviction may take them. pagemap bit 63: present in RAM.
+ */
+static void mark_present(struct npfd_region *r)
+{
+	__u64 ent[512], i, j, n, npages = r->length >> NPF_PAGE_SHIFT, found = 0;
+
+	for (i = 0; i < npages; i += n) {
+		n = npages - i < 512 ? npages - i : 512;
+		if (!mm_pagemap_read(r->mm, r->start + i * NPF_PAGE_SIZE, ent, n)) {
+			pr_warn("region %u: cannot read pid %d's pagemap: %s (its pages count as not resident until they fault)",
+				r->id, r->mm->tgid, strerror(errno));
+			return;
+		}
+		for (j = 0; j < n; j++)
+			if (ent[j] >> 63) {
+				region_mark_installed(r, r->start + (i + j) * NPF_PAGE_SIZE, 1);
+				found++;
+			}
+	}
+	pr_debug("region %u: %llu pages present at adoption", r->id, (unsigned long long)found);
+}
+
 /*
  * Register a region, or (adopt_id != 0) adopt one an earlier npfd served:
  * the same checks, but the range must still be registered with the
@@ -585,6 +626,10 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 		region_remove(r, !adopt_id);
 		return refuse(err, errlen, ENOSPC, "cannot add the region to the BPF maps");
 	}
+	if (adopt_id)
+		mark_present(r);
+	if (adopt_id && hooks.adopted)
+		hooks.adopted(r, adopt_id);
 	if (hooks.registered)
 		hooks.registered(r);
 	region_info(r, out);

@@ -25,6 +25,8 @@ struct region_hooks {
 			 size_t errlen);
 	/* r was registered (not for a forked child's copies). */
 	void (*registered)(struct npfd_region *r);
+	/* r was adopted: an earlier npfd served it as old_id (before registered()). */
+	void (*adopted)(struct npfd_region *r, __u32 old_id);
 	/*
 	 * r is going (still in its address space). stopping: npfd is
 	 * stopping, devices keep their entries for the next npfd; alive: its
@@ -81,6 +83,8 @@ void mm_range_removed(struct npfd_mm *mm, __u64 start, __u64 end);
 /* Installed pages: set by the resolver, read by prefetch and devices. */
 bool region_page_installed(const struct npfd_region *r, __u64 page);
 void region_mark_installed(struct npfd_region *r, __u64 start, __u64 npages);
+/* The /proc/PID/pagemap entries of n pages from va into ent; false if unreadable. */
+bool mm_pagemap_read(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n);
 /* [start, end) of r left the address space (eviction took it): not installed any more. */
 void region_forget_installed(struct npfd_region *r, __u64 start, __u64 end);
 /* Is page of r being evicted (devices must not map it meanwhile)? */

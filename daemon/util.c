@@ -53,24 +53,53 @@ __u64 now_ns(void)
 	return (__u64)ts.tv_sec * 1000000000ULL + (__u64)ts.tv_nsec;
 }
 
-/* Does pid still run (not gone, not a zombie whose mm and threads are gone)? */
-bool process_alive(pid_t pid)
+/*
+ * /proc/PID/stat from its state field on (the command name before it may
+ * hold anything, spaces and ')' too), into buf; NULL when pid is gone.
+ */
+static const char *proc_stat_tail(pid_t pid, char *buf, size_t len)
 {
-	char path[64], buf[256], *p;
+	char path[64], *p;
 	ssize_t n;
 	int fd;
 
 	if (pid <= 0)
-		return false;
+		return NULL;
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
+		return NULL;
+	n = read(fd, buf, len - 1);
 	close(fd);
 	if (n <= 0)
-		return false;
+		return NULL;
 	buf[n] = '\0';
-	p = strrchr(buf, ')'); /* the command name may hold anything */
-	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p + 2 : NULL;
+}
+
+/* Does pid still run (not gone, not a zombie whose mm and threads are gone)? */
+bool process_alive(pid_t pid)
+{
+	char buf[512];
+	const char *st = proc_stat_tail(pid, buf, sizeof(buf));
+
+	return st && *st != 'Z' && *st != 'X';
+}
+
+__u64 process_start_time(pid_t pid)
+{
+	char buf[1024];
+	const char *st = proc_stat_tail(pid, buf, sizeof(buf));
+	unsigned long long start;
+
+	/* starttime is field 22; the tail begins at field 3 (state) */
+	for (int field = 3; st && field < 22; field++) {
+		st = strchr(st, ' ');
+		if (st)
+			st++;
+	}
+	if (!st || sscanf(st, "%llu", &start) != 1)
+		return 0;
+	return start;
 }

@@ -17,5 +17,10 @@ int refuse(char *err, size_t errlen, int code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 /* Does pid still run (not gone, not a zombie)? */
 bool process_alive(pid_t pid);
+/*
+ * When pid started (clock ticks after boot, /proc/PID/stat field 22): with
+ * the pid, a name for the process that a reused pid does not share. 0: gone.
+ */
+__u64 process_start_time(pid_t pid);
 
 #endif
