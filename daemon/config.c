@@ -97,7 +97,8 @@ static const struct opt_desc opts[] = {
 	 "budget-high-pct)"},
 	{"swap-dir", 0, T_PATH, L_RESTART, F(swap_dir), 0, 0, "DIR",
 	 "where npfd keeps the evicted dirty pages of anonymous\n"
-	 "regions, in an unnamed file (default " NPFD_DEFAULT_SWAP_DIR ")"},
+	 "regions, a file per region that outlives a killed npfd\n"
+	 "(default " NPFD_DEFAULT_SWAP_DIR ")"},
 	{"verbose", 'v', T_COUNT, L_LIVE, F(verbose), 0, 2, NULL,
 	 "more logging (repeat for debug)"},
 	{"quiet", 'q', T_BOOL, L_LIVE, F(quiet), 0, 0, NULL,

@@ -60,6 +60,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -85,18 +86,23 @@
 #define EVICT_ACK_TIMEOUT_NS (2ULL * 1000 * 1000 * 1000)
 #define EVICT_ZAP_TIMEOUT_NS (2ULL * 1000 * 1000 * 1000)
 #define ZAP_TAG 0x4e50460000000000ULL /* "NPF" in the top bytes of our SQEs' user_data */
+/* How long after adopting an address space a REMOVE may be an earlier npfd's zap. */
+#define OLD_ZAP_WINDOW_NS (10ULL * 1000 * 1000 * 1000)
 
 /* Per region, once it has a budget (its own or its client's). */
 struct evict_region {
 	__u64 npages;
-	__u64 budget;  /* its own, in pages; 0: none */
-	__u64 hand;    /* CLOCK */
-	__u8 *clean;   /* installed write-protected, equal to its backing copy */
-	__u8 *ref;     /* referenced since the hand passed */
-	__u8 *busy;    /* in the batch being evicted (npfd_region.evicting points here) */
-	__u32 *slot;   /* anonymous: its swap store slot, 0: none */
-	bool wp;       /* registered for write-protect faults too */
-	bool writable; /* file-backed: npfd may write its file */
+	__u64 budget;	  /* its own, in pages; 0: none */
+	__u64 hand;	  /* CLOCK */
+	__u8 *clean;	  /* installed write-protected, equal to its backing copy */
+	__u8 *ref;	  /* referenced since the hand passed */
+	__u8 *busy;	  /* in the batch being evicted (npfd_region.evicting points here) */
+	__u8 *stored;	  /* anonymous: its page is in the region's swap store */
+	int store_fd;	  /* anonymous: the region's swap store (swapstore.c), -1: none yet */
+	__u64 store_base; /* the store's page index of page 0: pages a munmap cut off before */
+	char store_name[SWAPSTORE_NAME_LEN]; /* "": unnamed (a forked child's), or none */
+	bool wp;			     /* registered for write-protect faults too */
+	bool writable;			     /* file-backed: npfd may write its file */
 	bool draining; /* went over the high watermark: evicting until the low one */
 };
 
@@ -104,8 +110,9 @@ struct evict_region {
 struct evict_ring {
 	struct io_uring ring;
 	int fd;
-	bool draining; /* the client's budget: as evict_region.draining */
-	__u32 last_id; /* the client's region that gave last: its regions give in turn */
+	bool draining;	/* the client's budget: as evict_region.draining */
+	__u32 last_id;	/* the client's region that gave last: its regions give in turn */
+	__u32 old_zaps; /* an earlier npfd's zaps still in flight when the ring was adopted */
 };
 
 static struct evict_hooks hooks;
@@ -127,6 +134,18 @@ static struct {
 	__u64 gen;
 	char *buf; /* the victims' data, EVICT_BATCH pages */
 } b;
+
+/*
+ * Our zaps' user_data: ZAP_TAG, this npfd's epoch (random: an earlier
+ * npfd's zaps still completing in an adopted ring are not taken for this
+ * one's) and the batch.
+ */
+static __u16 zap_epoch;
+
+static inline __u64 zap_tag(void)
+{
+	return ZAP_TAG | ((__u64)zap_epoch << 24) | (b.gen & 0xffffff);
+}
 
 static struct io_uring wb_ring; /* write-back */
 static bool wb_ready;
@@ -158,6 +177,8 @@ int evict_init(const char *swap_dir, const struct evict_hooks *h)
 	hooks = *h;
 	int err;
 
+	if (getrandom(&zap_epoch, sizeof(zap_epoch), 0) != sizeof(zap_epoch))
+		zap_epoch = (__u16)(getpid() ^ now_ns());
 	b.buf = mmap(NULL, EVICT_BATCH * NPF_PAGE_SIZE, PROT_READ | PROT_WRITE,
 		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (b.buf == MAP_FAILED) {
@@ -258,13 +279,14 @@ static struct evict_region *region_ev(struct npfd_region *r, char *err, size_t e
 	e->clean = calloc(n / 8 + 1, 1);
 	e->ref = calloc(n / 8 + 1, 1);
 	e->busy = calloc(n / 8 + 1, 1);
+	e->store_fd = -1;
 	if (r->backing == NPF_BACKING_ANON)
-		e->slot = calloc(n, sizeof(*e->slot));
-	if (!e->clean || !e->ref || !e->busy || (r->backing == NPF_BACKING_ANON && !e->slot)) {
+		e->stored = calloc(n / 8 + 1, 1);
+	if (!e->clean || !e->ref || !e->busy || (r->backing == NPF_BACKING_ANON && !e->stored)) {
 		free(e->clean);
 		free(e->ref);
 		free(e->busy);
-		free(e->slot);
+		free(e->stored);
 		free(e);
 		refuse(err, errlen, ENOMEM, "out of memory for region %u's page state", r->id);
 		return NULL;
@@ -296,7 +318,7 @@ static int evictable(struct npfd_region *r, char *err, size_t errlen)
 			err, errlen, EBADF,
 			"region %u: its backing file was opened read-only, so dirty pages could not be written back: register it with a descriptor opened O_RDWR",
 			r->id);
-	if (r->backing == NPF_BACKING_ANON && swapstore_fd() < 0)
+	if (r->backing == NPF_BACKING_ANON && !swapstore_ready())
 		return refuse(
 			err, errlen, ENOSPC,
 			"region %u: npfd has no swap store for anonymous pages (see its start-up log, swap-dir)",
@@ -508,6 +530,19 @@ int evict_ring_adopt(struct npfd_client *c, const struct npf_evict_ring_req *req
 	 */
 	for (unsigned int i = 0; i < *er->ring.sq.kring_entries; i++)
 		er->ring.sq.array[i] = i;
+	/*
+	 * A ring an earlier npfd used: go on from where it stopped (liburing
+	 * starts a mapped ring at 0, and its first submission would make the
+	 * kernel run the stale entries again). Its zaps not completed yet
+	 * (one completion per entry: libnpf submits nothing) are awaited.
+	 */
+	er->ring.sq.sqe_head = er->ring.sq.sqe_tail = *er->ring.sq.ktail;
+	er->old_zaps = *er->ring.sq.ktail - *er->ring.cq.ktail;
+	if (!er->old_zaps)
+		mm->old_zaps_until = 0;
+	else
+		pr_info("pid %d: %u zaps of the earlier npfd are still in flight", c->pid,
+			er->old_zaps);
 	er->fd = fd;
 	mm->evict_ring = er;
 	pr_info("pid %d: eviction ring adopted", c->pid);
@@ -537,76 +572,191 @@ void evict_region_registered(struct npfd_region *r)
 {
 	char err[NPF_ERRMSG_LEN];
 
-	if (!client_budget || r->ev || !r->mm->evict_ring)
-		return;
+	if (!client_budget || (r->ev && r->ev->wp) || !r->mm->evict_ring)
+		return; /* an adopted region may have r->ev already: its stored pages */
 	if (!region_ev(r, err, sizeof(err)) || evictable(r, err, sizeof(err)) ||
 	    region_wp(r, err, sizeof(err)))
 		pr_warn("region %u: the client budget cannot apply: %s", r->id, err);
 }
 
+/* The store's byte offset of the region's page i. */
+static inline __u64 store_offset(const struct evict_region *e, __u64 i)
+{
+	return (e->store_base + i) << NPF_PAGE_SHIFT;
+}
+
+/* Pages [first, last] of r are not stored any more: holes in the store. */
 static void free_slots(struct npfd_region *r, __u64 first, __u64 last)
 {
 	struct evict_region *e = r->ev;
 	__u64 i;
 
-	if (!e || !e->slot)
+	if (!e || !e->stored)
 		return;
 	for (i = first; i <= last && i < e->npages; i++) {
-		if (!e->slot[i])
+		if (!bit_test(e->stored, i))
 			continue;
-		swapstore_free(e->slot[i]);
-		e->slot[i] = 0;
+		swapstore_punch(e->store_fd, store_offset(e, i));
+		bit_set(e->stored, i, false);
 		if (r->budget_info)
 			r->budget_info->stored_pages--;
 	}
 }
 
-void evict_region_gone(struct npfd_region *r)
+/*
+ * The region's store, made with its first stored page: named, so that the
+ * next npfd finds it if this one dies, unless the process is a forked
+ * child (it cannot adopt a region: libnpf in it has no connection).
+ */
+static int store_open(struct npfd_region *r)
 {
 	struct evict_region *e = r->ev;
+
+	if (e->store_fd < 0)
+		e->store_fd =
+			swapstore_create(r->mm->forked ? 0 : r->mm->tgid, r->id, e->store_name);
+	return e->store_fd < 0 ? e->store_fd : 0;
+}
+
+/* Pages stored and not in the process now: only the store holds them. */
+static __u64 stored_only(const struct npfd_region *r)
+{
+	const struct evict_region *e = r->ev;
+	__u64 i, n = 0;
+
+	for (i = 0; e && e->stored && i < e->npages; i++)
+		if (bit_test(e->stored, i) &&
+		    !region_page_installed(r, r->start + i * NPF_PAGE_SIZE))
+			n++;
+	return n;
+}
+
+void evict_region_gone(struct npfd_region *r, bool stopping)
+{
+	struct evict_region *e = r->ev;
+	__u64 left;
 
 	if (b.state != B_IDLE && b.r == r)
 		b.r = NULL; /* batch_end() puts zapped pages back if it can */
 	if (!e)
 		return;
-	free_slots(r, 0, e->npages - 1);
+	/*
+	 * npfd stops with pages only the store holds (evict_stop() could not
+	 * put them back): the store stays for the next npfd, which the
+	 * process asks to adopt the region. Otherwise it goes.
+	 */
+	left = stopping ? stored_only(r) : 0;
+	if (left)
+		pr_warn("region %u: %llu evicted pages stay in the swap store %s for the next npfd",
+			r->id, (unsigned long long)left, e->store_name);
+	else if (e->store_fd >= 0)
+		swapstore_remove(e->store_name);
+	if (e->store_fd >= 0)
+		close(e->store_fd);
 	free(e->clean);
 	free(e->ref);
 	free(e->busy);
-	free(e->slot);
+	free(e->stored);
 	free(e);
 	r->ev = NULL;
 	r->evicting = NULL;
 	r->install_clean = false;
 }
 
+/*
+ * Find the store the earlier npfd left, and which pages it holds: the
+ * data in it (SEEK_DATA / SEEK_HOLE). A page both there and in the process
+ * (the earlier npfd died before a refault punched its hole, or kept a
+ * clean copy) is served from the process: a stored page is read only on a
+ * missing fault, and every page starts dirty here (e->clean all clear),
+ * so the copy is written again before the page is dropped.
+ */
+void evict_region_adopted(struct npfd_region *r, __u32 old_id)
+{
+	char name[SWAPSTORE_NAME_LEN], err[NPF_ERRMSG_LEN];
+	struct evict_region *e;
+	__u64 found = 0;
+	off_t data, hole = 0;
+	int fd;
+
+	if (!r->mm->evict_ring && !r->mm->old_zaps_until)
+		r->mm->old_zaps_until = now_ns() + OLD_ZAP_WINDOW_NS;
+	if (r->backing != NPF_BACKING_ANON || !swapstore_ready())
+		return;
+	fd = swapstore_find(r->mm->tgid, old_id, name);
+	if (fd < 0)
+		return;
+	e = region_ev(r, err, sizeof(err));
+	if (!e) {
+		/* the file stays: an npfd with memory to spare may adopt it */
+		pr_err("region %u: %s: its evicted pages in the swap store %s cannot be read back",
+		       r->id, err, name);
+		close(fd);
+		return;
+	}
+	if (old_id != r->id)
+		swapstore_rename(name, r->mm->tgid, r->id);
+	e->store_fd = fd;
+	memcpy(e->store_name, name, sizeof(name));
+	while ((data = lseek(fd, hole, SEEK_DATA)) >= 0) {
+		__u64 i;
+
+		hole = lseek(fd, data, SEEK_HOLE);
+		if (hole < 0)
+			break;
+		for (i = (__u64)data >> NPF_PAGE_SHIFT;
+		     i < ((__u64)hole + NPF_PAGE_SIZE - 1) >> NPF_PAGE_SHIFT && i < e->npages; i++)
+			if (!bit_test(e->stored, i)) {
+				bit_set(e->stored, i, true);
+				found++;
+			}
+	}
+	if (r->budget_info)
+		r->budget_info->stored_pages += found;
+	pr_info("region %u: %llu evicted pages found in the swap store %s", r->id,
+		(unsigned long long)found, e->store_name);
+}
+
 void evict_region_forked(struct npfd_region *parent, struct npfd_region *child)
 {
 	struct evict_region *pe = parent->ev, *e;
 	char err[NPF_ERRMSG_LEN];
-	__u64 i;
+	__u64 i, copied = 0;
 
-	if (!pe || !pe->slot)
+	if (!pe || !pe->stored || pe->store_fd < 0)
 		return;
-	/* the child has no eviction ring: it only reads its evicted pages back */
+	/*
+	 * The child has no eviction ring: it only reads its evicted pages
+	 * back, from a copy of the parent's (the parent may write and
+	 * evict a page again meanwhile, or go). copy_file_range() lets the
+	 * file system share the blocks where it can.
+	 */
 	e = region_ev(child, err, sizeof(err));
-	if (!e) {
+	if (e && store_open(child))
+		snprintf(err, sizeof(err), "no swap store");
+	if (!e || e->store_fd < 0) {
 		pr_warn("forked region %u: %s: its evicted pages read as zeros", child->id, err);
 		return;
 	}
 	for (i = 0; i < e->npages && i < pe->npages; i++) {
-		if (!pe->slot[i])
+		loff_t from = (loff_t)store_offset(pe, i), to = (loff_t)store_offset(e, i);
+
+		if (!bit_test(pe->stored, i))
 			continue;
-		if (swapstore_ref(pe->slot[i])) {
+		if (copy_file_range(pe->store_fd, &from, e->store_fd, &to, NPF_PAGE_SIZE, 0) !=
+		    (ssize_t)NPF_PAGE_SIZE) {
 			pr_warn_rl(
-				"forked region %u: out of memory sharing its evicted page %llu: it reads as zeros",
-				child->id, (unsigned long long)i);
+				"forked region %u: cannot copy its evicted page %llu: %s: it reads as zeros",
+				child->id, (unsigned long long)i, strerror(errno));
 			continue;
 		}
-		e->slot[i] = pe->slot[i];
+		bit_set(e->stored, i, true);
+		copied++;
 		if (child->budget_info)
 			child->budget_info->stored_pages++;
 	}
+	pr_debug("forked region %u: %llu evicted pages copied from region %u", child->id,
+		 (unsigned long long)copied, parent->id);
 }
 
 void evict_mm_gone(struct npfd_mm *mm)
@@ -716,6 +866,7 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 {
 	__u64 lo = start > r->start ? start : r->start;
 	__u64 hi = end < r->start + r->length ? end : r->start + r->length;
+	bool old_zap = r->mm->old_zaps_until && now_ns() < r->mm->old_zaps_until;
 	__u64 p;
 
 	if (!r->ev || lo >= hi)
@@ -723,7 +874,12 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 	/*
 	 * The process dropped these pages itself: their next touch reads
 	 * zeros (anonymous) or the file, not what npfd stored. The batch's
-	 * own zap comes here too: its pages keep their slots.
+	 * own zap comes here too: its pages keep their slots. So may a zap of
+	 * the npfd that served the process before this one adopted it, still
+	 * in flight in its ring: until those are done (or a while after the
+	 * adoption, if the process sends no ring) stored pages are kept -- a
+	 * page the process itself drops then would read its stored copy, not
+	 * zeros, but no evicted page is lost.
 	 */
 	for (p = lo; p < hi; p += NPF_PAGE_SIZE) {
 		__u64 i = page_index(r, p);
@@ -733,6 +889,8 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 			b.removed[at] = b.zapped[at];
 			continue;
 		}
+		if (old_zap && bit_test(r->ev->stored, i))
+			continue;
 		free_slots(r, i, i);
 		bit_set(r->ev->clean, i, false);
 	}
@@ -768,18 +926,17 @@ void evict_region_cut(struct npfd_region *r, __u64 shift)
 		b.r = NULL;
 	memset(e->busy, 0, e->npages / 8 + 1); /* that batch is abandoned */
 	free_slots(r, 0, shift - 1);
-	if (e->slot) {
-		memmove(e->slot, e->slot + shift, (e->npages - shift) * sizeof(*e->slot));
-		memset(e->slot + e->npages - shift, 0, shift * sizeof(*e->slot));
-	}
+	e->store_base += shift; /* the stored pages stay where they are in the store */
 	/* The bitmaps are shifted by whole pages: rebuilt bit by bit. */
 	for (i = 0; i + shift < e->npages; i++) {
 		bit_set(e->clean, i, bit_test(e->clean, i + shift));
 		bit_set(e->ref, i, bit_test(e->ref, i + shift));
+		bit_set(e->stored, i, bit_test(e->stored, i + shift));
 	}
 	for (; i < e->npages; i++) {
 		bit_set(e->clean, i, false);
 		bit_set(e->ref, i, false);
+		bit_set(e->stored, i, false);
 	}
 	e->hand = 0;
 }
@@ -789,11 +946,11 @@ bool evict_run_stored(const struct run *rn)
 	const struct npfd_region *r = rn->region;
 	__u64 i, first;
 
-	if (!r || !r->ev || !r->ev->slot)
+	if (!r || !r->ev || !r->ev->stored)
 		return false;
 	first = page_index(r, rn->start);
 	for (i = first; i < first + rn->npages && i < r->ev->npages; i++)
-		if (r->ev->slot[i])
+		if (bit_test(r->ev->stored, i))
 			return true;
 	return false;
 }
@@ -801,7 +958,7 @@ bool evict_run_stored(const struct run *rn)
 /*
  * Install an anonymous run some of whose pages are in the swap store:
  * those read back from it, the others zeros; write-protected (clean) for a
- * read fault, the slot kept so that a clean page can go again unwritten.
+ * read fault, the stored copy kept so that a clean page can go again unwritten.
  * Not woken here: the resolver wakes the run.
  */
 int evict_install_stored(struct run *rn)
@@ -820,9 +977,9 @@ int evict_install_stored(struct run *rn)
 					.mode = UFFDIO_COPY_MODE_DONTWAKE |
 						(wp ? UFFDIO_COPY_MODE_WP : 0)};
 
-		if (e->slot[i]) {
-			ssize_t n = pread(swapstore_fd(), page, NPF_PAGE_SIZE,
-					  (off_t)swapstore_offset(e->slot[i]));
+		if (bit_test(e->stored, i)) {
+			ssize_t n =
+				pread(e->store_fd, page, NPF_PAGE_SIZE, (off_t)store_offset(e, i));
 
 			if (n != (ssize_t)NPF_PAGE_SIZE) {
 				pr_warn_rl(
@@ -843,7 +1000,7 @@ int evict_install_stored(struct run *rn)
 			}
 			return c.copy < 0 ? (int)c.copy : -errno;
 		}
-		if (e->slot[i] && r->budget_info)
+		if (bit_test(e->stored, i) && r->budget_info)
 			r->budget_info->refaults++;
 	}
 	rn->done = (__u64)rn->npages * NPF_PAGE_SIZE;
@@ -1084,14 +1241,8 @@ static void keep(unsigned int i)
 static bool page_present(struct npfd_mm *mm, __u64 page)
 {
 	__u64 ent = 0;
-	char path[64];
 
-	if (mm->pagemap_fd < 0) {
-		snprintf(path, sizeof(path), "/proc/%d/pagemap", mm->tgid);
-		mm->pagemap_fd = open(path, O_RDONLY | O_CLOEXEC);
-	}
-	if (mm->pagemap_fd < 0 || pread(mm->pagemap_fd, &ent, sizeof(ent),
-					(off_t)((page >> NPF_PAGE_SHIFT) * 8)) != sizeof(ent))
+	if (!mm_pagemap_read(mm, page, &ent, 1))
 		return true; /* unknown: treated as still there (kept) */
 	return ent >> 63;
 }
@@ -1269,17 +1420,17 @@ static unsigned int write_back(struct npfd_region *r, const bool *dirty)
 		} else {
 			__u64 k = page_index(r, b.page[i]);
 
-			if (!e->slot[k]) {
-				e->slot[k] = swapstore_alloc();
-				if (!e->slot[k]) {
-					b.zapped[i] = false; /* no room: it stays */
+			if (!bit_test(e->stored, k)) {
+				if (store_open(r)) {
+					b.zapped[i] = false; /* no store: it stays */
 					continue;
 				}
+				bit_set(e->stored, k, true);
 				if (r->budget_info)
 					r->budget_info->stored_pages++;
 			}
-			fd = swapstore_fd();
-			off = swapstore_offset(e->slot[k]);
+			fd = e->store_fd;
+			off = store_offset(e, k);
 		}
 		sqe = io_uring_get_sqe(&wb_ring);
 		io_uring_prep_write(sqe, fd, b.buf + (size_t)i * NPF_PAGE_SIZE, NPF_PAGE_SIZE, off);
@@ -1343,7 +1494,7 @@ static void zap_more(void)
 			break;
 		io_uring_prep_madvise(sqe, (void *)(uintptr_t)b.page[i],
 				      (off_t)(j - i) * NPF_PAGE_SIZE, MADV_DONTNEED);
-		io_uring_sqe_set_data64(sqe, ZAP_TAG | (b.gen & 0xffffffff));
+		io_uring_sqe_set_data64(sqe, zap_tag());
 		b.zaps++;
 		queued++;
 		i = j;
@@ -1406,12 +1557,14 @@ static void zap_reap(void)
 	struct io_uring_cqe *cqe;
 
 	while (b.zaps && !io_uring_peek_cqe(ring, &cqe)) {
-		if (cqe->user_data == (ZAP_TAG | (b.gen & 0xffffffff))) {
+		if (cqe->user_data == zap_tag()) {
 			b.zaps--;
 			/* ENOMEM: the process unmapped the range meanwhile */
 			if (cqe->res < 0 && cqe->res != -ENOMEM)
 				pr_warn_rl("pid %d: the eviction's MADV_DONTNEED failed: %s",
 					   b.tgid, strerror(-cqe->res));
+		} else if (b.mm->evict_ring->old_zaps && !--b.mm->evict_ring->old_zaps) {
+			b.mm->old_zaps_until = 0; /* the earlier npfd's zaps are all done */
 		}
 		io_uring_cqe_seen(ring, cqe);
 	}
@@ -1474,9 +1627,13 @@ void evict_tick(void)
 }
 
 /*
- * npfd stops: its swap store dies with it (O_TMPFILE), so the pages only
- * it holds go back to their processes now, installed as a fault would
- * install them. File-backed regions' pages are in their files already.
+ * npfd stops: the pages only its swap store holds go back to their
+ * processes now, installed as a fault would install them, so that a
+ * process whose npfd does not come back (libnpf's fallback serves zeros:
+ * it cannot read npfd's store) loses nothing. A store whose pages all went
+ * back is deleted with its region; one that could not is left for the
+ * next npfd (evict_region_gone()). File-backed regions' pages are in their
+ * files already.
  */
 void evict_stop(void)
 {
@@ -1512,7 +1669,7 @@ void evict_stop(void)
 			struct evict_region *e = r->ev;
 			__u64 i;
 
-			if (!e || !e->slot)
+			if (!e || !e->stored)
 				continue;
 			for (i = 0; i < e->npages; i++) {
 				struct run rn = {.mm = mm,
@@ -1521,7 +1678,7 @@ void evict_stop(void)
 						 .npages = 1,
 						 .write = true};
 
-				if (!e->slot[i] || region_page_installed(r, rn.start))
+				if (!bit_test(e->stored, i) || region_page_installed(r, rn.start))
 					continue;
 				if (!evict_install_stored(&rn))
 					back++;
@@ -1529,6 +1686,5 @@ void evict_stop(void)
 			}
 		}
 	if (back)
-		pr_info("put %llu evicted pages back before stopping (the swap store goes with npfd)",
-			(unsigned long long)back);
+		pr_info("put %llu evicted pages back before stopping", (unsigned long long)back);
 }

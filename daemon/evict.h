@@ -46,7 +46,13 @@ void evict_budget_list(__u32 region_id, void (*emit)(const struct npf_budget_inf
 
 /* Region and address-space life (region.c's hooks). */
 void evict_region_registered(struct npfd_region *r);
-void evict_region_gone(struct npfd_region *r);
+/*
+ * r was adopted from an earlier npfd that knew it as old_id: the pages
+ * that npfd evicted to r's swap store are read back from there.
+ */
+void evict_region_adopted(struct npfd_region *r, __u32 old_id);
+/* r goes; stopping: npfd stops, and a store still holding pages stays for the next npfd. */
+void evict_region_gone(struct npfd_region *r, bool stopping);
 /* The process forked: child's copy of parent's region reads the same stored pages. */
 void evict_region_forked(struct npfd_region *parent, struct npfd_region *child);
 void evict_mm_gone(struct npfd_mm *mm);

@@ -88,7 +88,7 @@ static void region_going(struct npfd_region *r, bool stopping, bool alive, struc
 		device_region_gone(r, alive, w);
 	ws_region_gone(r);
 	policy_region_gone(r);
-	evict_region_gone(r);
+	evict_region_gone(r, stopping);
 }
 
 /* A region registered: the wsreplay record, the client's budget. */
@@ -147,6 +147,7 @@ static void wire(void)
 		.uffd_ready = resolve_uffd_ready,
 		.uid_limit = uid_limit_check,
 		.registered = region_registered,
+		.adopted = evict_region_adopted,
 		.going = region_going,
 		.range_removed = device_range_removed,
 		.dropped = evict_range_removed,

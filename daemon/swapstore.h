@@ -1,31 +1,44 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The swap store (swapstore.c): npfd's own file for the dirty pages of
- * anonymous regions that eviction took away. One page per slot; slot 0
- * means "none".
+ * The swap store (swapstore.c): where the dirty pages of anonymous regions
+ * go when eviction takes them away. One file per region in npfd's swap
+ * directory; page i of the file is the region's page i (evict.c adds the
+ * pages a munmap cut off the region's front); a page is stored iff its
+ * range of the file is not a hole. A killed npfd leaves the files behind;
+ * the next one finds a region's file when its process adopts the region.
  */
 #ifndef NPFD_SWAPSTORE_H
 #define NPFD_SWAPSTORE_H
 
+#include <stdbool.h>
+#include <sys/types.h>
 #include <linux/types.h>
 
-/* Create the store in dir (made 0700 if missing); 0 or -errno, logged. */
+#define SWAPSTORE_NAME_LEN 96
+
+/*
+ * Open the store directory (created 0700 if missing; refused if another
+ * user owns it or may write it) and delete the stores whose process is
+ * gone or ran in another boot. 0 or -errno, logged.
+ */
 int swapstore_open(const char *dir);
 void swapstore_close(void);
-/* The store's descriptor (for io_uring writes), or -1 when it is not open. */
-int swapstore_fd(void);
-/* A free slot (>= 1), or 0 when none can be had (-ENOSPC, logged). */
-__u32 swapstore_alloc(void);
-/* One more region holds slot (a forked child's copy): swapstore_free() once more. */
-int swapstore_ref(__u32 slot); /* 0, or -ENOMEM: not counted, not shared */
-/* One holder less; the last frees the slot: its disk blocks are released (hole punched). */
-void swapstore_free(__u32 slot);
-/* Byte offset of slot in the store. */
-static inline __u64 swapstore_offset(__u32 slot)
-{
-	return (__u64)(slot - 1) << 12;
-}
-/* Slots in use, and the most ever used (the file's extent). */
-__u64 swapstore_used(void);
+bool swapstore_ready(void);
+/*
+ * A new store for region id of process pid, named after the process (pid
+ * and start time: a later process with the same pid does not find it) and
+ * the region; pid 0 makes an unnamed one (a forked child's, which nobody
+ * can adopt). The descriptor, or -errno (logged); name gets the file's
+ * name ("" for an unnamed one).
+ */
+int swapstore_create(pid_t pid, __u32 id, char name[SWAPSTORE_NAME_LEN]);
+/* The store an earlier npfd left for region id of pid: its descriptor, or -ENOENT. */
+int swapstore_find(pid_t pid, __u32 id, char name[SWAPSTORE_NAME_LEN]);
+/* The store now belongs to region id (adopted under another id): name is updated. */
+int swapstore_rename(char name[SWAPSTORE_NAME_LEN], pid_t pid, __u32 id);
+/* Delete a store by name (a descriptor of it stays usable until closed). */
+void swapstore_remove(const char *name);
+/* The page at off is not stored any more: its blocks go back (a hole reads zeros). */
+void swapstore_punch(int fd, __u64 off);
 
 #endif

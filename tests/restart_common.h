@@ -31,6 +31,7 @@ struct rs_npfd {
 	char sock[100];
 	char bpffs[128];
 	char log[128];
+	char swap[48]; /* its swap store directory: the stores outlive a killed npfd */
 	int starts;
 };
 
@@ -46,6 +47,7 @@ static inline void rs_npfd_start(struct rs_npfd *d)
 		TH_ASSERT(mkdtemp(d->dir), "mkdtemp: %s", strerror(errno));
 		snprintf(d->sock, sizeof(d->sock), "%s/npfd.sock", d->dir);
 		snprintf(d->log, sizeof(d->log), "%s/npfd.log", d->dir);
+		snprintf(d->swap, sizeof(d->swap), "%s/swap", d->dir);
 		snprintf(d->bpffs, sizeof(d->bpffs), "/sys/fs/bpf/npf-test-%d", getpid());
 		setenv("NPF_SOCKET", d->sock, 1);
 	}
@@ -67,7 +69,7 @@ static inline void rs_npfd_start(struct rs_npfd *d)
 			dup2(fd, 1);
 		}
 		execl(bin, bin, "--foreground", "--config", "/dev/null", "--socket", d->sock,
-		      "--bpffs", d->bpffs, (char *)NULL);
+		      "--bpffs", d->bpffs, "--swap-dir", d->swap, (char *)NULL);
 		_exit(127);
 	}
 	d->starts++;

@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * npfd is killed (SIGKILL: no put-back, nothing cleaned up) while most of
+ * an anonymous region is evicted to its swap store. The store outlives
+ * it: the next npfd adopts the region (libnpf hands it over) and every
+ * evicted page reads back with its bytes, not zeros. Then: the store goes
+ * with its region (munmap); a store of a process that is gone, or of
+ * another boot, is deleted when npfd starts, one of a live process is not.
+ */
+#include <dirent.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include "restart_common.h"
+
+#define PG 4096UL
+#define NPG 1024UL
+#define BUDGET 128UL
+
+static struct rs_npfd d;
+
+static uint64_t word(uint64_t gen, uint64_t p, uint64_t w)
+{
+	return ((gen << 40) + p * 512 + w) * 0x9e3779b97f4a7c15ULL + 7;
+}
+
+static void fill(char *mem, uint64_t gen)
+{
+	for (uint64_t p = 0; p < NPG; p++)
+		for (uint64_t w = 0; w < PG / 8; w++)
+			((uint64_t *)(mem + p * PG))[w] = word(gen, p, w);
+}
+
+static void check(const char *mem, uint64_t gen, const char *what)
+{
+	uint64_t bad = 0, zero = 0, first = NPG;
+
+	for (uint64_t p = 0; p < NPG; p++)
+		for (uint64_t w = 0; w < PG / 8; w++) {
+			uint64_t v = ((const uint64_t *)(mem + p * PG))[w];
+
+			if (v == word(gen, p, w))
+				continue;
+			bad++;
+			zero += !v;
+			if (first == NPG)
+				first = p;
+		}
+	if (bad)
+		th_fail("%s: %llu words wrong (%llu zeros), the first in page %llu", what,
+			(unsigned long long)bad, (unsigned long long)zero,
+			(unsigned long long)first);
+}
+
+/* The stores in the swap directory: how many files, and pages of data in them. */
+static int stores(uint64_t *pages)
+{
+	DIR *dir = opendir(d.swap);
+	struct dirent *de;
+	int n = 0;
+
+	*pages = 0;
+	TH_ASSERT(dir, "opendir %s: %s", d.swap, strerror(errno));
+	while ((de = readdir(dir))) {
+		off_t data, hole = 0;
+		int fd;
+
+		if (de->d_name[0] == '.' || !strcmp(de->d_name, "README"))
+			continue;
+		n++;
+		fd = openat(dirfd(dir), de->d_name, O_RDONLY);
+		TH_ASSERT(fd >= 0, "open %s: %s", de->d_name, strerror(errno));
+		while ((data = lseek(fd, hole, SEEK_DATA)) >= 0 &&
+		       (hole = lseek(fd, data, SEEK_HOLE)) > data)
+			*pages += (uint64_t)(hole - data) / PG;
+		close(fd);
+	}
+	closedir(dir);
+	return n;
+}
+
+static uint64_t nonresident(char *mem)
+{
+	unsigned char vec[NPG];
+	uint64_t n = 0;
+
+	TH_ASSERT(!mincore(mem, NPG * PG, vec), "mincore: %s", strerror(errno));
+	for (uint64_t p = 0; p < NPG; p++)
+		n += !(vec[p] & 1);
+	return n;
+}
+
+static unsigned long long start_time(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long t = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "r");
+	TH_ASSERT(f && fgets(buf, sizeof(buf), f), "read %s", path);
+	fclose(f);
+	p = strrchr(buf, ')') + 2;
+	for (int field = 3; field < 22; field++)
+		p = strchr(p, ' ') + 1;
+	TH_ASSERT(sscanf(p, "%llu", &t) == 1, "start time of %d", pid);
+	return t;
+}
+
+static void touch(const char *name)
+{
+	char path[256];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", d.swap, name);
+	fd = open(path, O_CREAT | O_WRONLY, 0600);
+	TH_ASSERT(fd >= 0 && pwrite(fd, "x", 1, 0) == 1, "create %s: %s", path, strerror(errno));
+	close(fd);
+}
+
+static bool exists(const char *name)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/%s", d.swap, name);
+	return !access(path, F_OK);
+}
+
+int main(void)
+{
+	char boot[64] = "", live[160], dead[160], other_boot[160];
+	struct npf_budget_info *bi;
+	struct npf_client *c;
+	uint64_t evicted = 0, stored, gone;
+	double t0;
+	char *mem;
+	size_t n;
+	pid_t child;
+	FILE *f;
+	int id;
+
+	npf_set_print(rs_print);
+	rs_npfd_start(&d);
+	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock, .fallback_ms = 60000);
+	c = npf_client__connect(&co);
+	TH_ASSERT(c, "connect: %s", strerror(errno));
+	mem = mmap(NULL, NPG * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	TH_ASSERT(mem != MAP_FAILED, "mmap");
+	id = npf_client__register(c, mem, NPG * PG, NULL);
+	TH_ASSERT(id > 0, "register: %s", npf_client__errmsg(c));
+	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, BUDGET * PG, NULL),
+		  "set budget: %s", npf_client__errmsg(c));
+	fill(mem, 1);
+	for (t0 = th_now(); th_now() - t0 < 10; usleep(5000)) {
+		TH_ASSERT(!npf_client__budget_list(c, (__u32)id, &bi, &n) && n == 1,
+			  "budget list: %s", npf_client__errmsg(c));
+		evicted = bi->evicted_pages;
+		if (bi->resident_pages <= bi->low_pages) {
+			free(bi);
+			break;
+		}
+		free(bi);
+	}
+	TH_ASSERT(evicted >= NPG - BUDGET, "only %llu pages evicted", (unsigned long long)evicted);
+
+	rs_npfd_kill(&d, SIGKILL);
+	gone = nonresident(mem);
+	TH_ASSERT(stores(&stored) == 1, "%d stores in %s after the kill, expected 1",
+		  stores(&stored), d.swap);
+	printf("killed with %llu pages evicted, %llu not resident, %llu in the store\n",
+	       (unsigned long long)evicted, (unsigned long long)gone, (unsigned long long)stored);
+	TH_ASSERT(gone >= NPG - BUDGET && stored >= gone,
+		  "%llu pages not resident, %llu stored: expected >= %lu and >= that",
+		  (unsigned long long)gone, (unsigned long long)stored, NPG - BUDGET);
+
+	rs_npfd_start(&d);
+	/* every evicted page reads back from the store the killed npfd left */
+	check(mem, 1, "after the kill and restart");
+	fill(mem, 2);
+	check(mem, 2, "rewritten after the restart");
+	TH_ASSERT(rs_reconnects >= 1, "libnpf did not reconnect");
+
+	/* the store goes with its region */
+	TH_ASSERT(!munmap(mem, NPG * PG), "munmap");
+	for (t0 = th_now(); th_now() - t0 < 10 && stores(&stored); usleep(10000))
+		;
+	TH_ASSERT(stores(&stored) == 0, "the store is still there after its region was unmapped");
+
+	/* stale stores: of a process that is gone, of another boot; not of a live one */
+	f = fopen("/proc/sys/kernel/random/boot_id", "r");
+	TH_ASSERT(f && fscanf(f, "%63s", boot) == 1, "boot id");
+	fclose(f);
+	child = fork();
+	if (!child)
+		_exit(0);
+	snprintf(dead, sizeof(dead), "%s.%d.%llu.%u", boot, child, start_time(child), 77);
+	waitpid(child, NULL, 0);
+	snprintf(live, sizeof(live), "%s.%d.%llu.%u", boot, getpid(), start_time(getpid()), 77);
+	snprintf(other_boot, sizeof(other_boot), "00000000-0000-0000-0000-000000000000.%d.%llu.%u",
+		 getpid(), start_time(getpid()), 78);
+	touch(dead);
+	touch(live);
+	touch(other_boot);
+	touch("README");
+	rs_npfd_kill(&d, SIGTERM);
+	rs_npfd_start(&d);
+	TH_ASSERT(!exists(dead), "the store of a process that is gone was not deleted");
+	TH_ASSERT(!exists(other_boot), "the store of another boot was not deleted");
+	TH_ASSERT(exists(live), "the store of a live process was deleted");
+	TH_ASSERT(exists("README"), "a file that is not a store was deleted");
+
+	npf_client__close(c);
+	rs_npfd_cleanup(&d);
+	printf("PASS\n");
+	return 0;
+}
