@@ -85,6 +85,8 @@
 #define EVICT_BATCH 256 /* pages: the per-batch round trips (ack, zap) dominate */
 #define EVICT_ACK_TIMEOUT_NS (2ULL * 1000 * 1000 * 1000)
 #define EVICT_ZAP_TIMEOUT_NS (2ULL * 1000 * 1000 * 1000)
+#define EVICT_HOLD_SLACK EVICT_BATCH /* pages over the high watermark before faults wait */
+#define EVICT_HOLD_NS (500ULL * 1000 * 1000)
 #define ZAP_TAG 0x4e50460000000000ULL /* "NPF" in the top bytes of our SQEs' user_data */
 /* How long after adopting an address space a REMOVE may be an earlier npfd's zap. */
 #define OLD_ZAP_WINDOW_NS (10ULL * 1000 * 1000 * 1000)
@@ -103,7 +105,9 @@ struct evict_region {
 	char store_name[SWAPSTORE_NAME_LEN]; /* "": unnamed (a forked child's), or none */
 	bool wp;			     /* registered for write-protect faults too */
 	bool writable;			     /* file-backed: npfd may write its file */
-	bool draining; /* went over the high watermark: evicting until the low one */
+	bool draining;	  /* went over the high watermark: evicting until the low one */
+	__u64 hold_since; /* ns: faults of the region wait for eviction (evict_hold()), or 0 */
+	__u64 hold_count; /* installed pages when evict_hold() last looked */
 };
 
 /* The client's SQPOLL ring, through which npfd drops its pages. */
@@ -216,17 +220,6 @@ void evict_set_config(unsigned int client_budget_mib, unsigned int high, unsigne
 	low_pct = low < high ? low : high;
 }
 
-static __u64 resident(const struct npfd_region *r)
-{
-	__u64 n = 0, i, bytes = (r->length >> NPF_PAGE_SHIFT) / 8 + 1;
-
-	if (!r->installed)
-		return 0;
-	for (i = 0; i < bytes; i++)
-		n += (__u64)__builtin_popcount(r->installed[i]);
-	return n;
-}
-
 static void region_stats(struct npfd_region *r)
 {
 	struct evict_region *e = r->ev;
@@ -237,7 +230,7 @@ static void region_stats(struct npfd_region *r)
 	bi->budget_pages = e ? e->budget : 0;
 	bi->high_pages = bi->budget_pages * high_pct / 100;
 	bi->low_pages = bi->budget_pages * low_pct / 100;
-	bi->resident_pages = resident(r);
+	bi->resident_pages = r->ninstalled;
 }
 
 /*
@@ -1014,6 +1007,59 @@ static __u64 region_budget(const struct npfd_region *r)
 	return r->ev ? r->ev->budget : 0;
 }
 
+/* Installed pages of mm's regions that eviction may take (the client's budget counts them). */
+static __u64 client_installed(const struct npfd_mm *mm)
+{
+	const struct npfd_region *q;
+	__u64 n = 0;
+
+	list_for_each_entry(q, &mm->regions, node)
+		if (q->ev && q->ev->wp)
+			n += q->ninstalled;
+	return n;
+}
+
+/*
+ * Hold a fault of r back while r, or its client, has EVICT_HOLD_SLACK
+ * pages more than its high watermark: eviction is making room, and a
+ * writer faster than eviction would otherwise run far over the budget
+ * (tests/evict_hard.c). Not for ever: when the count has not gone down
+ * for EVICT_HOLD_NS, eviction cannot make room (a device that does not
+ * acknowledge, a full store, every page referenced), and faults go
+ * through until it goes down again.
+ */
+bool evict_hold(const struct npfd_region *r, __u64 npages)
+{
+	struct evict_region *e = r->ev;
+	__u64 count = 0, now;
+
+	if (!e || !e->wp || !r->mm->evict_ring || r->mm->dead)
+		return false;
+	if (e->budget && r->ninstalled &&
+	    r->ninstalled + npages > e->budget * high_pct / 100 + EVICT_HOLD_SLACK)
+		count = r->ninstalled;
+	if (!count && client_budget) {
+		__u64 total = client_installed(r->mm);
+
+		if (total && total + npages > client_budget * high_pct / 100 + EVICT_HOLD_SLACK)
+			count = total;
+	}
+	if (!count) {
+		e->hold_since = 0;
+		return false;
+	}
+	now = now_ns();
+	if (!e->hold_since || count < e->hold_count)
+		e->hold_since = now; /* eviction made room: wait for it again */
+	e->hold_count = count;
+	if (now - e->hold_since < EVICT_HOLD_NS)
+		return true;
+	pr_warn_rl(
+		"region %u: eviction made no room for %llu ms: its faults go on over the budget (%llu pages installed)",
+		r->id, (unsigned long long)(EVICT_HOLD_NS / 1000000), (unsigned long long)count);
+	return false;
+}
+
 static struct npf_evict_batch policy_batch; /* what an eviction policy sees */
 /* npfd's own copy of the candidates (the policy may write over its batch) */
 static __u64 policy_cand[NPF_EVICT_MAX_CANDS];
@@ -1191,7 +1237,7 @@ static struct npfd_region *over_budget(unsigned int *want)
 
 			if (!e || !e->wp)
 				continue;
-			res = resident(r);
+			res = r->ninstalled;
 			total += res;
 			if (res &&
 			    (!turn || before_from(mm->evict_ring->last_id, r->id, turn->id))) {

@@ -64,6 +64,11 @@ void evict_wp_fault(struct npfd_mm *mm, __u64 addr);
 void evict_installed(struct npfd_region *r, __u64 start, __u64 npages, bool wp);
 /* [start, +npages) of r was there already when an install came: referenced. */
 void evict_present(struct npfd_region *r, __u64 start, __u64 npages);
+/*
+ * Should a fault of npages in r wait (r or its client is well over its
+ * budget and eviction is making room)? The resolver asks again later.
+ */
+bool evict_hold(const struct npfd_region *r, __u64 npages);
 /* Does the run have pages in the swap store? Then evict_install_stored() installs it. */
 bool evict_run_stored(const struct run *rn);
 int evict_install_stored(struct run *rn);

@@ -120,6 +120,13 @@ static void pages_present(struct npfd_region *r, __u64 start, __u64 npages)
 	evict_present(r, start, npages);
 }
 
+/* Does a fault wait for eviction to make room: under its cgroup's ceiling, or its budget? */
+static bool hold_fault(const struct npfd_region *r, __u64 npages)
+{
+	return evict_hold(r, npages) ||
+	       memcg_hold(r, npages); /* memcg_hold() counts what it lets by */
+}
+
 /* An address space is being torn down: forget its queued faults, stop polling it. */
 static void mm_going(struct npfd_mm *mm)
 {
@@ -163,7 +170,7 @@ static void wire(void)
 		.wp_fault = evict_wp_fault,
 		.stored = evict_run_stored,
 		.install_stored = evict_install_stored,
-		.hold = memcg_hold,
+		.hold = hold_fault,
 		.record = ws_record,
 	};
 

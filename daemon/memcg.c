@@ -19,10 +19,12 @@
  *
  * headroom (a quarter of the tightest limit, at least MEMCG_HEADROOM_MIN)
  * is for the client's own growth outside its regions and for the pages
- * writers install while eviction catches up. A budget alone is soft (faults
- * are never held back): a writer outruns eviction (measured: a 32 MiB
- * cgroup, a 16 MiB budget, one thread writing 128 MiB: 31 MiB used at the
- * peak; with an 8 MiB headroom the client was OOM-killed). So the npf
+ * writers install while eviction catches up. A budget alone once held no
+ * fault back, and a writer outran eviction (measured: a 32 MiB cgroup, a
+ * 16 MiB budget, one thread writing 128 MiB: 31 MiB used at the peak; with
+ * an 8 MiB headroom the client was OOM-killed); evict_hold() now holds
+ * faults a batch over the high watermark, but gives up when eviction makes
+ * no room for 500 ms, and the cgroup counts pages the bitmap does not. So the npf
  * clients of a limited cgroup also have a ceiling together -- their budget
  * plus half the headroom -- and npfd holds the faults of their regions while
  * they have that many pages installed (memcg_hold(), called by the
@@ -303,20 +305,6 @@ static void ceiling_set(__u32 id, __u32 group)
 	nceilings++;
 }
 
-static __u64 installed_pages(const struct npfd_region *r)
-{
-	const __u64 *w = (const __u64 *)(const void *)r->installed;
-	__u64 n = 0, bytes = (r->length >> NPF_PAGE_SHIFT) / 8 + 1, i;
-
-	if (!r->installed)
-		return 0;
-	for (i = 0; i + 8 <= bytes; i += 8)
-		n += (__u64)__builtin_popcountll(w[i / 8]);
-	for (; i < bytes; i++)
-		n += (__u64)__builtin_popcount(r->installed[i]);
-	return n;
-}
-
 /*
  * Set the budget of group gi's npf clients to budget pages together: each
  * region's share by its length, through evict.c as npfctl region set would.
@@ -370,7 +358,7 @@ bool memcg_hold(const struct npfd_region *r, __u64 npages)
 		const struct npfd_region *q;
 
 		if (ceilings[i].group == c->group && (q = region_find_id(ceilings[i].id)))
-			n += installed_pages(q);
+			n += q->ninstalled;
 	}
 	if (n != g->seen) {
 		g->seen = n;
@@ -459,7 +447,7 @@ void memcg_region_registered(struct npfd_region *r)
 			continue;
 		clients++;
 		list_for_each_entry(q, &m->regions, node) {
-			held += installed_pages(q);
+			held += q->ninstalled;
 			total += q->length >> NPF_PAGE_SHIFT;
 		}
 	}

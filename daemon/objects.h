@@ -45,6 +45,7 @@ struct npfd_region {
 	struct npf_latency_hist *latency;
 	__u64 last_batch;    /* resolver flush that last counted this region */
 	__u8 *installed;     /* bitmap: pages npfd installed (region.c; prefetch skips them) */
+	__u64 ninstalled;    /* bits set in installed */
 	int ws_fd;	     /* working-set record being written (wsstore.c), or -1 */
 	bool ws_replayed;    /* this run replayed a record: append to it */
 	bool ws_failed;	     /* recording failed once: do not retry every fault */

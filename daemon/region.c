@@ -693,8 +693,10 @@ void region_mark_installed(struct npfd_region *r, __u64 start, __u64 npages)
 
 	if (!r->installed)
 		return;
-	for (; i < end; i++)
+	for (; i < end; i++) {
+		r->ninstalled += !((r->installed[i / 8] >> (i % 8)) & 1);
 		r->installed[i / 8] |= (__u8)(1 << (i % 8));
+	}
 }
 
 /* Pages of r that left the address space (munmap, MADV_DONTNEED): forget them. */
@@ -706,8 +708,10 @@ static void forget_installed(struct npfd_region *r, __u64 start, __u64 end)
 		hi = end;
 	if (!r->installed)
 		return;
-	for (i = (lo - r->start) >> NPF_PAGE_SHIFT; lo < hi; lo += NPF_PAGE_SIZE, i++)
+	for (i = (lo - r->start) >> NPF_PAGE_SHIFT; lo < hi; lo += NPF_PAGE_SIZE, i++) {
+		r->ninstalled -= (r->installed[i / 8] >> (i % 8)) & 1;
 		r->installed[i / 8] &= (__u8) ~(1 << (i % 8));
+	}
 }
 
 void region_forget_installed(struct npfd_region *r, __u64 start, __u64 end)
@@ -757,6 +761,7 @@ void mm_unmapped(struct npfd_mm *mm, __u64 start, __u64 end)
 			r->start = end;
 			if (r->installed) /* indexes shift: forget rather than misplace */
 				memset(r->installed, 0, (r->length >> NPF_PAGE_SHIFT) / 8 + 1);
+			r->ninstalled = 0;
 		} else if (end >= re) {
 			/* cut at the top */
 		} else {
@@ -838,8 +843,10 @@ void mm_forked(struct npfd_mm *parent, int child_uffd)
 		r->ws_failed = true; /* a child does not record its parent's working set */
 		/* What the parent had installed, the child has too (copied at fork). */
 		r->installed = calloc((r->length >> NPF_PAGE_SHIFT) / 8 + 1, 1);
-		if (r->installed && pr->installed)
+		if (r->installed && pr->installed) {
 			memcpy(r->installed, pr->installed, (r->length >> NPF_PAGE_SHIFT) / 8 + 1);
+			r->ninstalled = pr->ninstalled;
+		}
 		list_add_tail(&r->node, &mm->regions);
 		mm->nr_regions++;
 		nr_regions++;

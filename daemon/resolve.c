@@ -725,7 +725,7 @@ void resolve_flush(void)
 				continue;
 			}
 			if (hooks.hold && rn->region && hooks.hold(rn->region, rn->npages)) {
-				rn->status = -EAGAIN; /* at its cgroup's ceiling: after eviction */
+				rn->status = -EAGAIN; /* at its ceiling or budget: after eviction */
 				continue;
 			}
 			if (hooks.stored && hooks.stored(rn)) {

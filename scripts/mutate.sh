@@ -152,6 +152,10 @@ pidns-bpf-global-pids @@ bpf/npf_collect.bpf.c @@ s{if \(!npf_pidns_ino\)\n\t\tr
 # Issue 15 (overcommit): eviction must never drop a written page unwritten.
 skipped-page-reported-clean @@ daemon/resolve.c @@ s{report_installed\(rn, !rn->write && rn->region->install_clean\);}{hooks.installed(rn->region, rn->start, rn->npages, !rn->write && rn->region->install_clean);} @@ evict_skipped
 unmapped-page-put-back @@ daemon/evict.c @@ s{\t\tif \(b.unmapped\[i\]\)\n\t\t\tcontinue;\n}{} @@ evict_unmap_remap
+budget-hold-off @@ daemon/main.c @@ s{return evict_hold\(r, npages\) \|\|}{return 0 ||} @@ evict_hard
+store-not-found-at-adoption @@ daemon/evict.c @@ s{fd = swapstore_find\(r->mm->tgid, old_id, name\);}{fd = -ENOENT;} @@ evict_crash evict_crash_storm
+old-zaps-not-awaited @@ daemon/evict.c @@ s{if \(old_zap && bit_test}{if (0 && old_zap && bit_test} @@ evict_crash_storm
+fork-store-not-copied @@ daemon/evict.c @@ s{if \(!pe \|\| !pe->stored \|\| pe->store_fd < 0\)}{if (1)} @@ evict_fork
 # evict_npfctl: each output of a budget broken in turn (the text only, the
 # JSON only, Prometheus, the pinned map, and npfd's own watermark).
 budget-text-shows-high @@ client/npfctl/stats.c @@ s{print_u64\("budget_pages", "  budget   %llu pages", bi->budget_pages\);}{print_u64("budget_pages", "  budget   %llu pages", is_json_context() ? bi->budget_pages : bi->high_pages);} @@ evict_npfctl
