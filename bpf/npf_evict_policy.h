@@ -7,7 +7,11 @@
  * BPF program in SEC("tracepoint") that npfd runs itself, once per batch
  * (BPF_PROG_TEST_RUN; it is never attached). The batch -- the candidates
  * in CLOCK hand order and what npfd knows of each -- is in the map
- * npf_evict_batch (npf_evict_batch_get()). The policy scores candidates
+ * npf_evict_batch (npf_evict_batch_get()): each candidate's page index, its
+ * flags (referenced since the last sweep, a device's ACCESSED bit, dirty),
+ * how many times npfd installed it (above 1: it was evicted and faulted
+ * back: a page the budget is too small for) and how long since it was last
+ * installed or written. The policy scores candidates
  * (npf_evict_cand(b, i)->score: lower goes first, NPF_EVICT_KEEP stays; npfd fills in
  * the candidate's position, so a candidate left alone goes in hand order)
  * and ends with `return npf_evict_done(b);`.

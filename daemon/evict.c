@@ -99,6 +99,8 @@ struct evict_region {
 	__u8 *clean;	  /* installed write-protected, equal to its backing copy */
 	__u8 *ref;	  /* referenced since the hand passed */
 	__u8 *busy;	  /* in the batch being evicted (npfd_region.evicting points here) */
+	__u8 *installs;	  /* per page: times installed since the budget came (at most 255) */
+	__u32 *touched;	  /* per page: start_ms() of its last install or write fault, 0: none */
 	__u8 *stored;	  /* anonymous: its page is in the region's swap store */
 	int store_fd;	  /* anonymous: the region's swap store (swapstore.c), -1: none yet */
 	__u64 store_base; /* the store's page index of page 0: pages a munmap cut off before */
@@ -256,6 +258,28 @@ static int region_wp(struct npfd_region *r, char *err, size_t errlen)
 	return 0;
 }
 
+/* Milliseconds since npfd started (never 0: 0 means "not touched"). */
+static __u32 start_ms(void)
+{
+	static __u64 t0;
+	__u64 t = now_ns();
+
+	if (!t0)
+		t0 = t;
+	return (__u32)((t - t0) / 1000000) + 1;
+}
+
+static void ev_free(struct evict_region *e)
+{
+	free(e->clean);
+	free(e->ref);
+	free(e->busy);
+	free(e->installs);
+	free(e->touched);
+	free(e->stored);
+	free(e);
+}
+
 static struct evict_region *region_ev(struct npfd_region *r, char *err, size_t errlen)
 {
 	struct evict_region *e = r->ev;
@@ -272,15 +296,14 @@ static struct evict_region *region_ev(struct npfd_region *r, char *err, size_t e
 	e->clean = calloc(n / 8 + 1, 1);
 	e->ref = calloc(n / 8 + 1, 1);
 	e->busy = calloc(n / 8 + 1, 1);
+	e->installs = calloc(n ? n : 1, sizeof(*e->installs));
+	e->touched = calloc(n ? n : 1, sizeof(*e->touched));
 	e->store_fd = -1;
 	if (r->backing == NPF_BACKING_ANON)
 		e->stored = calloc(n / 8 + 1, 1);
-	if (!e->clean || !e->ref || !e->busy || (r->backing == NPF_BACKING_ANON && !e->stored)) {
-		free(e->clean);
-		free(e->ref);
-		free(e->busy);
-		free(e->stored);
-		free(e);
+	if (!e->clean || !e->ref || !e->busy || !e->installs || !e->touched ||
+	    (r->backing == NPF_BACKING_ANON && !e->stored)) {
+		ev_free(e);
 		refuse(err, errlen, ENOMEM, "out of memory for region %u's page state", r->id);
 		return NULL;
 	}
@@ -646,11 +669,7 @@ void evict_region_gone(struct npfd_region *r, bool stopping)
 		swapstore_remove(e->store_name);
 	if (e->store_fd >= 0)
 		close(e->store_fd);
-	free(e->clean);
-	free(e->ref);
-	free(e->busy);
-	free(e->stored);
-	free(e);
+	ev_free(e);
 	r->ev = NULL;
 	r->evicting = NULL;
 	r->install_clean = false;
@@ -780,6 +799,9 @@ void evict_installed(struct npfd_region *r, __u64 start, __u64 npages, bool wp)
 	for (i = first; i < first + npages && i < e->npages; i++) {
 		bit_set(e->clean, i, wp && e->wp);
 		bit_set(e->ref, i, true);
+		if (e->installs[i] < 255)
+			e->installs[i]++;
+		e->touched[i] = start_ms();
 	}
 }
 
@@ -841,6 +863,7 @@ void evict_wp_fault(struct npfd_mm *mm, __u64 addr)
 		return;
 	if (r && r->ev) {
 		bit_set(r->ev->clean, page_index(r, page), false);
+		r->ev->touched[page_index(r, page)] = start_ms();
 		bit_set(r->ev->ref, page_index(r, page), true);
 	}
 	/*
@@ -920,6 +943,10 @@ void evict_region_cut(struct npfd_region *r, __u64 shift)
 	memset(e->busy, 0, e->npages / 8 + 1); /* that batch is abandoned */
 	free_slots(r, 0, shift - 1);
 	e->store_base += shift; /* the stored pages stay where they are in the store */
+	memmove(e->installs, e->installs + shift, (e->npages - shift) * sizeof(*e->installs));
+	memset(e->installs + e->npages - shift, 0, shift * sizeof(*e->installs));
+	memmove(e->touched, e->touched + shift, (e->npages - shift) * sizeof(*e->touched));
+	memset(e->touched + e->npages - shift, 0, shift * sizeof(*e->touched));
 	/* The bitmaps are shifted by whole pages: rebuilt bit by bit. */
 	for (i = 0; i + shift < e->npages; i++) {
 		bit_set(e->clean, i, bit_test(e->clean, i + shift));
@@ -1087,6 +1114,7 @@ static unsigned int pick_by_policy(struct npfd_region *r, unsigned int want)
 	__u64 *order = policy_cand;
 	static __u64 key[NPF_EVICT_MAX_CANDS];
 	unsigned int n = 0, k, got = 0;
+	__u32 now = start_ms();
 
 	for (scanned = 0; scanned < e->npages && n < NPF_EVICT_MAX_CANDS; scanned++) {
 		__u64 i = (hand + scanned) % e->npages, page = r->start + i * NPF_PAGE_SIZE;
@@ -1102,7 +1130,12 @@ static unsigned int pick_by_policy(struct npfd_region *r, unsigned int want)
 			flags |= NPF_EVICT_DIRTY;
 		order[n] = i;
 		policy_cand_dev[n] = flags & NPF_EVICT_DEV;
-		pb->cand[n] = (struct npf_evict_cand){.page = i, .flags = flags, .score = n};
+		pb->cand[n] = (struct npf_evict_cand){
+			.page = i,
+			.flags = flags,
+			.score = n,
+			.installs = e->installs[i],
+			.idle_ms = e->touched[i] ? now - e->touched[i] : NPF_EVICT_IDLE_UNKNOWN};
 		n++;
 	}
 	if (!n)

@@ -70,7 +70,8 @@ struct npf_fault_record {
 /* Fault policies: BPF programs reached by tail call from the collectors */
 /* ------------------------------------------------------------------ */
 
-#define NPF_POLICY_ABI_VERSION 1
+/* 2: eviction candidates carry installs and idle_ms (struct npf_evict_cand grew) */
+#define NPF_POLICY_ABI_VERSION 2
 #define NPF_POLICY_MAGIC 0x4c4f504e /* "NPOL" */
 #define NPF_POLICY_SECTION ".npf_policy"
 #define NPF_POLICY_MAX_PREFETCH 1024 /* pages; npfd clamps larger decisions and counts them */
@@ -131,10 +132,16 @@ enum npf_policy_kind {
 #define NPF_EVICT_DEV 0x2	   /* a device's IO page table entry had its ACCESSED bit */
 #define NPF_EVICT_DIRTY 0x4	   /* evicting it writes it back (not clean) */
 
+#define NPF_EVICT_IDLE_UNKNOWN 0xffffffffu /* idle_ms of a page npfd never saw faulted */
+
 struct npf_evict_cand {
-	__u64 page;  /* index of the page in its region */
-	__u32 flags; /* NPF_EVICT_REF | NPF_EVICT_DEV | NPF_EVICT_DIRTY */
-	__u32 score; /* the policy's: lower goes first; NPF_EVICT_KEEP stays */
+	__u64 page;	/* index of the page in its region */
+	__u32 flags;	/* NPF_EVICT_REF | NPF_EVICT_DEV | NPF_EVICT_DIRTY */
+	__u32 score;	/* the policy's: lower goes first; NPF_EVICT_KEEP stays */
+	__u32 installs; /* times npfd installed it (its fault, or around a neighbour's)
+			 * since the region's eviction began, at most 255: above 1, it
+			 * was evicted and came back */
+	__u32 idle_ms;	/* since its last install or write fault, or NPF_EVICT_IDLE_UNKNOWN */
 };
 
 struct npf_evict_batch {

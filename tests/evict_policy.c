@@ -20,19 +20,11 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <sys/mman.h>
-#include "harness.h"
-#include "budget.h"
-#include "npf.h"
+#include "evict_policy_fixture.h"
 
-#define PG 4096UL
 #define NPG 1024UL
 #define BUDGET 256UL /* pages */
 #define HEAD 128UL   /* evict-head keeps pages [0, HEAD) */
-
-static struct th_npfd d;
-static struct npf_client *c;
-static char *mem;
-static int id, pagemap;
 
 static uint64_t word(uint64_t gen, uint64_t p, uint64_t w)
 {
@@ -56,67 +48,6 @@ static void verify(uint64_t gen)
 				  (unsigned long long)w);
 }
 
-static bool present(uint64_t p)
-{
-	uint64_t ent;
-	off_t off = (off_t)(((uintptr_t)mem + p * PG) / PG * 8);
-
-	TH_ASSERT(pread(pagemap, &ent, 8, off) == 8, "pagemap: %s", strerror(errno));
-	return ent >> 63;
-}
-
-static unsigned int resident(uint64_t from, uint64_t to)
-{
-	unsigned int n = 0;
-
-	for (uint64_t p = from; p < to; p++)
-		n += present(p);
-	return n;
-}
-
-static struct npf_budget_info budget(void)
-{
-	return th_budget(c, id);
-}
-
-/* Evicted as far as it goes, and no batch in flight (two equal looks). */
-static struct npf_budget_info settle(const char *what)
-{
-	struct npf_budget_info bi, again;
-	double t0 = th_now();
-
-	do {
-		bi = budget();
-		/*
-		 * Down to the low watermark; or between it and the high one
-		 * and still there 200 ms later: eviction stopped draining
-		 * while the writer still faulted pages in (hysteresis), and
-		 * starts again only over the high watermark.
-		 */
-		if (bi.resident_pages <= bi.high_pages) {
-			usleep(bi.resident_pages <= bi.low_pages ? 20000 : 200000);
-			again = budget();
-			if (again.evicted_pages == bi.evicted_pages &&
-			    again.resident_pages == bi.resident_pages)
-				return again;
-		}
-		usleep(2000);
-	} while (th_now() - t0 < 20);
-	th_fail("%s: %llu pages resident after 20 s, low watermark %llu", what,
-		(unsigned long long)bi.resident_pages, (unsigned long long)bi.low_pages);
-}
-
-static int load(const char *obj)
-{
-	struct npf_policy_status st;
-	int fd = open(obj, O_RDONLY | O_CLOEXEC), rc;
-
-	TH_ASSERT(fd >= 0, "open %s: %s", obj, strerror(errno));
-	rc = npf_client__policy_load(c, fd, 0, NULL, &st);
-	close(fd);
-	return rc;
-}
-
 static struct npf_policy_status status(const char *name, struct npf_policy_health *h)
 {
 	struct npf_policy_status *ps, out;
@@ -135,21 +66,6 @@ static struct npf_policy_status status(const char *name, struct npf_policy_healt
 	free(ps);
 	free(hs);
 	return out;
-}
-
-static void compile(const char *name, char *out, size_t len)
-{
-	char cmd[1024];
-
-	snprintf(out, len, "%s/%s.bpf.o", d.dir, name);
-	snprintf(
-		cmd, sizeof(cmd),
-		"clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -Iinclude -I%s/../gen -Ibpf -c tests/policies/%s.bpf.c -o %s",
-		th_bin_dir(), name, out);
-	if (system("command -v clang >/dev/null"))
-		th_skip("clang is missing: the test policies cannot be built");
-	if (system(cmd))
-		th_skip("cannot build the test policy %s with clang", name);
 }
 
 int main(void)
