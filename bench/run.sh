@@ -33,7 +33,7 @@ registration:--sizes=1,4
 proactive:--reps=48
 hol:--rounds=200
 pingpong:--iters=200
-perftest_odp:--rounds=20
+perftest_odp:--rounds=40
 evict:--size=64 --rounds=3
 evict_mechanism:
 overcommit_startup:--use=256
