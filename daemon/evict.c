@@ -94,15 +94,16 @@
 /* Per region, once it has a budget (its own or its client's). */
 struct evict_region {
 	__u64 npages;
-	__u64 budget;	  /* its own, in pages; 0: none */
-	__u64 hand;	  /* CLOCK */
-	__u8 *clean;	  /* installed write-protected, equal to its backing copy */
-	__u8 *ref;	  /* referenced since the hand passed */
-	__u8 *busy;	  /* in the batch being evicted (npfd_region.evicting points here) */
-	__u8 *installs;	  /* per page: times installed since the budget came (at most 255) */
-	__u32 *touched;	  /* per page: start_ms() of its last install or write fault, 0: none */
-	__u8 *stored;	  /* anonymous: its page is in the region's swap store */
-	int store_fd;	  /* anonymous: the region's swap store (swapstore.c), -1: none yet */
+	__u64 budget;	/* its own, in pages; 0: none */
+	__u64 hand;	/* CLOCK */
+	__u8 *clean;	/* installed write-protected, equal to its backing copy */
+	__u8 *ref;	/* referenced since the hand passed */
+	__u8 *busy;	/* in the batch being evicted (npfd_region.evicting points here) */
+	__u8 *late;	/* its zap outlived its batch (zap_late()): frozen and busy until it runs */
+	__u8 *installs; /* per page: times installed since the budget came (at most 255) */
+	__u32 *touched; /* per page: start_ms() of its last install or write fault, 0: none */
+	__u8 *stored;	/* anonymous: its page is in the region's swap store */
+	int store_fd;	/* anonymous: the region's swap store (swapstore.c), -1: none yet */
 	__u64 store_base; /* the store's page index of page 0: pages a munmap cut off before */
 	char store_name[SWAPSTORE_NAME_LEN]; /* "": unnamed (a forked child's), or none */
 	bool wp;			     /* registered for write-protect faults too */
@@ -116,9 +117,10 @@ struct evict_region {
 struct evict_ring {
 	struct io_uring ring;
 	int fd;
-	bool draining;	/* the client's budget: as evict_region.draining */
-	__u32 last_id;	/* the client's region that gave last: its regions give in turn */
-	__u32 old_zaps; /* an earlier npfd's zaps still in flight when the ring was adopted */
+	bool draining;	 /* the client's budget: as evict_region.draining */
+	__u32 last_id;	 /* the client's region that gave last: its regions give in turn */
+	__u32 old_zaps;	 /* an earlier npfd's zaps still in flight when the ring was adopted */
+	__u32 late_zaps; /* this npfd's zaps still in flight after their batch ended */
 };
 
 static struct evict_hooks hooks;
@@ -151,6 +153,12 @@ static __u16 zap_epoch;
 static inline __u64 zap_tag(void)
 {
 	return ZAP_TAG | ((__u64)zap_epoch << 24) | (b.gen & 0xffffff);
+}
+
+/* A zap of this npfd's, of any batch? */
+static inline bool zap_ours(__u64 user_data)
+{
+	return (user_data & ~0xffffffULL) == (ZAP_TAG | ((__u64)zap_epoch << 24));
 }
 
 static struct io_uring wb_ring; /* write-back */
@@ -274,6 +282,7 @@ static void ev_free(struct evict_region *e)
 	free(e->clean);
 	free(e->ref);
 	free(e->busy);
+	free(e->late);
 	free(e->installs);
 	free(e->touched);
 	free(e->stored);
@@ -296,12 +305,13 @@ static struct evict_region *region_ev(struct npfd_region *r, char *err, size_t e
 	e->clean = calloc(n / 8 + 1, 1);
 	e->ref = calloc(n / 8 + 1, 1);
 	e->busy = calloc(n / 8 + 1, 1);
+	e->late = calloc(n / 8 + 1, 1);
 	e->installs = calloc(n ? n : 1, sizeof(*e->installs));
 	e->touched = calloc(n ? n : 1, sizeof(*e->touched));
 	e->store_fd = -1;
 	if (r->backing == NPF_BACKING_ANON)
 		e->stored = calloc(n / 8 + 1, 1);
-	if (!e->clean || !e->ref || !e->busy || !e->installs || !e->touched ||
+	if (!e->clean || !e->ref || !e->busy || !e->late || !e->installs || !e->touched ||
 	    (r->backing == NPF_BACKING_ANON && !e->stored)) {
 		ev_free(e);
 		refuse(err, errlen, ENOMEM, "out of memory for region %u's page state", r->id);
@@ -861,6 +871,9 @@ void evict_wp_fault(struct npfd_mm *mm, __u64 addr)
 	 */
 	if (r && (b.state == B_WRITE || b.state == B_ZAP) && in_batch(r, page, NULL))
 		return;
+	/* its zap is still to run: the write waits, or the zap would destroy it */
+	if (r && r->ev && bit_test(r->ev->late, page_index(r, page)))
+		return;
 	if (r && r->ev) {
 		bit_set(r->ev->clean, page_index(r, page), false);
 		r->ev->touched[page_index(r, page)] = start_ms();
@@ -905,6 +918,16 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 			b.removed[at] = b.zapped[at];
 			continue;
 		}
+		if (bit_test(r->ev->late, i)) {
+			/* a late zap ran: the page is evicted, its copy is the one to read */
+			bit_set(r->ev->late, i, false);
+			bit_set(r->ev->busy, i, false);
+			bit_set(r->ev->clean, i, false);
+			if (r->budget_info)
+				r->budget_info->evicted_pages++;
+			wake_page(r->mm, p);
+			continue;
+		}
 		if (old_zap && bit_test(r->ev->stored, i))
 			continue;
 		free_slots(r, i, i);
@@ -922,7 +945,15 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
  */
 void evict_range_unmapped(struct npfd_mm *mm, __u64 start, __u64 end)
 {
+	struct npfd_region *r;
 	unsigned int i;
+	__u64 p;
+
+	/* late zaps there are not waited for: nothing to unfreeze afterwards */
+	list_for_each_entry(r, &mm->regions, node)
+		for (p = start > r->start ? start : r->start;
+		     r->ev && p < end && p < r->start + r->length; p += NPF_PAGE_SIZE)
+			bit_set(r->ev->late, page_index(r, p), false);
 
 	if (b.state == B_IDLE || b.mm != mm)
 		return;
@@ -952,11 +983,13 @@ void evict_region_cut(struct npfd_region *r, __u64 shift)
 		bit_set(e->clean, i, bit_test(e->clean, i + shift));
 		bit_set(e->ref, i, bit_test(e->ref, i + shift));
 		bit_set(e->stored, i, bit_test(e->stored, i + shift));
+		bit_set(e->late, i, bit_test(e->late, i + shift));
 	}
 	for (; i < e->npages; i++) {
 		bit_set(e->clean, i, false);
 		bit_set(e->ref, i, false);
 		bit_set(e->stored, i, false);
+		bit_set(e->late, i, false);
 	}
 	e->hand = 0;
 }
@@ -1305,16 +1338,20 @@ static struct npfd_region *over_budget(unsigned int *want)
 
 /* ---- one batch ---- */
 
-/* Keep victim i: writable again (its frozen writer goes on), dirty from now on. */
+/* A frozen page stays: writable again (its frozen writer goes on), dirty from now on. */
+static void unfreeze(struct npfd_mm *mm, struct npfd_region *r, __u64 page)
+{
+	struct uffdio_writeprotect wp = {.range = {.start = page, .len = NPF_PAGE_SIZE}, .mode = 0};
+
+	if (r && r->ev)
+		bit_set(r->ev->clean, page_index(r, page), false);
+	if (ioctl(mm->uffd, UFFDIO_WRITEPROTECT, &wp) && errno != ENOENT && errno != ESRCH)
+		wake_page(mm, page);
+}
+
 static void keep(unsigned int i)
 {
-	struct uffdio_writeprotect wp = {.range = {.start = b.page[i], .len = NPF_PAGE_SIZE},
-					 .mode = 0};
-
-	if (b.r && b.r->ev)
-		bit_set(b.r->ev->clean, page_index(b.r, b.page[i]), false);
-	if (ioctl(b.mm->uffd, UFFDIO_WRITEPROTECT, &wp) && errno != ENOENT && errno != ESRCH)
-		wake_page(b.mm, b.page[i]);
+	unfreeze(b.mm, b.r, b.page[i]);
 }
 
 static bool page_present(struct npfd_mm *mm, __u64 page)
@@ -1336,7 +1373,9 @@ static bool page_present(struct npfd_mm *mm, __u64 page)
 static void batch_end(void)
 {
 	struct npfd_region *r = b.r;
-	unsigned int i, gone = 0;
+	unsigned int i, gone = 0, late = 0;
+	/* the batch ran out of time with zaps submitted and not done */
+	bool zaps_pending = b.zaps && b.mm && b.mm->evict_ring && r && r->ev;
 
 	for (i = 0; i < b.n; i++) {
 		__u64 page = b.page[i];
@@ -1357,6 +1396,20 @@ static void batch_end(void)
 						"pid %d: cannot put back page 0x%llx of a region unregistered during its eviction: %s",
 						b.tgid, (unsigned long long)page, strerror(errno));
 			}
+			continue;
+		}
+		/*
+		 * Its zap may still run (the client's SQPOLL thread has not
+		 * run it: the client is stopped, say), and would destroy a
+		 * write let through now. So the page stays frozen and busy,
+		 * with its stored copy, until it does: its REMOVE evicts it
+		 * (evict_range_removed()); if it fails instead, late_settle()
+		 * lets the page go once the ring's late zaps are all done.
+		 */
+		if (zaps_pending && i < b.zap_next && b.zapped[i] && !b.removed[i] &&
+		    page_present(b.mm, page)) {
+			bit_set(r->ev->late, page_index(r, page), true);
+			late++;
 			continue;
 		}
 		/*
@@ -1392,7 +1445,15 @@ static void batch_end(void)
 	for (i = 0; r && r->ev && i < b.n; i++) {
 		__u64 k = page_index(r, b.page[i]);
 
-		r->ev->busy[k / 8] &= (__u8) ~(1 << (k % 8));
+		if (!bit_test(r->ev->late, k))
+			r->ev->busy[k / 8] &= (__u8) ~(1 << (k % 8));
+	}
+	if (late) {
+		b.mm->evict_ring->late_zaps += b.zaps;
+		pr_warn_rl(
+			"pid %d: eviction batch %llu ended with %u zaps not run after %llu s: their %u pages stay frozen until they do",
+			b.tgid, (unsigned long long)b.gen, b.zaps,
+			(unsigned long long)(EVICT_ZAP_TIMEOUT_NS / 1000000000ULL), late);
 	}
 	b.state = B_IDLE;
 	b.n = 0;
@@ -1629,23 +1690,55 @@ static void read_out(void)
 		batch_end();
 }
 
-/* 5b. Our zaps' completions; anything else in the client's ring is not ours to read. */
-static void zap_reap(void)
+/*
+ * A ring's late zaps are all done: a page still marked late was not
+ * zapped (its zap failed): it stays, writable again.
+ */
+static void late_settle(struct npfd_mm *mm)
 {
-	struct io_uring *ring = &b.mm->evict_ring->ring;
+	struct npfd_region *r;
+	__u64 i;
+
+	list_for_each_entry(r, &mm->regions, node)
+		for (i = 0; r->ev && i < r->ev->npages; i++) {
+			if (!r->ev->late[i / 8]) {
+				i |= 7; /* a byte of nothing */
+				continue;
+			}
+			if (!bit_test(r->ev->late, i))
+				continue;
+			bit_set(r->ev->late, i, false);
+			bit_set(r->ev->busy, i, false);
+			unfreeze(mm, r, r->start + i * NPF_PAGE_SIZE);
+			if (r->budget_info)
+				r->budget_info->aborted++;
+		}
+}
+
+/*
+ * 5b. Completions in a client's ring (libnpf submits nothing to it): this
+ * batch's zaps, late ones of batches that ran out of time, and an earlier
+ * npfd's.
+ */
+static void ring_reap(struct npfd_mm *mm)
+{
+	struct evict_ring *er = mm->evict_ring;
 	struct io_uring_cqe *cqe;
 
-	while (b.zaps && !io_uring_peek_cqe(ring, &cqe)) {
-		if (cqe->user_data == zap_tag()) {
+	while (!io_uring_peek_cqe(&er->ring, &cqe)) {
+		__u64 tag = cqe->user_data;
+
+		/* ENOMEM: the process unmapped the range meanwhile */
+		if (zap_ours(tag) && cqe->res < 0 && cqe->res != -ENOMEM)
+			pr_warn_rl("pid %d: the eviction's MADV_DONTNEED failed: %s", mm->tgid,
+				   strerror(-cqe->res));
+		if (b.state == B_ZAP && b.mm == mm && tag == zap_tag())
 			b.zaps--;
-			/* ENOMEM: the process unmapped the range meanwhile */
-			if (cqe->res < 0 && cqe->res != -ENOMEM)
-				pr_warn_rl("pid %d: the eviction's MADV_DONTNEED failed: %s",
-					   b.tgid, strerror(-cqe->res));
-		} else if (b.mm->evict_ring->old_zaps && !--b.mm->evict_ring->old_zaps) {
-			b.mm->old_zaps_until = 0; /* the earlier npfd's zaps are all done */
-		}
-		io_uring_cqe_seen(ring, cqe);
+		else if (zap_ours(tag) && er->late_zaps && !--er->late_zaps)
+			late_settle(mm);
+		else if (!zap_ours(tag) && er->old_zaps && !--er->old_zaps)
+			mm->old_zaps_until = 0; /* the earlier npfd's zaps are all done */
+		io_uring_cqe_seen(&er->ring, cqe);
 	}
 }
 
@@ -1657,7 +1750,12 @@ bool evict_busy(void)
 void evict_tick(void)
 {
 	struct npfd_region *r;
+	struct npfd_mm *mm;
 	unsigned int want;
+
+	list_for_each_entry(mm, &mms, node)
+		if (mm->evict_ring && !mm->dead && mm->evict_ring->late_zaps)
+			ring_reap(mm);
 
 	switch (b.state) {
 	case B_IDLE:
@@ -1692,7 +1790,7 @@ void evict_tick(void)
 		return;
 	case B_ZAP:
 		if (b.mm && b.mm->evict_ring) {
-			zap_reap();
+			ring_reap(b.mm);
 			if (b.zap_next < b.n)
 				zap_more();
 		} else {
