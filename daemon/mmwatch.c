@@ -270,7 +270,6 @@ static void invalidate_range(__u32 region_id, __u64 addr, __u64 end)
 
 static void doom(__u32 region_id, __u64 addr, __u64 pfn);
 static bool swapin_covers(__u32 region_id, __u64 va);
-static bool read_pagemap(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n);
 
 /*
  * Reclaim can unmap a page and not free its frame at once (a clean page
@@ -293,7 +292,7 @@ static void sweep(__u32 region_id)
 		n = (r->start + r->length - va) >> NPF_PAGE_SHIFT;
 		if (n > CHUNK)
 			n = CHUNK;
-		if (!read_pagemap(r->mm, va, ent, n))
+		if (!mm_pagemap_read(r->mm, va, ent, n))
 			return;
 		for (i = 0; i < n; i++)
 			if (!(ent[i] & PM_PRESENT) && (ent[i] & PM_SWAP) &&
@@ -335,7 +334,7 @@ static bool still_mapped_for(const struct doomed *d, struct pm_window *win)
 		win->n = (r->start + r->length - d->addr) >> NPF_PAGE_SHIFT;
 		if (win->n > CHUNK)
 			win->n = CHUNK;
-		if (r->mm->tgid <= 0 || !read_pagemap(r->mm, win->va, win->ent, win->n)) {
+		if (r->mm->tgid <= 0 || !mm_pagemap_read(r->mm, win->va, win->ent, win->n)) {
 			win->n = 0;
 			return true;
 		}
@@ -841,21 +840,6 @@ void mmwatch_device_detached(void)
 	unload();
 }
 
-static bool read_pagemap(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n)
-{
-	if (mm->pagemap_fd < 0) {
-		char path[64];
-
-		snprintf(path, sizeof(path), "/proc/%d/pagemap", mm->tgid);
-		mm->pagemap_fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (mm->pagemap_fd < 0)
-			return false;
-	}
-	return pread(mm->pagemap_fd, ent, n * sizeof(__u64),
-		     (off_t)((va >> NPF_PAGE_SHIFT) * sizeof(__u64))) ==
-	       (ssize_t)(n * sizeof(__u64));
-}
-
 /*
  * Track the frames of [va, va + n pages) of region r, whose device entries
  * npfd has just set present. Call it after setting them: a frame freed
@@ -870,7 +854,7 @@ static void track(struct npfd_region *r, __u64 va, __u64 n, unsigned int tries)
 	int fd = bpf_map__fd(skel->maps.npf_mm_pfns);
 	DECLARE_LIBBPF_OPTS(bpf_map_batch_opts, opts);
 
-	if (!read_pagemap(r->mm, va, ent, n)) {
+	if (!mm_pagemap_read(r->mm, va, ent, n)) {
 		pr_warn("region %u: cannot read /proc/%d/pagemap (%s): 0x%llx+%llu pages mapped untracked",
 			r->id, r->mm->tgid, strerror(errno), (unsigned long long)va,
 			(unsigned long long)n);
@@ -920,7 +904,7 @@ static void track(struct npfd_region *r, __u64 va, __u64 n, unsigned int tries)
 		full_warned = true;
 		untracked += k - count;
 	}
-	if (!read_pagemap(r->mm, va, again, n))
+	if (!mm_pagemap_read(r->mm, va, again, n))
 		return;
 	for (i = 0; i < n; i++)
 		/* Discarded meanwhile (no frame, not in swap): userfaultfd's REMOVE says so. */

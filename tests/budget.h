@@ -3,6 +3,7 @@
 #ifndef NPF_TEST_BUDGET_H
 #define NPF_TEST_BUDGET_H
 
+#include <sys/mman.h>
 #include "harness.h"
 #include "npf.h"
 
@@ -16,6 +17,72 @@ static inline struct npf_budget_info th_budget(struct npf_client *c, int id)
 	out = *bi;
 	free(bi);
 	return out;
+}
+
+/* Word w of page p in generation gen: what the eviction tests write and check. */
+static inline __u64 th_word(__u64 gen, __u64 p, __u64 w)
+{
+	return ((gen << 40) + p * 512 + w) * 0x9e3779b97f4a7c15ULL + 1;
+}
+
+static inline void th_fill(char *mem, __u64 npages, __u64 gen)
+{
+	for (__u64 p = 0; p < npages; p++)
+		for (__u64 w = 0; w < 512; w++)
+			((__u64 *)(void *)(mem + p * 4096))[w] = th_word(gen, p, w);
+}
+
+/* Words of the npages pages at mem that do not hold generation gen. */
+static inline __u64 th_wrong(const char *mem, __u64 npages, __u64 gen)
+{
+	__u64 bad = 0;
+
+	for (__u64 p = 0; p < npages; p++)
+		for (__u64 w = 0; w < 512; w++)
+			bad += ((const __u64 *)(const void *)(mem + p * 4096))[w] !=
+			       th_word(gen, p, w);
+	return bad;
+}
+
+/*
+ * An anonymous region of npages pages, registered with c and given a
+ * budget of budget pages; its id in *id.
+ */
+static inline char *th_budget_region(struct npf_client *c, size_t npages, size_t budget, int *id)
+{
+	char *mem = mmap(NULL, npages * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			 -1, 0);
+
+	TH_ASSERT(mem != MAP_FAILED, "mmap: %s", strerror(errno));
+	*id = npf_client__register(c, mem, npages * 4096, NULL);
+	TH_ASSERT(*id > 0, "register: %s", npf_client__errmsg(c));
+	TH_ASSERT(!npf_client__region_set(c, (__u32)*id, NPF_SET_BUDGET, budget * 4096, NULL),
+		  "set budget: %s", npf_client__errmsg(c));
+	return mem;
+}
+
+/*
+ * Wait (10 s at most) until npfd has evicted region id to its low
+ * watermark and its last batch is over (the count of evicted pages holds
+ * still for 50 ms: a batch counts its pages at its end, after their zaps
+ * took them out of the resident count); the pages evicted.
+ */
+static inline __u64 th_budget_settle(struct npf_client *c, int id)
+{
+	struct npf_budget_info bi, again;
+	double t0 = th_now();
+
+	for (;; usleep(5000)) {
+		bi = th_budget(c, id);
+		if (th_now() - t0 >= 10)
+			return bi.evicted_pages;
+		if (bi.resident_pages > bi.low_pages)
+			continue;
+		usleep(50000);
+		again = th_budget(c, id);
+		if (again.evicted_pages == bi.evicted_pages)
+			return again.evicted_pages;
+	}
 }
 
 #endif

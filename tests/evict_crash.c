@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include "budget.h"
 #include "restart_common.h"
 
 #define PG 4096UL
@@ -17,18 +18,6 @@
 #define BUDGET 128UL
 
 static struct rs_npfd d;
-
-static uint64_t word(uint64_t gen, uint64_t p, uint64_t w)
-{
-	return ((gen << 40) + p * 512 + w) * 0x9e3779b97f4a7c15ULL + 7;
-}
-
-static void fill(char *mem, uint64_t gen)
-{
-	for (uint64_t p = 0; p < NPG; p++)
-		for (uint64_t w = 0; w < PG / 8; w++)
-			((uint64_t *)(mem + p * PG))[w] = word(gen, p, w);
-}
 
 static void check(const char *mem, uint64_t gen, const char *what)
 {
@@ -38,7 +27,7 @@ static void check(const char *mem, uint64_t gen, const char *what)
 		for (uint64_t w = 0; w < PG / 8; w++) {
 			uint64_t v = ((const uint64_t *)(mem + p * PG))[w];
 
-			if (v == word(gen, p, w))
+			if (v == th_word(gen, p, w))
 				continue;
 			bad++;
 			zero += !v;
@@ -128,12 +117,10 @@ static bool exists(const char *name)
 int main(void)
 {
 	char boot[64] = "", live[160], dead[160], other_boot[160];
-	struct npf_budget_info *bi;
 	struct npf_client *c;
 	uint64_t evicted = 0, stored, gone;
 	double t0;
 	char *mem;
-	size_t n;
 	pid_t child;
 	FILE *f;
 	int id;
@@ -143,23 +130,9 @@ int main(void)
 	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock, .fallback_ms = 60000);
 	c = npf_client__connect(&co);
 	TH_ASSERT(c, "connect: %s", strerror(errno));
-	mem = mmap(NULL, NPG * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	TH_ASSERT(mem != MAP_FAILED, "mmap");
-	id = npf_client__register(c, mem, NPG * PG, NULL);
-	TH_ASSERT(id > 0, "register: %s", npf_client__errmsg(c));
-	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, BUDGET * PG, NULL),
-		  "set budget: %s", npf_client__errmsg(c));
-	fill(mem, 1);
-	for (t0 = th_now(); th_now() - t0 < 10; usleep(5000)) {
-		TH_ASSERT(!npf_client__budget_list(c, (__u32)id, &bi, &n) && n == 1,
-			  "budget list: %s", npf_client__errmsg(c));
-		evicted = bi->evicted_pages;
-		if (bi->resident_pages <= bi->low_pages) {
-			free(bi);
-			break;
-		}
-		free(bi);
-	}
+	mem = th_budget_region(c, NPG, BUDGET, &id);
+	th_fill(mem, NPG, 1);
+	evicted = th_budget_settle(c, id);
 	TH_ASSERT(evicted >= NPG - BUDGET, "only %llu pages evicted", (unsigned long long)evicted);
 
 	rs_npfd_kill(&d, SIGKILL);
@@ -175,7 +148,7 @@ int main(void)
 	rs_npfd_start(&d);
 	/* every evicted page reads back from the store the killed npfd left */
 	check(mem, 1, "after the kill and restart");
-	fill(mem, 2);
+	th_fill(mem, NPG, 2);
 	check(mem, 2, "rewritten after the restart");
 	TH_ASSERT(rs_reconnects >= 1, "libnpf did not reconnect");
 

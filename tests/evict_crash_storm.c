@@ -9,6 +9,7 @@
  */
 #include <stdatomic.h>
 #include <sys/mman.h>
+#include "budget.h"
 #include "restart_common.h"
 
 #define PG 4096UL
@@ -67,12 +68,7 @@ int main(void)
 	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock, .fallback_ms = 60000);
 	c = npf_client__connect(&co);
 	TH_ASSERT(c, "connect: %s", strerror(errno));
-	mem = mmap(NULL, NPG * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	TH_ASSERT(mem != MAP_FAILED, "mmap");
-	id = npf_client__register(c, mem, NPG * PG, NULL);
-	TH_ASSERT(id > 0, "register: %s", npf_client__errmsg(c));
-	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, BUDGET * PG, NULL),
-		  "set budget: %s", npf_client__errmsg(c));
+	mem = th_budget_region(c, NPG, BUDGET, &id);
 	for (uintptr_t t = 0; t < WRITERS; t++)
 		TH_ASSERT(!pthread_create(&th[t], NULL, writer, (void *)t), "pthread_create");
 	for (int k = 0; k < KILLS; k++) {

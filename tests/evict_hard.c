@@ -56,12 +56,7 @@ int main(void)
 	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock);
 	c = npf_client__connect(&co);
 	TH_ASSERT(c, "connect: %s", strerror(errno));
-	mem = mmap(NULL, NPG * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	TH_ASSERT(mem != MAP_FAILED, "mmap");
-	id = npf_client__register(c, mem, NPG * PG, NULL);
-	TH_ASSERT(id > 0, "register: %s", npf_client__errmsg(c));
-	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, BUDGET * PG, NULL),
-		  "set budget: %s", npf_client__errmsg(c));
+	mem = th_budget_region(c, NPG, BUDGET, &id);
 	bi = th_budget(c, id);
 	TH_ASSERT(!pthread_create(&th, NULL, sampler, NULL), "pthread_create");
 	t0 = th_now();

@@ -70,12 +70,7 @@ int main(void)
 	TH_ASSERT(c, "connect: %s", strerror(errno));
 	pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	TH_ASSERT(pagemap >= 0, "pagemap: %s", strerror(errno));
-	mem = mmap(NULL, NPG * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	TH_ASSERT(mem != MAP_FAILED, "mmap");
-	id = npf_client__register(c, mem, NPG * PG, NULL);
-	TH_ASSERT(id > 0, "register: %s", npf_client__errmsg(c));
-	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, BUDGET * PG, NULL),
-		  "set budget: %s", npf_client__errmsg(c));
+	mem = th_budget_region(c, NPG, BUDGET, &id);
 
 	touch(0, A, true);
 	touch(A, 1024, true);

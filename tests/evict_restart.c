@@ -8,6 +8,7 @@
  * without an npfd that knows why).
  */
 #include <sys/mman.h>
+#include "budget.h"
 #include "restart_common.h"
 
 #define PG 4096UL
@@ -34,12 +35,10 @@ static void check(const char *mem, uint64_t gen, const char *what)
 
 int main(void)
 {
-	struct npf_budget_info *bi;
 	struct npf_client *c;
 	uint64_t evicted = 0;
 	double t0;
 	char *mem;
-	size_t n;
 	int id;
 
 	npf_set_print(rs_print);
@@ -47,27 +46,13 @@ int main(void)
 	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock, .fallback_ms = 60000);
 	c = npf_client__connect(&co);
 	TH_ASSERT(c, "connect: %s", strerror(errno));
-	mem = mmap(NULL, NPG * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	TH_ASSERT(mem != MAP_FAILED, "mmap");
-	id = npf_client__register(c, mem, NPG * PG, NULL);
-	TH_ASSERT(id > 0, "register: %s", npf_client__errmsg(c));
-	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, BUDGET * PG, NULL),
-		  "set budget: %s", npf_client__errmsg(c));
+	mem = th_budget_region(c, NPG, BUDGET, &id);
 	for (uint64_t p = 0; p < NPG; p++)
 		for (uint64_t w = 0; w < PG / 8; w++)
 			((uint64_t *)(mem + p * PG))[w] = word(1, p, w);
 	/* read some back: installed clean (write-protected) when npfd stops */
 	check(mem, 1, "before the restart");
-	for (t0 = th_now(); th_now() - t0 < 10; usleep(5000)) {
-		TH_ASSERT(!npf_client__budget_list(c, (__u32)id, &bi, &n) && n == 1,
-			  "budget list: %s", npf_client__errmsg(c));
-		evicted = bi->evicted_pages;
-		if (bi->resident_pages <= bi->low_pages) {
-			free(bi);
-			break;
-		}
-		free(bi);
-	}
+	evicted = th_budget_settle(c, id);
 	printf("%llu pages evicted before npfd stops\n", (unsigned long long)evicted);
 	TH_ASSERT(evicted >= NPG - BUDGET, "only %llu pages evicted", (unsigned long long)evicted);
 
