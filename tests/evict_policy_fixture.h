@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include "harness.h"
+#include "adv.h"
 #include "budget.h"
 #include "npf.h"
 
@@ -83,19 +84,10 @@ static int load(const char *obj)
 	return rc;
 }
 
+/* A test policy built into the test's directory (adv.h's builder). */
 static void compile(const char *name, char *out, size_t len)
 {
-	char cmd[1024];
-
-	snprintf(out, len, "%s/%s.bpf.o", d.dir, name);
-	snprintf(
-		cmd, sizeof(cmd),
-		"clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -Iinclude -I%s/../gen -Ibpf -c tests/policies/%s.bpf.c -o %s",
-		th_bin_dir(), name, out);
-	if (system("command -v clang >/dev/null"))
-		th_skip("clang is missing: the test policies cannot be built");
-	if (system(cmd))
-		th_skip("cannot build the test policy %s with clang", name);
+	adv_compile_policy(name, d.dir, out, len);
 }
 
 #endif
