@@ -74,6 +74,7 @@
 #include "runs.h"
 #include "swapstore.h"
 #include "util.h"
+#include "wait.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -121,6 +122,9 @@ struct evict_ring {
 	__u32 last_id;	 /* the client's region that gave last: its regions give in turn */
 	__u32 old_zaps;	 /* an earlier npfd's zaps still in flight when the ring was adopted */
 	__u32 late_zaps; /* this npfd's zaps still in flight after their batch ended */
+	/* unregisters answered once no zap is in flight (evict_region_gone()) */
+	struct npfd_wait *waits;
+	__u64 waits_deadline; /* or then, with a warning */
 };
 
 static struct evict_hooks hooks;
@@ -585,10 +589,52 @@ int evict_ring_adopt(struct npfd_client *c, const struct npf_evict_ring_req *req
 	return 0;
 }
 
+/*
+ * Zaps of this npfd's or an earlier one's still in flight in mm's ring, or
+ * a batch zapping there that has not ended (its put-backs are to come).
+ */
+static bool zaps_in_flight(const struct npfd_mm *mm)
+{
+	const struct evict_ring *er = mm->evict_ring;
+
+	return er && ((b.state == B_ZAP && b.mm == mm) || er->late_zaps || er->old_zaps);
+}
+
+/* unregisters waiting in rings' lists: they are answered soon after the last zap */
+static unsigned int nr_waits;
+
+static void ring_answer_waits(struct evict_ring *er)
+{
+	while (er->waits) {
+		struct npfd_wait *w = er->waits;
+
+		nr_waits--;
+		er->waits = w->next;
+		w->next = NULL;
+		wait_done(w);
+	}
+}
+
+/* Unregisters of mm's regions that waited for its zaps: answered once they are done. */
+static void ring_check_waits(struct npfd_mm *mm)
+{
+	struct evict_ring *er = mm->evict_ring;
+
+	if (!er->waits)
+		return;
+	if (zaps_in_flight(mm) && now_ns() < er->waits_deadline)
+		return;
+	if (zaps_in_flight(mm))
+		pr_warn("pid %d: answering an unregister with zaps still in flight after %llu s: a mapping made at its addresses now may lose pages",
+			mm->tgid, (unsigned long long)(EVICT_ZAP_TIMEOUT_NS / 1000000000ULL));
+	ring_answer_waits(er);
+}
+
 static void ring_free(struct evict_ring *er)
 {
 	if (!er)
 		return;
+	ring_answer_waits(er);		/* the process is gone: nothing can be mapped any more */
 	io_uring_queue_exit(&er->ring); /* unmaps and closes er->fd */
 	free(er);
 }
@@ -657,13 +703,29 @@ static __u64 stored_only(const struct npfd_region *r)
 	return n;
 }
 
-void evict_region_gone(struct npfd_region *r, bool stopping)
+void evict_region_gone(struct npfd_region *r, bool stopping, struct npfd_wait *w)
 {
 	struct evict_region *e = r->ev;
+	struct evict_ring *er = r->mm->evict_ring;
 	__u64 left;
 
 	if (b.state != B_IDLE && b.r == r)
-		b.r = NULL; /* batch_end() puts zapped pages back if it can */
+		b.r = NULL; /* no more zaps; batch_end() puts zapped pages back if it can */
+	/*
+	 * A zap the client's ring has taken runs at whatever is mapped at its
+	 * address when it runs (the kernel looks the address up again after
+	 * npfd reads its REMOVE). A client that unmaps the range once it has
+	 * the answer, and maps something else there, must not meet one: the
+	 * answer waits for the ring's zaps (and batch_end()'s put-backs).
+	 */
+	if (w && zaps_in_flight(r->mm)) {
+		if (!er->waits)
+			er->waits_deadline = now_ns() + EVICT_ZAP_TIMEOUT_NS;
+		w->next = er->waits;
+		er->waits = w;
+		w->pending++;
+		nr_waits++;
+	}
 	if (!e)
 		return;
 	/*
@@ -1384,7 +1446,8 @@ static void batch_end(void)
 		if (b.unmapped[i])
 			continue;
 		if (!r) {
-			if (b.zapped[i] && b.mm && !page_present(b.mm, page) &&
+			/* below zap_next: handed to the ring (the others were never zapped) */
+			if (b.zapped[i] && i < b.zap_next && b.mm && !page_present(b.mm, page) &&
 			    !mm_find_region(b.mm, page)) {
 				struct iovec l = {b.buf + (size_t)i * NPF_PAGE_SIZE, NPF_PAGE_SIZE};
 				struct iovec rv = {(void *)(uintptr_t)page, NPF_PAGE_SIZE};
@@ -1448,8 +1511,10 @@ static void batch_end(void)
 		if (!bit_test(r->ev->late, k))
 			r->ev->busy[k / 8] &= (__u8) ~(1 << (k % 8));
 	}
-	if (late) {
+	/* counted until they complete: late pages and unregisters wait for them */
+	if (b.zaps && b.mm && b.mm->evict_ring)
 		b.mm->evict_ring->late_zaps += b.zaps;
+	if (late) {
 		pr_warn_rl(
 			"pid %d: eviction batch %llu ended with %u zaps not run after %llu s: their %u pages stay frozen until they do",
 			b.tgid, (unsigned long long)b.gen, b.zaps,
@@ -1486,6 +1551,8 @@ static void batch_start(struct npfd_region *r, unsigned int want)
 	b.tgid = r->mm->tgid;
 	b.gen++;
 	memset(b.unmapped, 0, sizeof(b.unmapped));
+	b.zaps = 0;
+	b.zap_next = 0; /* batch_end(): the pages below it were handed to the ring */
 	b.state = B_ACK;
 	b.deadline = now_ns() + EVICT_ACK_TIMEOUT_NS;
 	for (i = 0; i < b.n; i++) {
@@ -1744,18 +1811,14 @@ static void ring_reap(struct npfd_mm *mm)
 
 bool evict_busy(void)
 {
-	return b.state != B_IDLE;
+	return b.state != B_IDLE || nr_waits;
 }
 
-void evict_tick(void)
+/* One step of the batch under way, or a new one. */
+static void tick_batch(void)
 {
 	struct npfd_region *r;
-	struct npfd_mm *mm;
 	unsigned int want;
-
-	list_for_each_entry(mm, &mms, node)
-		if (mm->evict_ring && !mm->dead && mm->evict_ring->late_zaps)
-			ring_reap(mm);
 
 	switch (b.state) {
 	case B_IDLE:
@@ -1791,16 +1854,30 @@ void evict_tick(void)
 	case B_ZAP:
 		if (b.mm && b.mm->evict_ring) {
 			ring_reap(b.mm);
-			if (b.zap_next < b.n)
+			if (b.r && b.zap_next < b.n)
 				zap_more();
 		} else {
 			b.zaps = 0;
 			b.zap_next = b.n;
 		}
-		if ((!b.zaps && b.zap_next >= b.n) || now_ns() > b.deadline)
+		/* a region gone meanwhile gets no more zaps: the batch ends with its last */
+		if ((!b.zaps && (b.zap_next >= b.n || !b.r)) || now_ns() > b.deadline)
 			batch_end(); /* pagemap, not the completions, says what went */
 		return;
 	}
+}
+
+void evict_tick(void)
+{
+	struct npfd_mm *mm;
+
+	list_for_each_entry(mm, &mms, node)
+		if (mm->evict_ring && !mm->dead && mm->evict_ring->late_zaps)
+			ring_reap(mm);
+	tick_batch();
+	list_for_each_entry(mm, &mms, node)
+		if (mm->evict_ring && !mm->dead)
+			ring_check_waits(mm);
 }
 
 /*

@@ -15,6 +15,7 @@
 struct npfd_client;
 struct npfd_mm;
 struct npfd_region;
+struct npfd_wait;
 struct run;
 
 /* What eviction tells the layers above it (main.c connects them). */
@@ -51,8 +52,13 @@ void evict_region_registered(struct npfd_region *r);
  * that npfd evicted to r's swap store are read back from there.
  */
 void evict_region_adopted(struct npfd_region *r, __u32 old_id);
-/* r goes; stopping: npfd stops, and a store still holding pages stays for the next npfd. */
-void evict_region_gone(struct npfd_region *r, bool stopping);
+/*
+ * r goes; stopping: npfd stops, and a store still holding pages stays for
+ * the next npfd. w, if any (an unregister), is answered only once no zap
+ * is in flight in the client's ring: the process may unmap the range and
+ * map something else there as soon as it has the answer.
+ */
+void evict_region_gone(struct npfd_region *r, bool stopping, struct npfd_wait *w);
 /* The process forked: child's copy of parent's region reads the same stored pages. */
 void evict_region_forked(struct npfd_region *parent, struct npfd_region *child);
 void evict_mm_gone(struct npfd_mm *mm);
@@ -80,6 +86,7 @@ void evict_range_unmapped(struct npfd_mm *mm, __u64 start, __u64 end);
 
 /* The event loop. */
 void evict_tick(void);
+/* A batch under way, or an unregister waiting for its ring's zaps: tick again soon. */
 bool evict_busy(void);
 
 #endif

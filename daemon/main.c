@@ -88,7 +88,7 @@ static void region_going(struct npfd_region *r, bool stopping, bool alive, struc
 		device_region_gone(r, alive, w);
 	ws_region_gone(r);
 	policy_region_gone(r);
-	evict_region_gone(r, stopping);
+	evict_region_gone(r, stopping, w);
 }
 
 /* A region registered: the wsreplay record, the client's budget. */

@@ -22,6 +22,8 @@ struct npfd_wait {
 	bool deferred;		    /* the handler returned: wait_done() answers */
 	int status;		    /* 0, or the first failure (-errno) */
 	char err[NPF_ERRMSG_LEN];   /* its reason */
+	/* in a list of requests waiting for the same thing (evict.c: a ring's zaps) */
+	struct npfd_wait *next;
 	/* Called by wait_done() once nothing is pending and the handler has returned. */
 	void (*answer)(struct npfd_wait *w);
 };

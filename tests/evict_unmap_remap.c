@@ -1,19 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * A region unmapped while npfd evicts it: the batch must not touch those
- * addresses again. The next mmap may hand them out to another mapping, and
- * a zap (MADV_DONTNEED through the client's ring) or a put-back
- * (process_vm_writev of the batch's copies) would then wipe or overwrite
- * that mapping's data.
+ * A region unmapped or unregistered while npfd evicts it: the batch must
+ * not touch those addresses again. The next mmap may hand them out to
+ * another mapping, and a zap (MADV_DONTNEED through the client's ring) or
+ * a put-back (process_vm_writev of the batch's copies) would then wipe or
+ * overwrite that mapping's data.
  *
  * Each round: a budgeted region written whole, so eviction runs batch after
- * batch; unmapped as soon as npfd has evicted some of it; at once a new,
- * unregistered mapping at the same address, its odd pages written with
- * other bytes, its even pages never touched; after a pause no page of the
- * new mapping may hold the old region's bytes (a put-back into it), and
- * the even pages read zeros.
+ * batch; as soon as npfd has evicted some of it, either unregistered and
+ * then unmapped (even rounds: what ibv_dereg_mr and free() do) or unmapped
+ * while still registered (odd rounds); at once a new, unregistered mapping
+ * at the same address, its odd pages written with other bytes, its even
+ * pages never touched; after a pause no page of the new mapping may hold
+ * the old region's bytes (a put-back into it), and the even pages read
+ * zeros.
  *
- * NOT yet asserted, printed: pages of the new mapping wiped to zeros. A zap
+ * Unregistered first: no page of the new mapping may be wiped either (the
+ * answer to the unregister waits for the zaps the client's ring has taken).
+ * Unmapped while registered: wiped pages are printed, NOT asserted. A zap
  * the client's SQPOLL ring had already taken waits in the kernel for npfd
  * to read its REMOVE event with the mmap lock dropped, then looks the
  * address up again and zaps whatever is mapped there by then (most runs
@@ -28,7 +32,7 @@
 #define PG 4096UL
 #define NPG 4096UL  /* 16 MiB */
 #define BUDGET 64UL /* pages */
-#define ROUNDS 12
+#define ROUNDS 16   /* half of them unregistered first */
 
 static uint64_t word(uint64_t round, uint64_t p, uint64_t w, int gen)
 {
@@ -52,7 +56,8 @@ int main(void)
 {
 	struct th_npfd d;
 	struct npf_client *c;
-	uint64_t old_total = 0, wiped_total = 0, busy_rounds = 0;
+	/* [0]: unregistered, then unmapped; [1]: unmapped while registered */
+	uint64_t old_total[2] = {0}, wiped_total[2] = {0}, busy_rounds[2] = {0};
 
 	th_npfd_start(&d, NULL);
 	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock);
@@ -62,8 +67,8 @@ int main(void)
 		char *mem = mmap(NULL, NPG * PG, PROT_READ | PROT_WRITE,
 				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		uint64_t p, w, old = 0, wiped = 0;
+		int id, raw = (int)(round % 2);
 		double t0;
-		int id;
 
 		TH_ASSERT(mem != MAP_FAILED, "mmap: %s", strerror(errno));
 		NPF_OPTS(npf_region_opts, o, .name = "unmap-remap");
@@ -80,7 +85,10 @@ int main(void)
 		TH_ASSERT(evicted(c, id), "round %llu: npfd evicted nothing in 10 s",
 			  (unsigned long long)round);
 		/* eviction is under way: 4096 pages down to 57 take many batches */
-		busy_rounds += evicted(c, id) < NPG - BUDGET;
+		busy_rounds[raw] += evicted(c, id) < NPG - BUDGET;
+		if (!raw)
+			TH_ASSERT(!npf_client__unregister(c, (__u32)id), "unregister: %s",
+				  npf_client__errmsg(c));
 		TH_ASSERT(!munmap(mem, NPG * PG), "munmap: %s", strerror(errno));
 		TH_ASSERT(mmap(mem, NPG * PG, PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) == mem,
@@ -106,21 +114,30 @@ int main(void)
 				}
 				break;
 			}
-		old_total += old;
-		wiped_total += wiped;
-		npf_client__unregister(c,
-				       (__u32)id); /* gone already: npfd dropped it at the munmap */
+		old_total[raw] += old;
+		wiped_total[raw] += wiped;
+		if (raw) /* gone already: npfd dropped it at the munmap */
+			npf_client__unregister(c, (__u32)id);
 		munmap(mem, NPG * PG);
 	}
-	printf("%d rounds, %llu unmapped with eviction under way; pages of the new mappings: %llu with the old region's bytes, %llu wiped (open defect, not asserted)\n",
-	       ROUNDS, (unsigned long long)busy_rounds, (unsigned long long)old_total,
-	       (unsigned long long)wiped_total);
-	TH_ASSERT(busy_rounds >= ROUNDS / 2,
-		  "eviction was under way in only %llu of %d rounds: not a test",
-		  (unsigned long long)busy_rounds, ROUNDS);
-	TH_ASSERT(!old_total,
-		  "%llu pages of mappings made after the unmap got the old region's bytes",
-		  (unsigned long long)old_total);
+	printf("%d rounds unregistered first, %llu with eviction under way; pages of the new mappings: %llu with the old region's bytes, %llu wiped\n",
+	       ROUNDS / 2, (unsigned long long)busy_rounds[0], (unsigned long long)old_total[0],
+	       (unsigned long long)wiped_total[0]);
+	printf("%d rounds unmapped while registered, %llu with eviction under way; pages of the new mappings: %llu with the old region's bytes, %llu wiped (open defect, not asserted)\n",
+	       ROUNDS / 2, (unsigned long long)busy_rounds[1], (unsigned long long)old_total[1],
+	       (unsigned long long)wiped_total[1]);
+	for (int raw = 0; raw < 2; raw++)
+		TH_ASSERT(busy_rounds[raw] >= ROUNDS / 4,
+			  "eviction was under way in only %llu of %d rounds: not a test",
+			  (unsigned long long)busy_rounds[raw], ROUNDS / 2);
+	TH_ASSERT(
+		!old_total[0] && !old_total[1],
+		"%llu + %llu pages of mappings made after the unregister / unmap got the old region's bytes",
+		(unsigned long long)old_total[0], (unsigned long long)old_total[1]);
+	TH_ASSERT(
+		!wiped_total[0],
+		"%llu pages of mappings made after the unregister were wiped: a zap outlived its answer",
+		(unsigned long long)wiped_total[0]);
 	npf_client__close(c);
 	th_npfd_stop(&d);
 	printf("PASS\n");
