@@ -1084,7 +1084,8 @@ int evict_install_stored(struct run *rn)
 	bool wp = !rn->write && e->wp;
 	__u32 k;
 
-	for (k = 0; k < rn->npages; k++) {
+	/* rn->done: what is installed if an ioctl stops the run (EAGAIN) */
+	for (k = 0; k < rn->npages; k++, rn->done = (__u64)k * NPF_PAGE_SIZE) {
 		__u64 addr = rn->start + (__u64)k * NPF_PAGE_SIZE, i = page_index(r, addr);
 		struct uffdio_copy c = {.dst = addr,
 					.src = (__u64)(uintptr_t)page,

@@ -383,6 +383,22 @@ static void report_installed(const struct run *rn, bool clean)
 }
 
 /*
+ * An mm event stopped the run (EAGAIN) after its first rn->done bytes: those
+ * pages are installed, and its retry will find them there (EEXIST, taken
+ * for another thread's): they are told installed now.
+ */
+static void report_partial(const struct run *rn)
+{
+	struct run part = *rn;
+
+	part.npages = (__u32)(rn->done >> NPF_PAGE_SHIFT);
+	if (!part.npages || !rn->region || rn->unservable)
+		return;
+	region_mark_installed(rn->region, part.start, part.npages);
+	report_installed(&part, !rn->write && rn->region->install_clean);
+}
+
+/*
  * Install [start, start + len) from src (or zeros). Pages that exist already
  * (EEXIST: another thread's fault, or a retried run) are skipped.
  */
@@ -764,6 +780,7 @@ void resolve_flush(void)
 				 * for the next flush, after the event has been read.
 				 * kept <= rn->first, so compacting in place is safe.
 				 */
+				report_partial(rn);
 				for (k = rn->first; k < rn->first + rn->nfaults; k++)
 					faults[kept++] = faults[k];
 				continue;

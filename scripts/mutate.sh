@@ -160,6 +160,7 @@ late-zap-pages-let-go @@ daemon/evict.c @@ s{bool zaps_pending = b.zaps && }{boo
 late-remove-taken-as-drop @@ daemon/evict.c @@ s{\t\tif \(bit_test\(r->ev->late, i\)\) \{}{\t\tif (0 && bit_test(r->ev->late, i)) \{} @@ evict_zap_late
 unregister-answered-before-zaps @@ daemon/evict.c @@ s{\tif \(w && zaps_in_flight\(r->mm\)\) \{}{\tif (0 && w && zaps_in_flight(r->mm)) \{} @@ evict_unmap_remap
 unzapped-pages-put-back @@ daemon/evict.c @@ s{if \(b.zapped\[i\] && i < b.zap_next && b.mm}{if (b.zapped[i] && b.mm} @@ evict_unmap_remap
+partial-install-not-reported @@ daemon/resolve.c @@ s{\t\t\t\treport_partial\(rn\);\n}{} @@ evict_policy_faults
 policy-installs-not-counted @@ daemon/evict.c @@ s{\t\tif \(e->installs\[i\] < 255\)\n\t\t\te->installs\[i\]\+\+;\n}{} @@ evict_policy_faults
 policy-idle-not-measured @@ daemon/evict.c @@ s{e->touched\[i\] \? now - e->touched\[i\]}{e->touched[i] ? 0 * now} @@ evict_policy_faults
 # evict_npfctl: each output of a budget broken in turn (the text only, the
