@@ -65,6 +65,10 @@ done
 	{ echo "perftest_odp: build/bin/npf-run or the provider is missing (make verbs): not run"; exit 0; }
 NPF_TESTLIB=tests/lib
 . tests/lib/verbs.sh
+# No sampling of npfd while perftest runs: the tests' sampler (npfctl, jq,
+# and an smaps walk of every process with a region) runs only beside the
+# --odp half (pinned MRs are no regions): load on one side of the pair.
+VX_SAMPLE=0
 # vx_pair's output goes to /dev/null below: a pair that hangs (vx_pair's
 # fail) must still say so, on stderr, with both sides' logs
 fail() {

@@ -158,6 +158,7 @@ old-zaps-not-awaited @@ daemon/evict.c @@ s{if \(old_zap && bit_test}{if (0 && o
 fork-store-not-copied @@ daemon/evict.c @@ s{if \(!pe \|\| !pe->stored \|\| pe->store_fd < 0\)}{if (1)} @@ evict_fork
 late-zap-pages-let-go @@ daemon/evict.c @@ s{bool zaps_pending = b.zaps && }{bool zaps_pending = 0 && b.zaps && } @@ evict_zap_late
 late-remove-taken-as-drop @@ daemon/evict.c @@ s{\t\tif \(bit_test\(r->ev->late, i\)\) \{}{\t\tif (0 && bit_test(r->ev->late, i)) \{} @@ evict_zap_late
+late-page-write-let-through @@ daemon/evict.c @@ s{\tif \(r && r->ev && bit_test\(r->ev->late, page_index\(r, page\)\)\)\n\t\treturn;}{} @@ evict_zap_late
 unregister-answered-before-zaps @@ daemon/evict.c @@ s{\tif \(w && zaps_in_flight\(r->mm\)\) \{}{\tif (0 && w && zaps_in_flight(r->mm)) \{} @@ evict_unmap_remap
 unzapped-pages-put-back @@ daemon/evict.c @@ s{if \(b.zapped\[i\] && i < b.zap_next && b.mm}{if (b.zapped[i] && b.mm} @@ evict_unmap_remap
 partial-install-not-reported @@ daemon/resolve.c @@ s{\t\t\t\treport_partial\(rn\);\n}{} @@ evict_policy_faults

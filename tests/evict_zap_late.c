@@ -12,11 +12,16 @@
  * The child is the npf client: it writes every page of a region 8 times
  * its budget and stops itself. The parent waits past the deadline, counts
  * the child's pages still write-protected (pagemap bit 57: the late ones),
- * lets it go on, and the child checks every word.
+ * and writes into some of them from another process (process_vm_writev, as
+ * a debugger or npfd's own put-back would): those writes must wait while
+ * the child is stopped (their zaps have not run), then land after them.
+ * The child goes on and checks every word, the late writes' included.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include "harness.h"
 #include "npf.h"
@@ -24,14 +29,33 @@
 #define PG 4096UL
 #define NPG 2048UL
 #define BUDGET 256UL
+#define LATE_WRITES 4 /* late pages written by the parent */
 
 static uint64_t word(uint64_t p, uint64_t w)
 {
 	return (p * 512 + w) * 0x9e3779b97f4a7c15ULL + 13;
 }
 
-static int child(const char *sock, int out)
+/* The parent's write into a late page: where, and what. */
+struct late_write {
+	pid_t pid;
+	uint64_t page, val;
+	char *mem;
+	volatile int done; /* 1: written, -errno: failed */
+	pthread_t thread;
+};
+
+static uint64_t late_val(const struct late_write *lw, uint64_t p, uint64_t w)
 {
+	for (int i = 0; i < LATE_WRITES; i++)
+		if (lw[i].page == p && !w)
+			return lw[i].val;
+	return word(p, w);
+}
+
+static int child(const char *sock, int out, int in)
+{
+	struct late_write lw[LATE_WRITES];
 	uint64_t bad = 0;
 	struct npf_client *c;
 	char *mem;
@@ -51,31 +75,46 @@ static int child(const char *sock, int out)
 	if (write(out, &mem, sizeof(mem)) != sizeof(mem))
 		return 4;
 	raise(SIGSTOP); /* over the budget: eviction goes on, its zaps wait for us */
+	/* the parent's late write, once it has landed */
+	if (read(in, lw, sizeof(lw)) != sizeof(lw))
+		return 5;
 	for (uint64_t p = 0; p < NPG; p++)
 		for (uint64_t w = 0; w < PG / 8; w++)
-			bad += ((uint64_t *)(mem + p * PG))[w] != word(p, w);
+			bad += ((uint64_t *)(mem + p * PG))[w] != late_val(lw, p, w);
 	if (bad)
 		printf("child: %llu words wrong\n", (unsigned long long)bad);
 	npf_client__close(c);
 	return bad ? 1 : 0;
 }
 
+static void *late_writer(void *arg)
+{
+	struct late_write *lw = arg;
+	struct iovec l = {&lw->val, sizeof(lw->val)};
+	struct iovec r = {lw->mem + lw->page * PG, sizeof(lw->val)};
+
+	lw->done = process_vm_writev(lw->pid, &l, 1, &r, 1, 0) == sizeof(lw->val) ? 1 : -errno;
+	return NULL;
+}
+
 int main(void)
 {
+	struct late_write lw[LATE_WRITES];
+	uint64_t late[NPG], frozen = 0;
 	struct th_npfd d;
 	char *mem, path[64];
-	uint64_t frozen = 0;
-	int pipefd[2], st, pm;
+	int pipefd[2], back[2], st, pm, i;
+	struct timespec until;
 	pid_t pid;
 
 	th_require_root();
 	th_npfd_start(&d, NULL);
-	TH_ASSERT(!pipe(pipefd), "pipe");
+	TH_ASSERT(!pipe(pipefd) && !pipe(back), "pipe");
 	fflush(stdout);
 	pid = fork();
 	TH_ASSERT(pid >= 0, "fork: %s", strerror(errno));
 	if (!pid)
-		_exit(child(d.sock, pipefd[1]));
+		_exit(child(d.sock, pipefd[1], back[0]));
 	TH_ASSERT(read(pipefd[0], &mem, sizeof(mem)) == sizeof(mem), "the child did not start");
 	TH_ASSERT(waitpid(pid, &st, WUNTRACED) == pid && WIFSTOPPED(st), "the child did not stop");
 	usleep(2600000); /* past the batch's 2 s */
@@ -87,19 +126,54 @@ int main(void)
 		uint64_t ent;
 
 		TH_ASSERT(pread(pm, &ent, 8, (off_t)((uintptr_t)mem / PG + p) * 8) == 8, "pagemap");
-		frozen += (ent >> 63) && (ent >> 57 & 1);
+		if ((ent >> 63) && (ent >> 57 & 1))
+			late[frozen++] = p;
 	}
 	close(pm);
 	printf("%llu pages still frozen %.1f s after the client stopped\n",
 	       (unsigned long long)frozen, 2.6);
-	TH_ASSERT(kill(pid, SIGCONT) == 0, "SIGCONT");
-	TH_ASSERT(waitpid(pid, &st, 0) == pid, "waitpid");
-	TH_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-		  "the client read wrong bytes after its late zaps ran (status 0x%x)", st);
 	/* without frozen pages the batch had no late zap: the test proved nothing */
 	TH_ASSERT(
 		frozen > 0,
 		"no page was frozen past the batch: the client's SQPOLL thread did not stop with it?");
+
+	/*
+	 * Writes into late pages (the first, the last, two between; the same
+	 * page again when fewer are late) wait for their zaps, which wait for
+	 * the client.
+	 */
+	for (i = 0; i < LATE_WRITES; i++) {
+		uint64_t page = late[(frozen - 1) * (uint64_t)i / (LATE_WRITES - 1)];
+
+		/* by page: two writes into one page write the same */
+		lw[i] = (struct late_write){
+			.pid = pid, .mem = mem, .page = page, .val = 0x5eed5eed00000000ULL + page};
+		TH_ASSERT(!pthread_create(&lw[i].thread, NULL, late_writer, &lw[i]),
+			  "pthread_create");
+	}
+	usleep(300000);
+	for (i = 0; i < LATE_WRITES; i++)
+		TH_ASSERT(
+			!lw[i].done,
+			"a write into late page %llu went through while its zap was still to run (%d)",
+			(unsigned long long)lw[i].page, lw[i].done);
+	TH_ASSERT(kill(pid, SIGCONT) == 0, "SIGCONT");
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	for (i = 0; i < LATE_WRITES; i++) {
+		TH_ASSERT(!pthread_timedjoin_np(lw[i].thread, NULL, &until),
+			  "the write into late page %llu still waits 10 s after the client went on",
+			  (unsigned long long)lw[i].page);
+		TH_ASSERT(lw[i].done == 1, "process_vm_writev into late page %llu: %s",
+			  (unsigned long long)lw[i].page, strerror(-lw[i].done));
+	}
+	printf("%d writes into late pages %llu..%llu waited while the client was stopped, then landed\n",
+	       LATE_WRITES, (unsigned long long)lw[0].page,
+	       (unsigned long long)lw[LATE_WRITES - 1].page);
+	TH_ASSERT(write(back[1], lw, sizeof(lw)) == sizeof(lw), "pipe");
+	TH_ASSERT(waitpid(pid, &st, 0) == pid, "waitpid");
+	TH_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		  "the client read wrong bytes after its late zaps ran (status 0x%x)", st);
 	th_npfd_stop(&d);
 	printf("PASS\n");
 	return 0;

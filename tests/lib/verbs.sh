@@ -9,6 +9,7 @@
 #                                 $cli_rc, $max_dev_faults, $max_vmlck_kb (locked
 #                                 in the mappings of npfd's regions),
 #                                 logs in $dir/srv.log, $dir/cli.log
+#                                 (VX_SAMPLE=0: no sampling; both maxima stay 0)
 . "${NPF_TESTLIB:-$(dirname "$0")/lib}/npfd.sh"
 [ -x "$BIN/npf-run" ] || { echo "build/bin/npf-run is missing (make verbs)"; exit 77; }
 [ -e "$BIN/../lib/libnpfverbs-rdmav34.so" ] || { echo "the npf verbs provider is not built"; exit 77; }
@@ -84,7 +85,7 @@ vx_pair() {
 	vx_cli=$!
 	i=0
 	while kill -0 "$vx_cli" 2>/dev/null || kill -0 "$vx_srv" 2>/dev/null; do
-		vx_sample
+		[ "${VX_SAMPLE:-1}" = 0 ] || vx_sample
 		i=$((i + 1))
 		if [ $i -gt 600 ]; then
 			kill "$vx_cli" "$vx_srv" 2>/dev/null
