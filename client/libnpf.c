@@ -77,6 +77,13 @@ struct lib_region {
 	__u32 flags, fault_around_kib; /* as registered (NPF_REGION_*) */
 	int fd;			       /* a duplicate of the backing file, or -1 */
 	char name[NPF_NAME_LEN];
+	/*
+	 * Anonymous: npfd's swap store, read-only (NPF_REGION_STORE_FD), or
+	 * -1; page at address a is at byte a - store_origin, stored iff that
+	 * is not a hole. The fallback reads evicted pages back from it.
+	 */
+	int store_fd;
+	__u64 store_origin;
 };
 
 struct lib_device {
@@ -115,6 +122,19 @@ struct npf_client {
 	char *page;	      /* the fallback's page buffer (never registered memory) */
 	int evict_ring;	      /* SQPOLL io_uring npfd evicts through, or -1 */
 	__u32 evict_ring_gen; /* conn_gen + 1 of the connection npfd was told of it on */
+	/* its rings, read-only: npfd's zaps not yet done are sq tail - cq tail */
+	void *ring_map;
+	size_t ring_map_len;
+	const __u32 *ring_sq_tail, *ring_cq_tail;
+	int reply_fd; /* the descriptor the last reply carried, or -1 */
+	/*
+	 * Ranges the process dropped itself (MADV_DONTNEED) while the fallback
+	 * served: they read zeros, not what npfd's store holds (tab_lock).
+	 */
+	struct drop {
+		__u64 start, end;
+	} * dropped;
+	size_t ndropped, dropped_cap;
 };
 
 static npf_print_fn_t print_fn;
@@ -251,6 +271,7 @@ struct npf_client *npf_client__connect(const struct npf_client_opts *opts)
 	c->uffd = -1;
 	c->wake_fd = -1;
 	c->evict_ring = -1;
+	c->reply_fd = -1;
 	memcpy(c->path, path, strlen(path) + 1);
 	c->timeout_ms = opt_ms(OPTS_GET(opts, struct npf_client_opts, timeout_ms, 0),
 			       "NPF_TIMEOUT_MS", DEFAULT_TIMEOUT_MS);
@@ -384,7 +405,7 @@ static ssize_t recv_reply(struct npf_client *c, __u32 seq, __u64 deadline)
 	struct iovec iov = {.iov_base = c->buf, .iov_len = NPF_MSG_MAX};
 	struct msghdr mh;
 	ssize_t n;
-	int err;
+	int err, fd;
 
 	for (;;) {
 		memset(&mh, 0, sizeof(mh));
@@ -412,22 +433,48 @@ static ssize_t recv_reply(struct npf_client *c, __u32 seq, __u64 deadline)
 		if (n < 0)
 			return set_err(c, errno, "cannot receive npfd's reply: %s",
 				       strerror(errno));
-		/* Replies carry no descriptors: do not leak any that arrive anyway. */
-		npf_fdpass_take(&mh, NULL, 0);
-		if (n == 0)
+		/* At most one descriptor (a region's store): the others are closed. */
+		fd = -1;
+		npf_fdpass_take(&mh, &fd, 1);
+		if (n == 0) {
+			if (fd >= 0)
+				close(fd);
 			return lost(c, ECONNRESET, "no reply");
+		}
 		/* The late reply of a request that timed out: not ours, drop it. */
 		if ((size_t)n >= sizeof(*hdr) && hdr->magic == NPF_PROTO_MAGIC &&
 		    (__s32)(seq - hdr->seq) > 0) {
 			pr_debug("dropping npfd's late reply to request %u", hdr->seq);
+			if (fd >= 0)
+				close(fd);
 			continue;
 		}
 		break;
 	}
+	/* taken by the caller that expects one (reply_take_fd()), else closed with the next */
+	if (c->reply_fd >= 0)
+		close(c->reply_fd);
+	c->reply_fd = fd;
 	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
 		return set_err(c, EPROTO, "malformed reply from npfd: %zd bytes, more than %d", n,
 			       NPF_MSG_MAX);
 	return n;
+}
+
+/*
+ * The region's store that came with a register or adopt reply (flags has
+ * NPF_REGION_STORE_FD), or -1.
+ */
+static int reply_take_fd(struct npf_client *c, __u32 flags)
+{
+	int fd = c->reply_fd;
+
+	c->reply_fd = -1;
+	if (fd >= 0 && !(flags & NPF_REGION_STORE_FD)) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
 }
 
 /*
@@ -534,6 +581,7 @@ static int request_one_raw(struct npf_client *c, __u16 type, const void *body, s
 
 static void region_forget(struct npf_client *c, size_t i);
 static void device_forget(struct npf_client *c, size_t i);
+static void fallback_settle_drops(struct npf_client *c);
 static void evict_ring_offer(struct npf_client *c);
 
 /*
@@ -559,6 +607,7 @@ static int reconnect(struct npf_client *c)
 	c->conn_gen++;
 	__atomic_store_n(&c->connected, 1, __ATOMIC_RELEASE);
 
+	fallback_settle_drops(c);
 	for (i = 0; i < c->nregions;) {
 		struct lib_region *r = &c->regions[i];
 		struct npf_region_adopt_req req = {
@@ -571,7 +620,7 @@ static int reconnect(struct npf_client *c)
 			.region_id = r->npfd_id,
 			.flags = i + 1 < c->nregions ? NPF_ADOPT_MORE : 0};
 		struct npf_region_info info;
-		int fds[2] = {c->uffd, r->fd};
+		int fds[2] = {c->uffd, r->fd}, store;
 
 		memcpy(req.region.name, r->name, sizeof(req.region.name));
 		err = request_one_raw(c, NPF_MSG_REGION_ADOPT, &req, sizeof(req), fds,
@@ -591,6 +640,14 @@ static int reconnect(struct npf_client *c)
 		if (info.region_id != r->npfd_id)
 			pr_info("region %u is region %u for the new npfd", r->id, info.region_id);
 		r->npfd_id = info.region_id;
+		store = reply_take_fd(c, info.flags);
+		pthread_mutex_lock(&c->tab_lock);
+		/* the new npfd's store (the earlier one's, found, or a new one) */
+		if (r->store_fd >= 0)
+			close(r->store_fd);
+		r->store_fd = store;
+		r->store_origin = r->start;
+		pthread_mutex_unlock(&c->tab_lock);
 		i++;
 	}
 	for (i = 0; i < c->ndevices;) {
@@ -630,6 +687,40 @@ static int reconnect(struct npf_client *c)
  * here uses the ring. An npfd that predates eviction refuses it: budgets
  * are then refused for this process, with the reason.
  */
+/*
+ * Map the eviction ring's SQ and CQ rings read-only: the fallback tells
+ * npfd's zaps still to run (their REMOVE events) from the process's own
+ * drops. Without it every REMOVE counts as the process's own.
+ */
+static void ring_map(struct npf_client *c, const struct io_uring_params *p)
+{
+	size_t sq = p->sq_off.array + p->sq_entries * sizeof(__u32);
+	size_t cq = p->cq_off.cqes + p->cq_entries * sizeof(struct io_uring_cqe);
+	void *m;
+
+	if (!(p->features & IORING_FEAT_SINGLE_MMAP))
+		return; /* every kernel with SQPOLL for unprivileged users has it */
+	c->ring_map_len = sq > cq ? sq : cq;
+	m = mmap(NULL, c->ring_map_len, PROT_READ, MAP_SHARED | MAP_POPULATE, c->evict_ring,
+		 IORING_OFF_SQ_RING);
+	if (m == MAP_FAILED) {
+		pr_debug("cannot map the eviction ring: %s", strerror(errno));
+		return;
+	}
+	c->ring_map = m;
+	c->ring_sq_tail = (const __u32 *)((const char *)m + p->sq_off.tail);
+	c->ring_cq_tail = (const __u32 *)((const char *)m + p->cq_off.tail);
+}
+
+/* npfd's zaps submitted to the eviction ring and not done yet (a dead npfd's too). */
+static __u32 zaps_in_flight(const struct npf_client *c)
+{
+	if (!c->ring_map)
+		return 0;
+	return __atomic_load_n(c->ring_sq_tail, __ATOMIC_ACQUIRE) -
+	       __atomic_load_n(c->ring_cq_tail, __ATOMIC_ACQUIRE);
+}
+
 static void evict_ring_offer(struct npf_client *c)
 {
 	struct npf_evict_ring_req req = {.fd = -1};
@@ -652,6 +743,7 @@ static void evict_ring_offer(struct npf_client *c)
 			return;
 		}
 		fcntl(c->evict_ring, F_SETFD, FD_CLOEXEC);
+		ring_map(c, &p);
 	}
 	req.fd = c->evict_ring;
 	err = request_raw(c, NPF_MSG_EVICT_RING, &req, sizeof(req), NULL, 0, 0, NULL, NULL,
@@ -805,6 +897,8 @@ static void region_forget(struct npf_client *c, size_t i)
 	}
 	if (c->regions[i].fd >= 0)
 		close(c->regions[i].fd);
+	if (c->regions[i].store_fd >= 0)
+		close(c->regions[i].store_fd);
 	c->regions[i] = c->regions[--c->nregions];
 	pthread_mutex_unlock(&c->tab_lock);
 }
@@ -833,7 +927,97 @@ static void *grow(void *arr, size_t *cap, size_t n, size_t size)
 
 /* ---- the fallback: faults served in-process while npfd is away ---- */
 
-/* Install one page at addr: zeros, or the backing file's bytes. 0, or -errno to SIGBUS. */
+/* With tab_lock: did the process drop addr itself while the fallback served? */
+static bool dropped(const struct npf_client *c, __u64 addr)
+{
+	for (size_t i = 0; i < c->ndropped; i++)
+		if (addr >= c->dropped[i].start && addr < c->dropped[i].end)
+			return true;
+	return false;
+}
+
+/*
+ * A REMOVE event read by the fallback (MADV_DONTNEED of [start, end)):
+ * the process's own drop, whose pages read zeros from now on, not what
+ * npfd's store holds -- unless npfd's zaps are still to run in the
+ * eviction ring: then it is one of them (the page was stored first).
+ * With the ring unmapped every REMOVE counts as the process's own.
+ */
+static void fallback_dropped(struct npf_client *c, __u64 start, __u64 end)
+{
+	struct drop *d;
+
+	if (zaps_in_flight(c))
+		return;
+	pthread_mutex_lock(&c->tab_lock);
+	d = grow(c->dropped, &c->dropped_cap, c->ndropped, sizeof(*d));
+	if (d) {
+		c->dropped = d;
+		d[c->ndropped++] = (struct drop){start, end};
+	} else {
+		pr_warn("out of memory: pages dropped at 0x%llx may read npfd's stored copy",
+			(unsigned long long)start);
+	}
+	pthread_mutex_unlock(&c->tab_lock);
+}
+
+/*
+ * Before a new npfd adopts the regions: the pages dropped while the
+ * fallback served and never touched since get the zero page, so that the
+ * new npfd, which reads its store on a missing fault, does not serve them
+ * their evicted copy. Called with c->lock held, by the monitor.
+ */
+static void fallback_settle_drops(struct npf_client *c)
+{
+	pthread_mutex_lock(&c->tab_lock);
+	for (size_t i = 0; i < c->ndropped; i++)
+		for (size_t k = 0; k < c->nregions; k++) {
+			const struct lib_region *r = &c->regions[k];
+			__u64 lo = c->dropped[i].start > r->start ? c->dropped[i].start : r->start;
+			__u64 hi = c->dropped[i].end < r->start + r->length ? c->dropped[i].end :
+									      r->start + r->length;
+			off_t data;
+
+			for (; r->store_fd >= 0 && lo < hi; lo += NPF_PAGE_SIZE) {
+				struct uffdio_zeropage z = {.range = {lo, NPF_PAGE_SIZE}};
+
+				data = lseek(r->store_fd, (off_t)(lo - r->store_origin), SEEK_DATA);
+				if (data < 0)
+					break; /* nothing stored from here on */
+				if ((__u64)data > lo - r->store_origin) {
+					lo = r->store_origin +
+					     ((__u64)data & ~(NPF_PAGE_SIZE - 1)) - NPF_PAGE_SIZE;
+					continue;
+				}
+				/* EEXIST: touched since, it holds what the process wrote */
+				ioctl(c->uffd, UFFDIO_ZEROPAGE, &z);
+			}
+		}
+	c->ndropped = 0;
+	pthread_mutex_unlock(&c->tab_lock);
+}
+
+/* A whole page at off of fd into buf: 0, or -errno (-EIO: the file ends). */
+static int read_page(int fd, char *buf, off_t off)
+{
+	size_t got = 0;
+
+	while (got < NPF_PAGE_SIZE) {
+		ssize_t n = pread(fd, buf + got, NPF_PAGE_SIZE - got, off + (off_t)got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n ? -errno : -EIO;
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+/*
+ * Install one page at addr: zeros, the backing file's bytes, or the copy
+ * npfd evicted to its swap store. 0, or -errno to SIGBUS.
+ */
 static int fallback_page(struct npf_client *c, __u64 addr, char *why, size_t whylen)
 {
 	struct lib_region r = {.fd = -1};
@@ -841,7 +1025,7 @@ static int fallback_page(struct npf_client *c, __u64 addr, char *why, size_t why
 		.dst = addr, .src = (__u64)(unsigned long)c->page, .len = NPF_PAGE_SIZE};
 	bool found = false;
 	size_t i;
-	int fd = -1;
+	int fd = -1, store = -1;
 
 	pthread_mutex_lock(&c->tab_lock);
 	for (i = 0; i < c->nregions; i++)
@@ -852,6 +1036,8 @@ static int fallback_page(struct npf_client *c, __u64 addr, char *why, size_t why
 			/* the fd must outlive the lock: a concurrent unregister closes it */
 			if (r.fd >= 0)
 				fd = fcntl(r.fd, F_DUPFD_CLOEXEC, 0);
+			if (r.store_fd >= 0 && !dropped(c, addr))
+				store = fcntl(r.store_fd, F_DUPFD_CLOEXEC, 0);
 			break;
 		}
 	pthread_mutex_unlock(&c->tab_lock);
@@ -859,31 +1045,38 @@ static int fallback_page(struct npf_client *c, __u64 addr, char *why, size_t why
 	memset(c->page, 0, NPF_PAGE_SIZE);
 	if (found && r.backing == NPF_BACKING_FILE) {
 		off_t off = (off_t)(r.file_offset + (addr - r.start));
-		size_t got = 0;
+		int err;
 
-		while (fd >= 0 && got < NPF_PAGE_SIZE) {
-			ssize_t n = pread(fd, c->page + got, NPF_PAGE_SIZE - got, off + (off_t)got);
-
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0) {
-				snprintf(
-					why, whylen,
-					"cannot read page 0x%llx of region %u from its backing file at offset %lld: %s",
-					(unsigned long long)addr, r.id,
-					(long long)(off + (off_t)got),
-					n ? strerror(errno) : "end of file");
-				close(fd);
-				return -EIO;
-			}
-			got += (size_t)n;
-		}
 		if (fd < 0) {
 			snprintf(why, whylen, "region %u: no backing file descriptor (%s)", r.id,
 				 strerror(errno));
 			return -EBADF;
 		}
+		err = read_page(fd, c->page, off);
 		close(fd);
+		if (err) {
+			snprintf(
+				why, whylen,
+				"cannot read page 0x%llx of region %u from its backing file at offset %lld: %s",
+				(unsigned long long)addr, r.id, (long long)off,
+				err == -EIO ? "end of file" : strerror(-err));
+			return err;
+		}
+	} else if (store >= 0 && addr >= r.store_origin) {
+		/* evicted by npfd: its copy in the store (data there), else never stored */
+		off_t off = (off_t)(addr - r.store_origin);
+		int err = lseek(store, off, SEEK_DATA) == off ? read_page(store, c->page, off) : 0;
+
+		close(store);
+		if (err) {
+			snprintf(
+				why, whylen,
+				"cannot read evicted page 0x%llx of region %u from npfd's swap store: %s",
+				(unsigned long long)addr, r.id, strerror(-err));
+			return err;
+		}
+	} else if (store >= 0) {
+		close(store);
 	}
 	if (!ioctl(c->uffd, UFFDIO_COPY, &cp))
 		return 0;
@@ -1049,6 +1242,7 @@ static void fallback_serve(struct npf_client *c)
 				break;
 			case UFFD_EVENT_REMOVE:
 				fallback_removed(c, m->arg.remove.start, m->arg.remove.end);
+				fallback_dropped(c, m->arg.remove.start, m->arg.remove.end);
 				break;
 			case UFFD_EVENT_REMAP:
 				fallback_removed(c, m->arg.remap.from,
@@ -1295,6 +1489,8 @@ void npf_client__close(struct npf_client *c)
 		ioctl(c->uffd, UFFDIO_UNREGISTER, &range);
 		if (c->regions[i].fd >= 0)
 			close(c->regions[i].fd);
+		if (c->regions[i].store_fd >= 0)
+			close(c->regions[i].store_fd);
 	}
 	for (i = 0; i < c->ndevices; i++)
 		device_put(&c->devices[i]);
@@ -1305,10 +1501,15 @@ void npf_client__close(struct npf_client *c)
 		close(c->wake_fd);
 	if (c->evict_ring >= 0)
 		close(c->evict_ring);
+	if (c->ring_map)
+		munmap(c->ring_map, c->ring_map_len);
+	if (c->reply_fd >= 0)
+		close(c->reply_fd);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->tab_lock);
 	free(c->regions);
 	free(c->devices);
+	free(c->dropped);
 	free(c->page);
 	free(c->buf);
 	free(c);
@@ -1403,7 +1604,9 @@ int npf_client__register(struct npf_client *c, void *addr, size_t len,
 							.backing = req.backing,
 							.flags = req.flags,
 							.fault_around_kib = req.fault_around_kib,
-							.fd = dup_fd};
+							.fd = dup_fd,
+							.store_fd = reply_take_fd(c, info.flags),
+							.store_origin = req.start};
 	memcpy(c->regions[c->nregions - 1].name, req.name, sizeof(req.name));
 	pthread_mutex_unlock(&c->tab_lock);
 	dup_fd = -1;

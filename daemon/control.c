@@ -141,7 +141,7 @@ static void uid_usage(uid_t uid, struct uid_usage *u)
 		u->fds += 1 + (mm->pidfd >= 0) + (mm->pagemap_fd >= 0);
 		list_for_each_entry(r, &mm->regions, node) {
 			u->regions++;
-			u->fds += r->file_fd >= 0;
+			u->fds += (r->file_fd >= 0) + (r->store_fd >= 0);
 		}
 	}
 }
@@ -162,7 +162,7 @@ int uid_limit_check(uid_t uid, unsigned int more_regions, unsigned int more_fds,
 	if (u.fds + more_fds > NPFD_UID_MAX_FDS)
 		return refuse(
 			err, errlen, EMFILE,
-			"npfd holds %u descriptors for uid %u: at most %d per user (close connections or unregister file-backed regions)",
+			"npfd holds %u descriptors for uid %u: at most %d per user (close connections or unregister regions)",
 			u.fds, uid, NPFD_UID_MAX_FDS);
 	return 0;
 }
@@ -388,6 +388,7 @@ struct reply {
 	struct npf_reply *body;
 	char *payload;
 	size_t room; /* payload bytes that fit */
+	int fd;	     /* a descriptor sent with it (closed once sent), or -1 */
 };
 
 static void reply_start(struct reply *rp, const struct npf_msg_hdr *req)
@@ -401,6 +402,7 @@ static void reply_start(struct reply *rp, const struct npf_msg_hdr *req)
 	rp->hdr->version = NPF_PROTO_VERSION;
 	rp->hdr->type = (__u16)((req ? req->type : 0) | NPF_MSG_REPLY);
 	rp->hdr->seq = req ? req->seq : 0;
+	rp->fd = -1;
 }
 
 static void *reply_item(struct reply *rp, size_t size)
@@ -436,8 +438,21 @@ static int reply_send(struct npfd_client *c, struct reply *rp)
 {
 	size_t len = (size_t)(rp->payload - reply_buf);
 
+	union {
+		char buf[NPF_FDPASS_SPACE];
+		struct cmsghdr align;
+	} cbuf;
+	struct iovec iov = {.iov_base = reply_buf, .iov_len = len};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	ssize_t n;
+
 	rp->hdr->len = (__u32)len;
-	if (send(c->fd, reply_buf, len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+	npf_fdpass_put(&mh, cbuf.buf, &rp->fd, rp->fd >= 0 && !rp->body->status);
+	n = sendmsg(c->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (rp->fd >= 0)
+		close(rp->fd);
+	rp->fd = -1;
+	if (n < 0) {
 		pr_warn("client pid %d: cannot send a reply (%s): dropping it", c->pid,
 			strerror(errno));
 		return -1;
@@ -778,10 +793,15 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 			/* the last adoption, done or refused, ends the adopting */
 			if (hdr->type == NPF_MSG_REGION_ADOPT && c->mm)
 				c->mm->adopting = (ar->flags & NPF_ADOPT_MORE) != 0;
-			if (!rc)
+			if (!rc) {
+				/* its process reads its evicted pages there if npfd dies */
+				rp.fd = evict_store_reader(region_find_id(info.region_id));
+				if (rp.fd >= 0)
+					info.flags |= NPF_REGION_STORE_FD;
 				memcpy(reply_item(&rp, sizeof(info)), &info, sizeof(info));
-			else
+			} else {
 				pr_info_rl("client pid %d: region refused: %s", c->pid, err);
+			}
 			break;
 		}
 		}

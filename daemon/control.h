@@ -14,8 +14,8 @@
 /*
  * Per-uid limits: what one user of the socket may make npfd hold, so that
  * one user cannot lock the others out (root is not limited). Descriptors
- * are the connection sockets, userfaultfds, backing files and pidfds npfd
- * holds for the user.
+ * are the connection sockets, userfaultfds, backing files, swap stores
+ * (one per anonymous region) and pidfds npfd holds for the user.
  */
 #define NPFD_UID_MAX_CONNECTIONS 64
 #define NPFD_UID_MAX_REGIONS 256

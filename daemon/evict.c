@@ -104,11 +104,9 @@ struct evict_region {
 	__u8 *installs; /* per page: times installed since the budget came (at most 255) */
 	__u32 *touched; /* per page: start_ms() of its last install or write fault, 0: none */
 	__u8 *stored;	/* anonymous: its page is in the region's swap store */
-	int store_fd;	/* anonymous: the region's swap store (swapstore.c), -1: none yet */
 	__u64 store_base; /* the store's page index of page 0: pages a munmap cut off before */
-	char store_name[SWAPSTORE_NAME_LEN]; /* "": unnamed (a forked child's), or none */
-	bool wp;			     /* registered for write-protect faults too */
-	bool writable;			     /* file-backed: npfd may write its file */
+	bool wp;	  /* registered for write-protect faults too */
+	bool writable;	  /* file-backed: npfd may write its file */
 	bool draining;	  /* went over the high watermark: evicting until the low one */
 	__u64 hold_since; /* ns: faults of the region wait for eviction (evict_hold()), or 0 */
 	__u64 hold_count; /* installed pages when evict_hold() last looked */
@@ -312,7 +310,6 @@ static struct evict_region *region_ev(struct npfd_region *r, char *err, size_t e
 	e->late = calloc(n / 8 + 1, 1);
 	e->installs = calloc(n ? n : 1, sizeof(*e->installs));
 	e->touched = calloc(n ? n : 1, sizeof(*e->touched));
-	e->store_fd = -1;
 	if (r->backing == NPF_BACKING_ANON)
 		e->stored = calloc(n / 8 + 1, 1);
 	if (!e->clean || !e->ref || !e->busy || !e->late || !e->installs || !e->touched ||
@@ -668,7 +665,7 @@ static void free_slots(struct npfd_region *r, __u64 first, __u64 last)
 	for (i = first; i <= last && i < e->npages; i++) {
 		if (!bit_test(e->stored, i))
 			continue;
-		swapstore_punch(e->store_fd, store_offset(e, i));
+		swapstore_punch(r->store_fd, store_offset(e, i));
 		bit_set(e->stored, i, false);
 		if (r->budget_info)
 			r->budget_info->stored_pages--;
@@ -676,18 +673,34 @@ static void free_slots(struct npfd_region *r, __u64 first, __u64 last)
 }
 
 /*
- * The region's store, made with its first stored page: named, so that the
- * next npfd finds it if this one dies, unless the process is a forked
- * child (it cannot adopt a region: libnpf in it has no connection).
+ * The region's store, made when it was registered or adopted
+ * (evict_store_reader()), or else with its first stored page: named, so
+ * that the next npfd finds it if this one dies, unless the process is a
+ * forked child (it cannot adopt a region: libnpf in it has no connection).
  */
 static int store_open(struct npfd_region *r)
 {
-	struct evict_region *e = r->ev;
+	if (r->store_fd < 0)
+		r->store_fd =
+			swapstore_create(r->mm->forked ? 0 : r->mm->tgid, r->id, r->store_name);
+	return r->store_fd < 0 ? r->store_fd : 0;
+}
 
-	if (e->store_fd < 0)
-		e->store_fd =
-			swapstore_create(r->mm->forked ? 0 : r->mm->tgid, r->id, e->store_name);
-	return e->store_fd < 0 ? e->store_fd : 0;
+int evict_store_reader(struct npfd_region *r)
+{
+	char path[32];
+	int fd;
+
+	if (!r || r->backing != NPF_BACKING_ANON || !swapstore_ready() || r->mm->forked ||
+	    store_open(r))
+		return -1;
+	/* a new open of the same file, read-only: the process cannot write through it */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", r->store_fd);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		pr_warn_rl("region %u: cannot open its swap store %s read-only for pid %d: %s",
+			   r->id, r->store_name, r->mm->tgid, strerror(errno));
+	return fd;
 }
 
 /* Pages stored and not in the process now: only the store holds them. */
@@ -726,21 +739,24 @@ void evict_region_gone(struct npfd_region *r, bool stopping, struct npfd_wait *w
 		w->pending++;
 		nr_waits++;
 	}
-	if (!e)
-		return;
 	/*
 	 * npfd stops with pages only the store holds (evict_stop() could not
 	 * put them back): the store stays for the next npfd, which the
-	 * process asks to adopt the region. Otherwise it goes.
+	 * process asks to adopt the region. Otherwise it goes (the process's
+	 * read-only descriptor of it keeps what it holds readable).
 	 */
-	left = stopping ? stored_only(r) : 0;
+	left = e && stopping ? stored_only(r) : 0;
 	if (left)
 		pr_warn("region %u: %llu evicted pages stay in the swap store %s for the next npfd",
-			r->id, (unsigned long long)left, e->store_name);
-	else if (e->store_fd >= 0)
-		swapstore_remove(e->store_name);
-	if (e->store_fd >= 0)
-		close(e->store_fd);
+			r->id, (unsigned long long)left, r->store_name);
+	else if (r->store_fd >= 0)
+		swapstore_remove(r->store_name);
+	if (r->store_fd >= 0)
+		close(r->store_fd);
+	r->store_fd = -1;
+	r->store_name[0] = '\0';
+	if (!e)
+		return;
 	ev_free(e);
 	r->ev = NULL;
 	r->evicting = NULL;
@@ -780,8 +796,8 @@ void evict_region_adopted(struct npfd_region *r, __u32 old_id)
 	}
 	if (old_id != r->id)
 		swapstore_rename(name, r->mm->tgid, r->id);
-	e->store_fd = fd;
-	memcpy(e->store_name, name, sizeof(name));
+	r->store_fd = fd;
+	memcpy(r->store_name, name, sizeof(name));
 	while ((data = lseek(fd, hole, SEEK_DATA)) >= 0) {
 		__u64 i;
 
@@ -798,7 +814,7 @@ void evict_region_adopted(struct npfd_region *r, __u32 old_id)
 	if (r->budget_info)
 		r->budget_info->stored_pages += found;
 	pr_info("region %u: %llu evicted pages found in the swap store %s", r->id,
-		(unsigned long long)found, e->store_name);
+		(unsigned long long)found, r->store_name);
 }
 
 void evict_region_forked(struct npfd_region *parent, struct npfd_region *child)
@@ -807,7 +823,7 @@ void evict_region_forked(struct npfd_region *parent, struct npfd_region *child)
 	char err[NPF_ERRMSG_LEN];
 	__u64 i, copied = 0;
 
-	if (!pe || !pe->stored || pe->store_fd < 0)
+	if (!pe || !pe->stored || parent->store_fd < 0)
 		return;
 	/*
 	 * The child has no eviction ring: it only reads its evicted pages
@@ -818,7 +834,7 @@ void evict_region_forked(struct npfd_region *parent, struct npfd_region *child)
 	e = region_ev(child, err, sizeof(err));
 	if (e && store_open(child))
 		snprintf(err, sizeof(err), "no swap store");
-	if (!e || e->store_fd < 0) {
+	if (!e || child->store_fd < 0) {
 		pr_warn("forked region %u: %s: its evicted pages read as zeros", child->id, err);
 		return;
 	}
@@ -827,8 +843,8 @@ void evict_region_forked(struct npfd_region *parent, struct npfd_region *child)
 
 		if (!bit_test(pe->stored, i))
 			continue;
-		if (copy_file_range(pe->store_fd, &from, e->store_fd, &to, NPF_PAGE_SIZE, 0) !=
-		    (ssize_t)NPF_PAGE_SIZE) {
+		if (copy_file_range(parent->store_fd, &from, child->store_fd, &to, NPF_PAGE_SIZE,
+				    0) != (ssize_t)NPF_PAGE_SIZE) {
 			pr_warn_rl(
 				"forked region %u: cannot copy its evicted page %llu: %s: it reads as zeros",
 				child->id, (unsigned long long)i, strerror(errno));
@@ -1095,7 +1111,7 @@ int evict_install_stored(struct run *rn)
 
 		if (bit_test(e->stored, i)) {
 			ssize_t n =
-				pread(e->store_fd, page, NPF_PAGE_SIZE, (off_t)store_offset(e, i));
+				pread(r->store_fd, page, NPF_PAGE_SIZE, (off_t)store_offset(e, i));
 
 			if (n != (ssize_t)NPF_PAGE_SIZE) {
 				pr_warn_rl(
@@ -1637,7 +1653,7 @@ static unsigned int write_back(struct npfd_region *r, const bool *dirty)
 				if (r->budget_info)
 					r->budget_info->stored_pages++;
 			}
-			fd = e->store_fd;
+			fd = r->store_fd;
 			off = store_offset(e, k);
 		}
 		sqe = io_uring_get_sqe(&wb_ring);

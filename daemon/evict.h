@@ -62,6 +62,12 @@ void evict_region_gone(struct npfd_region *r, bool stopping, struct npfd_wait *w
 /* The process forked: child's copy of parent's region reads the same stored pages. */
 void evict_region_forked(struct npfd_region *parent, struct npfd_region *child);
 void evict_mm_gone(struct npfd_mm *mm);
+/*
+ * A read-only descriptor of anonymous region r's swap store for its
+ * process (made now, empty, if it has none), or -1: the process reads its
+ * evicted pages there if npfd dies and does not come back.
+ */
+int evict_store_reader(struct npfd_region *r);
 
 /* The resolver's hooks (main.c connects them). */
 /* A write-protect fault: handled (woken now or when its eviction ends). */

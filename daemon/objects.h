@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 #include "npf_abi.h"
+#include "swapstore.h"
 #include "list.h"
 
 struct npfd_wait;
@@ -55,6 +56,14 @@ struct npfd_region {
 	struct evict_region *ev;	     /* its budget and page state, or NULL */
 	bool install_clean; /* read faults are installed write-protected: their first write is seen */
 	__u8 *evicting; /* bitmap: pages of the batch being evicted, never mapped for a device */
+	/*
+	 * Anonymous: its swap store (evict.c, swapstore.c), made when it is
+	 * registered so that its process can be handed a read-only descriptor
+	 * (libnpf's fallback reads it if npfd dies). -1 / "": none; "" with a
+	 * descriptor: unnamed (a forked child's).
+	 */
+	int store_fd;
+	char store_name[SWAPSTORE_NAME_LEN];
 };
 
 /* One userfaultfd, i.e. one address space npfd serves. */

@@ -507,10 +507,11 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	ret = check_uffd(c, fds[0], &ino, err, errlen);
 	if (ret < 0)
 		return ret;
-	/* What npfd would hold for the user: the region, its file, the first userfaultfd. */
-	ret = hooks.uid_limit ?
-		      hooks.uid_limit(c->uid, 1, (c->mm ? 0 : 1) + (want_fds == 2), err, errlen) :
-		      0;
+	/*
+	 * What npfd would hold for the user: the region, its file or (anonymous)
+	 * its swap store, the first userfaultfd.
+	 */
+	ret = hooks.uid_limit ? hooks.uid_limit(c->uid, 1, (c->mm ? 0 : 1) + 1, err, errlen) : 0;
 	if (ret)
 		return ret;
 	if (adopt_id && !c->mm)
@@ -608,6 +609,7 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	r->file_offset = req->file_offset;
 	r->backing = req->backing;
 	r->file_fd = -1;
+	r->store_fd = -1;
 	memcpy(r->name, req->name, sizeof(r->name));
 	r->name[sizeof(r->name) - 1] = '\0';
 	if (want_fds == 2) {
@@ -841,6 +843,8 @@ void mm_forked(struct npfd_mm *parent, int child_uffd)
 		r->map = NULL; /* the child's region maps the file afresh if it needs to */
 		r->ws_fd = -1;
 		r->ws_failed = true; /* a child does not record its parent's working set */
+		r->store_fd = -1;    /* a copy of the parent's store is made (hooks.forked) */
+		r->store_name[0] = '\0';
 		/* What the parent had installed, the child has too (copied at fork). */
 		r->installed = calloc((r->length >> NPF_PAGE_SHIFT) / 8 + 1, 1);
 		if (r->installed && pr->installed) {

@@ -409,6 +409,15 @@ struct npf_region_req {
  */
 #define NPF_REGION_FAULT_AROUND 0x1
 #define NPF_FAULT_AROUND_MAX_KIB 2048
+/*
+ * In the reply to a register or an adopt (npf_region_info.flags): a
+ * read-only descriptor of the anonymous region's swap store comes with it.
+ * Page i of the region as registered (or adopted) is at byte i * 4096; a
+ * page is stored iff that range is not a hole. The process reads its
+ * evicted pages there if npfd dies and does not come back (libnpf's
+ * fallback).
+ */
+#define NPF_REGION_STORE_FD 0x100
 
 /*
  * Adopt a region registered with an earlier npfd (one that died or was

@@ -159,6 +159,10 @@ fork-store-not-copied @@ daemon/evict.c @@ s{if \(!pe \|\| !pe->stored \|\| pe->
 late-zap-pages-let-go @@ daemon/evict.c @@ s{bool zaps_pending = b.zaps && }{bool zaps_pending = 0 && b.zaps && } @@ evict_zap_late
 late-remove-taken-as-drop @@ daemon/evict.c @@ s{\t\tif \(bit_test\(r->ev->late, i\)\) \{}{\t\tif (0 && bit_test(r->ev->late, i)) \{} @@ evict_zap_late
 late-page-write-let-through @@ daemon/evict.c @@ s{\tif \(r && r->ev && bit_test\(r->ev->late, page_index\(r, page\)\)\)\n\t\treturn;}{} @@ evict_zap_late
+fallback-ignores-store @@ client/libnpf.c @@ s{if \(r.store_fd >= 0 && !dropped\(c, addr\)\)}{if (0 && r.store_fd >= 0)} @@ evict_fallback
+store-fd-not-sent @@ daemon/control.c @@ s{rp.fd = evict_store_reader\(region_find_id\(info.region_id\)\);}{rp.fd = -1;} @@ evict_fallback
+fallback-drops-not-tracked @@ client/libnpf.c @@ s{\t\t\t\tfallback_dropped\(c, m->arg.remove.start, m->arg.remove.end\);\n}{} @@ evict_fallback
+fallback-drops-not-settled @@ client/libnpf.c @@ s{\tfallback_settle_drops\(c\);\n\tfor}{\tfor} @@ evict_fallback
 unregister-answered-before-zaps @@ daemon/evict.c @@ s{\tif \(w && zaps_in_flight\(r->mm\)\) \{}{\tif (0 && w && zaps_in_flight(r->mm)) \{} @@ evict_unmap_remap
 unzapped-pages-put-back @@ daemon/evict.c @@ s{if \(b.zapped\[i\] && i < b.zap_next && b.mm}{if (b.zapped[i] && b.mm} @@ evict_unmap_remap
 partial-install-not-reported @@ daemon/resolve.c @@ s{\t\t\t\treport_partial\(rn\);\n}{} @@ evict_policy_faults
