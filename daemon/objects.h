@@ -13,7 +13,6 @@
 #include <stdbool.h>
 #include <sys/types.h>
 #include "npf_abi.h"
-#include "swapstore.h"
 #include "list.h"
 
 struct npfd_wait;
@@ -22,6 +21,9 @@ struct npfd_mm;
 struct nic_probe;
 struct evict_region;
 struct evict_ring;
+
+/* A swap store's file name (swapstore.c): BOOT.PID.START.REGION */
+#define SWAPSTORE_NAME_LEN 96
 
 struct npfd_region {
 	struct list_head node; /* in npfd_mm.regions */

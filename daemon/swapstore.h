@@ -13,8 +13,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 #include <linux/types.h>
-
-#define SWAPSTORE_NAME_LEN 96
+#include "objects.h" /* SWAPSTORE_NAME_LEN */
 
 /*
  * Open the store directory (created 0700 if missing; refused if another

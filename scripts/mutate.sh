@@ -163,7 +163,7 @@ fallback-ignores-store @@ client/libnpf.c @@ s{if \(r.store_fd >= 0 && !dropped\
 store-fd-not-sent @@ daemon/control.c @@ s{rp.fd = evict_store_reader\(region_find_id\(info.region_id\)\);}{rp.fd = -1;} @@ evict_fallback
 fallback-drops-not-tracked @@ client/libnpf.c @@ s{\t\t\t\tfallback_dropped\(c, m->arg.remove.start, m->arg.remove.end\);\n}{} @@ evict_fallback
 fallback-drops-not-settled @@ client/libnpf.c @@ s{\tfallback_settle_drops\(c\);\n\tfor}{\tfor} @@ evict_fallback
-fallback-takes-zaps-for-drops @@ client/libnpf.c @@ s{\tif \(zaps_in_flight\(c\)\)\n\t\treturn;\n}{} @@ evict_fallback_zaps
+fallback-takes-zaps-for-drops @@ client/libnpf.c @@ s{\tif \(zaps_in_flight\(c\) \|\| now_ms\(\) - c->serving_since_ms < ZAP_WINDOW_MS\)\n\t\treturn;\n}{} @@ evict_fallback_zaps
 unregister-answered-before-zaps @@ daemon/evict.c @@ s{\tif \(w && zaps_in_flight\(r->mm\)\) \{}{\tif (0 && w && zaps_in_flight(r->mm)) \{} @@ evict_unmap_remap
 unzapped-pages-put-back @@ daemon/evict.c @@ s{if \(b.zapped\[i\] && i < b.zap_next && b.mm}{if (b.zapped[i] && b.mm} @@ evict_unmap_remap
 partial-install-not-reported @@ daemon/resolve.c @@ s{\t\t\t\treport_partial\(rn\);\n}{} @@ evict_policy_faults
