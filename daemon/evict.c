@@ -619,6 +619,18 @@ static bool zaps_in_flight(const struct npfd_mm *mm)
 	return er && ((b.state == B_ZAP && b.mm == mm) || er->late_zaps || er->old_zaps);
 }
 
+/*
+ * What an unregister of one of mm's regions waits for: zaps in flight, and
+ * a batch of mm's that has not ended (a batch still writing its victims
+ * out when the region went ends without zapping; one zapping puts back
+ * what it zapped): once answered, the process may unmap the range and map
+ * something else there.
+ */
+static bool batch_or_zaps(const struct npfd_mm *mm)
+{
+	return zaps_in_flight(mm) || (b.state != B_IDLE && b.mm == mm);
+}
+
 /* unregisters waiting in rings' lists: they are answered soon after the last zap */
 static unsigned int nr_waits;
 
@@ -641,9 +653,9 @@ static void ring_check_waits(struct npfd_mm *mm)
 
 	if (!er->waits)
 		return;
-	if (zaps_in_flight(mm) && now_ns() < er->waits_deadline)
+	if (batch_or_zaps(mm) && now_ns() < er->waits_deadline)
 		return;
-	if (zaps_in_flight(mm))
+	if (batch_or_zaps(mm))
 		pr_warn("pid %d: answering an unregister with zaps still in flight after %llu s: a mapping made at its addresses now may lose pages",
 			mm->tgid, (unsigned long long)(EVICT_ZAP_TIMEOUT_NS / 1000000000ULL));
 	ring_answer_waits(er);
@@ -753,7 +765,7 @@ void evict_region_gone(struct npfd_region *r, bool stopping, struct npfd_wait *w
 	 * the answer, and maps something else there, must not meet one: the
 	 * answer waits for the ring's zaps (and batch_end()'s put-backs).
 	 */
-	if (w && zaps_in_flight(r->mm)) {
+	if (w && batch_or_zaps(r->mm)) {
 		if (!er->waits)
 			er->waits_deadline = now_ns() + EVICT_ZAP_TIMEOUT_NS;
 		w->next = er->waits;

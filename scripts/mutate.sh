@@ -164,8 +164,7 @@ store-fd-not-sent @@ daemon/control.c @@ s{rp.fd = evict_store_reader\(region_fi
 fallback-drops-not-tracked @@ client/libnpf.c @@ s{\t\t\t\tfallback_dropped\(c, m->arg.remove.start, m->arg.remove.end\);\n}{} @@ evict_fallback
 fallback-drops-not-settled @@ client/libnpf.c @@ s{\tfallback_settle_drops\(c\);\n\tfor}{\tfor} @@ evict_fallback
 fallback-takes-zaps-for-drops @@ client/libnpf.c @@ s{\tif \(zaps_in_flight\(c\) \|\| now_ms\(\) - c->serving_since_ms < ZAP_WINDOW_MS\)\n\t\treturn;\n}{} @@ evict_fallback_zaps
-unregister-answered-before-zaps @@ daemon/evict.c @@ s{\tif \(w && zaps_in_flight\(r->mm\)\) \{}{\tif (0 && w && zaps_in_flight(r->mm)) \{} @@ evict_unmap_remap
-unzapped-pages-put-back @@ daemon/evict.c @@ s{if \(b.zapped\[i\] && i < b.zap_next && b.mm}{if (b.zapped[i] && b.mm} @@ evict_unmap_remap
+unregister-answered-before-zaps @@ daemon/evict.c @@ s{\tif \(w && batch_or_zaps\(r->mm\)\) \{}{\tif (0 && w && batch_or_zaps(r->mm)) \{} @@ evict_unmap_remap
 partial-install-not-reported @@ daemon/resolve.c @@ s{\t\t\t\treport_partial\(rn\);\n}{} @@ evict_policy_faults
 policy-installs-not-counted @@ daemon/evict.c @@ s{\t\tif \(e->installs\[i\] < 255\)\n\t\t\te->installs\[i\]\+\+;\n}{} @@ evict_policy_faults
 policy-idle-not-measured @@ daemon/evict.c @@ s{e->touched\[i\] \? now - e->touched\[i\]}{e->touched[i] ? 0 * now} @@ evict_policy_faults

@@ -34,7 +34,7 @@
 #define PG 4096UL
 #define NPG 4096UL  /* 16 MiB */
 #define BUDGET 64UL /* pages */
-#define ROUNDS 16   /* half of them unregistered first */
+#define ROUNDS 32   /* half of them unregistered first */
 
 static uint64_t word(uint64_t round, uint64_t p, uint64_t w, int gen)
 {
