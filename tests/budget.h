@@ -3,6 +3,8 @@
 #ifndef NPF_TEST_BUDGET_H
 #define NPF_TEST_BUDGET_H
 
+#include <fcntl.h>
+#include <stdint.h>
 #include <sys/mman.h>
 #include "harness.h"
 #include "npf.h"
@@ -17,6 +19,36 @@ static inline struct npf_budget_info th_budget(struct npf_client *c, int id)
 	out = *bi;
 	free(bi);
 	return out;
+}
+
+/*
+ * Pages of process pid's [mem, mem + npg pages) that are present and
+ * write-protected by userfaultfd (pagemap bits 63 and 57): the pages an
+ * eviction batch froze and has not zapped yet. Their indices go to late[]
+ * (npg entries) if it is given.
+ */
+static inline __u64 th_frozen_pages(pid_t pid, const char *mem, __u64 npg, __u64 *late)
+{
+	char path[64];
+	__u64 n = 0;
+	int pm;
+
+	snprintf(path, sizeof(path), "/proc/%d/pagemap", pid);
+	pm = open(path, O_RDONLY | O_CLOEXEC);
+	TH_ASSERT(pm >= 0, "open %s: %s", path, strerror(errno));
+	for (__u64 p = 0; p < npg; p++) {
+		__u64 ent;
+
+		TH_ASSERT(pread(pm, &ent, 8, (off_t)((uintptr_t)mem / 4096 + p) * 8) == 8,
+			  "pagemap");
+		if ((ent >> 63) && (ent >> 57 & 1)) {
+			if (late)
+				late[n] = p;
+			n++;
+		}
+	}
+	close(pm);
+	return n;
 }
 
 /* Word w of page p in generation gen: what the eviction tests write and check. */

@@ -55,8 +55,8 @@ static int child(int out)
 int main(void)
 {
 	uint64_t frozen = 0;
-	char *mem, path[64];
-	int pipefd[2], st, pm;
+	char *mem;
+	int pipefd[2], st;
 	pid_t pid;
 
 	rs_npfd_start(&d);
@@ -70,17 +70,8 @@ int main(void)
 	TH_ASSERT(waitpid(pid, &st, WUNTRACED) == pid && WIFSTOPPED(st), "the child did not stop");
 	usleep(2600000); /* past the batch's 2 s: its zaps stay in the stopped ring */
 
-	/* the late pages: still present and write-protected (pagemap bits 63, 57) */
-	snprintf(path, sizeof(path), "/proc/%d/pagemap", pid);
-	pm = open(path, O_RDONLY | O_CLOEXEC);
-	TH_ASSERT(pm >= 0, "open %s: %s", path, strerror(errno));
-	for (uint64_t p = 0; p < NPG; p++) {
-		uint64_t ent;
-
-		TH_ASSERT(pread(pm, &ent, 8, (off_t)((uintptr_t)mem / PG + p) * 8) == 8, "pagemap");
-		frozen += (ent >> 63) && (ent >> 57 & 1);
-	}
-	close(pm);
+	/* the late pages: still present and write-protected */
+	frozen = th_frozen_pages(pid, mem, NPG, NULL);
 	printf("%llu pages with zaps still to run when npfd is killed\n",
 	       (unsigned long long)frozen);
 	TH_ASSERT(frozen > 0, "no zap was left to run: the test proves nothing");

@@ -23,8 +23,7 @@
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
-#include "harness.h"
-#include "npf.h"
+#include "budget.h"
 
 #define PG 4096UL
 #define NPG 2048UL
@@ -100,10 +99,10 @@ static void *late_writer(void *arg)
 int main(void)
 {
 	struct late_write lw[LATE_WRITES];
-	uint64_t late[NPG], frozen = 0;
+	__u64 late[NPG], frozen = 0;
 	struct th_npfd d;
-	char *mem, path[64];
-	int pipefd[2], back[2], st, pm, i;
+	char *mem;
+	int pipefd[2], back[2], st, i;
 	struct timespec until;
 	pid_t pid;
 
@@ -119,17 +118,7 @@ int main(void)
 	TH_ASSERT(waitpid(pid, &st, WUNTRACED) == pid && WIFSTOPPED(st), "the child did not stop");
 	usleep(2600000); /* past the batch's 2 s */
 
-	snprintf(path, sizeof(path), "/proc/%d/pagemap", pid);
-	pm = open(path, O_RDONLY | O_CLOEXEC);
-	TH_ASSERT(pm >= 0, "open %s: %s", path, strerror(errno));
-	for (uint64_t p = 0; p < NPG; p++) {
-		uint64_t ent;
-
-		TH_ASSERT(pread(pm, &ent, 8, (off_t)((uintptr_t)mem / PG + p) * 8) == 8, "pagemap");
-		if ((ent >> 63) && (ent >> 57 & 1))
-			late[frozen++] = p;
-	}
-	close(pm);
+	frozen = th_frozen_pages(pid, mem, NPG, late);
 	printf("%llu pages still frozen %.1f s after the client stopped\n",
 	       (unsigned long long)frozen, 2.6);
 	/* without frozen pages the batch had no late zap: the test proved nothing */
