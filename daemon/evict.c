@@ -54,7 +54,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <liburing.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,7 +68,6 @@
 #include "device.h"
 #include "evict.h"
 #include "log.h"
-#include "loop.h"
 #include "objects.h"
 #include "policy.h"
 #include "region.h"
@@ -88,12 +86,6 @@
 #define EVICT_BATCH 256 /* pages: the per-batch round trips (ack, zap) dominate */
 #define EVICT_ACK_TIMEOUT_NS (2ULL * 1000 * 1000 * 1000)
 #define EVICT_ZAP_TIMEOUT_NS (2ULL * 1000 * 1000 * 1000)
-/*
- * At most this long npfd reads no userfaultfd message after a zap's REMOVE
- * (its completion takes microseconds, unless the thread that runs it is
- * not scheduled: 5 ms was too short on a loaded 2-vCPU machine).
- */
-#define EVICT_REMOVE_HOLD_NS (50ULL * 1000 * 1000)
 #define EVICT_HOLD_SLACK EVICT_BATCH /* pages over the high watermark before faults wait */
 #define EVICT_HOLD_NS (500ULL * 1000 * 1000)
 #define ZAP_TAG 0x4e50460000000000ULL /* "NPF" in the top bytes of our SQEs' user_data */
@@ -128,9 +120,6 @@ struct evict_ring {
 	__u32 last_id;	 /* the client's region that gave last: its regions give in turn */
 	__u32 old_zaps;	 /* an earlier npfd's zaps still in flight when the ring was adopted */
 	__u32 late_zaps; /* this npfd's zaps still in flight after their batch ended */
-	/* REMOVE events of this npfd's zaps read, their zaps not done: reading waits */
-	__u32 removes_read;
-	__u64 removes_read_at; /* the first of them, for the bound on the wait */
 	/* unregisters answered once no zap is in flight (evict_region_gone()) */
 	struct npfd_wait *waits;
 	__u64 waits_deadline; /* or then, with a warning */
@@ -147,11 +136,6 @@ static struct {
 	bool removed[EVICT_BATCH];  /* the zap's REMOVE event came: the page went */
 	bool dirty[EVICT_BATCH];    /* written back before the zap (else dropped clean) */
 	bool unmapped[EVICT_BATCH]; /* the process unmapped it meanwhile: never touched again */
-	__u8 run_of[EVICT_BATCH];   /* the first page of the zap run a page is in */
-	/* a run's first page: its zap's REMOVE was read, its completion not yet */
-	bool awaiting[EVICT_BATCH];
-	unsigned int nawaiting;
-	__u64 awaiting_since;
 	unsigned int n;
 	unsigned int writes;   /* write-back SQEs whose completion is awaited */
 	unsigned int zaps;     /* zap SQEs whose completion is awaited */
@@ -164,19 +148,13 @@ static struct {
 /*
  * Our zaps' user_data: ZAP_TAG, this npfd's epoch (random: an earlier
  * npfd's zaps still completing in an adopted ring are not taken for this
- * one's), the batch (16 bits) and the index of the run's first page.
+ * one's) and the batch.
  */
 static __u16 zap_epoch;
 
-static inline __u64 zap_tag(unsigned int first)
+static inline __u64 zap_tag(void)
 {
-	return ZAP_TAG | ((__u64)zap_epoch << 24) | ((b.gen & 0xffff) << 8) | (first & 0xff);
-}
-
-/* A zap of this batch's? */
-static inline bool zap_this_batch(__u64 user_data)
-{
-	return (user_data & ~0xffULL) == zap_tag(0);
+	return ZAP_TAG | ((__u64)zap_epoch << 24) | (b.gen & 0xffffff);
 }
 
 /* A zap of this npfd's, of any batch? */
@@ -1003,83 +981,11 @@ void evict_wp_fault(struct npfd_mm *mm, __u64 addr)
 	}
 }
 
-/*
- * The REMOVE event of a zap has been read. The kernel now takes the mmap
- * lock again, looks the range up again and zaps what is mapped there then:
- * if the process unmapped the range meanwhile and mapped something else,
- * that. A munmap waits in the kernel until npfd reads its UNMAP event, so
- * npfd reads nothing more from this userfaultfd until that zap is done (its
- * completion, which names its run, in the ring): the zap then finds the
- * region or nothing (ENOMEM), never a new mapping (evict_uffd_readable();
- * the unmapped rounds of tests/evict_unmap_remap). While zaps are in
- * flight the messages are read one by one, so that nothing after such a
- * REMOVE is read with it.
- *
- * A late zap's (its batch ended) is counted instead: any of the ring's
- * late completions ends that wait.
- */
-static void ring_reap(struct npfd_mm *mm);
-
-/*
- * The REMOVE just read covers page at of the batch, up to end: if that is
- * the end of its zap run, that zap is past its last REMOVE (a run over two
- * mappings raises one per mapping: only the last is waited for, since the
- * others need npfd to read on).
- */
-static void run_removed(unsigned int at, __u64 end)
-{
-	unsigned int first = b.run_of[at], last = at;
-
-	while (last + 1 < b.zap_next && b.run_of[last + 1] == first)
-		last++;
-	if (end < b.page[last] + NPF_PAGE_SIZE || b.awaiting[first])
-		return;
-	if (!b.nawaiting++)
-		b.awaiting_since = now_ns();
-	b.awaiting[first] = true;
-}
-
-static void late_removed(struct npfd_mm *mm)
-{
-	struct evict_ring *er = mm->evict_ring;
-
-	if (er && !er->removes_read++)
-		er->removes_read_at = now_ns();
-}
-
-unsigned int evict_uffd_readable(struct npfd_mm *mm)
-{
-	struct evict_ring *er = mm->evict_ring;
-	bool batch;
-
-	if (!er || !zaps_in_flight(mm))
-		return UINT_MAX;
-	ring_reap(mm); /* the completions that end the wait */
-	batch = b.state == B_ZAP && b.mm == mm && b.nawaiting;
-	if (!batch && !er->removes_read)
-		return 1;
-	if (now_ns() - (batch ? b.awaiting_since : er->removes_read_at) < EVICT_REMOVE_HOLD_NS) {
-		source_kick(mm->src); /* the messages left are read in a later pass */
-		return 0;
-	}
-	/* a zap over two mappings raises two REMOVEs: the second waits for npfd */
-	pr_warn_rl(
-		"pid %d: a zap not done %llu ms after its REMOVE was read: reading on (a mapping made at its addresses now may lose pages)",
-		mm->tgid, (unsigned long long)(EVICT_REMOVE_HOLD_NS / 1000000));
-	if (batch) {
-		memset(b.awaiting, 0, sizeof(b.awaiting));
-		b.nawaiting = 0;
-	}
-	er->removes_read = 0;
-	return 1;
-}
-
 void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 {
 	__u64 lo = start > r->start ? start : r->start;
 	__u64 hi = end < r->start + r->length ? end : r->start + r->length;
 	bool old_zap = r->mm->old_zaps_until && now_ns() < r->mm->old_zaps_until;
-	bool late_zap = false; /* the REMOVE of a zap that outlived its batch */
 	__u64 p;
 
 	if (!r->ev || lo >= hi)
@@ -1099,15 +1005,10 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 		unsigned int at;
 
 		if (in_batch(r, p, &at)) {
-			/* once per run it covers: at its first page, or where it starts */
-			if (b.state == B_ZAP && b.zapped[at] && at < b.zap_next &&
-			    (p == lo || b.run_of[at] == at))
-				run_removed(at, hi);
 			b.removed[at] = b.zapped[at];
 			continue;
 		}
 		if (bit_test(r->ev->late, i)) {
-			late_zap = true;
 			/* a late zap ran: the page is evicted, its copy is the one to read */
 			bit_set(r->ev->late, i, false);
 			bit_set(r->ev->busy, i, false);
@@ -1122,8 +1023,6 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 		free_slots(r, i, i);
 		bit_set(r->ev->clean, i, false);
 	}
-	if (late_zap)
-		late_removed(r->mm);
 }
 
 /*
@@ -1683,8 +1582,6 @@ static void batch_start(struct npfd_region *r, unsigned int want)
 	memset(b.unmapped, 0, sizeof(b.unmapped));
 	b.zaps = 0;
 	b.zap_next = 0; /* batch_end(): the pages below it were handed to the ring */
-	memset(b.awaiting, 0, sizeof(b.awaiting));
-	b.nawaiting = 0;
 	b.state = B_ACK;
 	b.deadline = now_ns() + EVICT_ACK_TIMEOUT_NS;
 	for (i = 0; i < b.n; i++) {
@@ -1833,9 +1730,7 @@ static void zap_more(void)
 			break;
 		io_uring_prep_madvise(sqe, (void *)(uintptr_t)b.page[i],
 				      (off_t)(j - i) * NPF_PAGE_SIZE, MADV_DONTNEED);
-		for (unsigned int k = i; k < j; k++)
-			b.run_of[k] = (__u8)i;
-		io_uring_sqe_set_data64(sqe, zap_tag(i));
+		io_uring_sqe_set_data64(sqe, zap_tag());
 		b.zaps++;
 		queued++;
 		i = j;
@@ -1933,18 +1828,11 @@ static void ring_reap(struct npfd_mm *mm)
 		if (zap_ours(tag) && cqe->res < 0 && cqe->res != -ENOMEM)
 			pr_warn_rl("pid %d: the eviction's MADV_DONTNEED failed: %s", mm->tgid,
 				   strerror(-cqe->res));
-		if (b.state == B_ZAP && b.mm == mm && zap_this_batch(tag)) {
+		if (b.state == B_ZAP && b.mm == mm && tag == zap_tag())
 			b.zaps--;
-			if (b.awaiting[tag & 0xff]) {
-				b.awaiting[tag & 0xff] = false;
-				b.nawaiting--;
-			}
-		} else if (zap_ours(tag) && er->late_zaps) {
-			if (er->removes_read)
-				er->removes_read--;
-			if (!--er->late_zaps)
-				late_settle(mm);
-		} else if (!zap_ours(tag) && er->old_zaps && !--er->old_zaps)
+		else if (zap_ours(tag) && er->late_zaps && !--er->late_zaps)
+			late_settle(mm);
+		else if (!zap_ours(tag) && er->old_zaps && !--er->old_zaps)
 			mm->old_zaps_until = 0; /* the earlier npfd's zaps are all done */
 		io_uring_cqe_seen(&er->ring, cqe);
 	}

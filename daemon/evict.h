@@ -94,7 +94,5 @@ void evict_range_unmapped(struct npfd_mm *mm, __u64 start, __u64 end);
 void evict_tick(void);
 /* A batch under way, or an unregister waiting for its ring's zaps: tick again soon. */
 bool evict_busy(void);
-/* The resolver's hook: how many messages of mm's userfaultfd may be read now. */
-unsigned int evict_uffd_readable(struct npfd_mm *mm);
 
 #endif

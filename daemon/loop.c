@@ -36,16 +36,13 @@ struct source {
 	void *arg;
 	__u32 gen;
 	bool used;
-	bool ready;  /* queued for this iteration */
-	bool kicked; /* queued for the next one (source_kick()) */
+	bool ready; /* queued for this iteration */
 };
 
 static struct io_uring ring;
 static struct source sources[MAX_SOURCES];
 static int ready[MAX_SOURCES];
 static int nready;
-static int kicked[MAX_SOURCES];
-static int nkicked;
 static int lowest_free;
 static struct loop_hooks hooks;
 static volatile int stopping;
@@ -122,7 +119,6 @@ int source_add(int fd, unsigned int poll_mask, source_fn fn, void *arg)
 	sources[id].gen++;
 	sources[id].used = true;
 	sources[id].ready = false;
-	sources[id].kicked = false;
 	/* Arming checks readiness at once: data that arrived before is not missed. */
 	arm(id);
 	return id;
@@ -198,33 +194,6 @@ static void reap(void)
 	io_uring_cq_advance(&ring, n);
 }
 
-void source_kick(int id)
-{
-	if (id < 0 || id >= MAX_SOURCES || !sources[id].used || sources[id].kicked)
-		return;
-	sources[id].kicked = true;
-	kicked[nkicked++] = id;
-}
-
-/* The sources kicked in the last pass are ready in this one. */
-static void unkick(void)
-{
-	int i;
-
-	for (i = 0; i < nkicked; i++) {
-		int id = kicked[i];
-
-		if (!sources[id].used || !sources[id].kicked)
-			continue; /* deleted (and maybe its slot reused) since */
-		sources[id].kicked = false;
-		if (!sources[id].ready) {
-			sources[id].ready = true;
-			ready[nready++] = id;
-		}
-	}
-	nkicked = 0;
-}
-
 static void dispatch(void)
 {
 	int i;
@@ -251,7 +220,6 @@ int loop_run(void)
 		bool polling, record_waits;
 		int err;
 
-		unkick();
 		/*
 		 * Work left for later (a userfaultfd said EAGAIN while an mm
 		 * event was pending, a device request waits for its policy's

@@ -33,11 +33,6 @@ void loop_set_hooks(const struct loop_hooks *h);
 /* Returns an id for source_del(), or -errno. */
 int source_add(int fd, unsigned int poll_mask, source_fn fn, void *arg);
 void source_del(int id);
-/*
- * Call id's handler in the next pass as if its fd were ready (a handler
- * that left data unread for now: a poll would not fire again for it).
- */
-void source_kick(int id);
 int loop_run(void);
 /* End loop_run() after this pass (a signal handler's request). */
 void loop_stop(void);

@@ -171,7 +171,6 @@ static void wire(void)
 		.stored = evict_run_stored,
 		.install_stored = evict_install_stored,
 		.hold = hold_fault,
-		.readable = evict_uffd_readable,
 		.record = ws_record,
 	};
 

@@ -303,16 +303,9 @@ void resolve_uffd_ready(void *arg)
 	struct uffd_msg msgs[MSGS_PER_READ];
 
 	while (!mm->dead) {
-		unsigned int want = hooks.readable ? hooks.readable(mm) : MSGS_PER_READ;
-		ssize_t n, i;
-		__u64 t;
-
-		if (!want)
-			return; /* held back (eviction's zap): the next loop reads */
-		if (want > MSGS_PER_READ)
-			want = MSGS_PER_READ;
-		n = read(mm->uffd, msgs, want * sizeof(msgs[0]));
-		t = now_ns();
+		ssize_t n = read(mm->uffd, msgs, sizeof(msgs));
+		__u64 t = now_ns();
+		ssize_t i;
 
 		if (n < 0) {
 			if (errno != EAGAIN && errno != EINTR)
@@ -354,7 +347,7 @@ void resolve_uffd_ready(void *arg)
 				pr_warn("pid %d: unknown userfaultfd event %u", mm->tgid, m->event);
 			}
 		}
-		if (n < (ssize_t)(want * sizeof(msgs[0])))
+		if (n < (ssize_t)sizeof(msgs))
 			return; /* a short read: the queue is drained, save the EAGAIN read */
 	}
 }

@@ -37,12 +37,6 @@ struct resolve_hooks {
 	bool (*hold)(const struct npfd_region *r, __u64 npages);
 	/* A policy asked for the fault at page of r to be recorded (NPF_DECIDE_RECORD). */
 	void (*record)(struct npfd_region *r, __u64 page);
-	/*
-	 * How many messages of mm's userfaultfd may be read now: 0 holds the
-	 * reading back for a moment (the next loop comes back to it), 1 reads
-	 * them one by one. NULL or a larger number: as many as there are.
-	 */
-	unsigned int (*readable)(struct npfd_mm *mm);
 };
 
 /* Faults resolved and batches flushed since start (npfctl status). */

@@ -18,13 +18,11 @@
  * Unregistered first: no page of the new mapping may be wiped either (the
  * answer to the unregister waits for the zaps the client's ring has taken).
  * Unmapped while registered: wiped pages are printed, NOT asserted. A zap
- * the client's ring had taken but whose worker had not run yet when the
- * process unmapped acts on whatever is mapped there when it runs (on a
- * loaded machine most runs, up to a batch, 256 pages). The other window --
- * a zap that looks its address up again after npfd read its REMOVE -- is
- * closed (npfd reads nothing more until that zap is done): on a quiet
- * machine 0 of 6 runs wipe a page with that wait, 4 of 6 without. Open
- * defect, docs/design.md ("Overcommit", the zap and munmap).
+ * the client's ring had taken acts on whatever is mapped at its address
+ * when it runs: one whose worker had not run yet when the process
+ * unmapped, or one that looks its address up again after npfd read its
+ * REMOVE event (up to a batch, 256 pages). Open defect, docs/design.md
+ * ("Overcommit", the zap and munmap).
  */
 #include <stdint.h>
 #include <sys/mman.h>
