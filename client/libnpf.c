@@ -470,11 +470,15 @@ static ssize_t recv_reply(struct npf_client *c, __u32 seq, __u64 deadline)
 static int reply_take_fd(struct npf_client *c, __u32 flags)
 {
 	int fd = c->reply_fd;
+	struct stat st;
 
 	c->reply_fd = -1;
-	if (fd >= 0 && !(flags & NPF_REGION_STORE_FD)) {
+	if (fd < 0)
+		return -1;
+	/* a pipe or a socket would block the fallback's reads: only a regular file */
+	if (!(flags & NPF_REGION_STORE_FD) || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
 		close(fd);
-		fd = -1;
+		return -1;
 	}
 	return fd;
 }
@@ -682,14 +686,6 @@ static int reconnect(struct npf_client *c)
 }
 
 /*
- * With c->lock held, once this connection has a region: give npfd the way
- * to take pages out of this process (eviction, npf_abi.h
- * NPF_MSG_EVICT_RING): an io_uring whose submission thread is ours, by its
- * descriptor number (npfd fetches it with pidfd_getfd()). Nothing else
- * here uses the ring. An npfd that predates eviction refuses it: budgets
- * are then refused for this process, with the reason.
- */
-/*
  * Map the eviction ring's SQ and CQ rings read-only: the fallback tells
  * npfd's zaps still to run (their REMOVE events) from the process's own
  * drops. Without it every REMOVE counts as the process's own.
@@ -723,6 +719,14 @@ static __u32 zaps_in_flight(const struct npf_client *c)
 	       __atomic_load_n(c->ring_cq_tail, __ATOMIC_ACQUIRE);
 }
 
+/*
+ * With c->lock held, once this connection has a region: give npfd the way
+ * to take pages out of this process (eviction, npf_abi.h
+ * NPF_MSG_EVICT_RING): an io_uring whose submission thread is ours, by its
+ * descriptor number (npfd fetches it with pidfd_getfd()). Nothing else
+ * here uses the ring. An npfd that predates eviction refuses it: budgets
+ * are then refused for this process, with the reason.
+ */
 static void evict_ring_offer(struct npf_client *c)
 {
 	struct npf_evict_ring_req req = {.fd = -1};
@@ -986,19 +990,21 @@ static void fallback_settle_drops(struct npf_client *c)
 									      r->start + r->length;
 			off_t data;
 
-			for (; r->store_fd >= 0 && lo < hi; lo += NPF_PAGE_SIZE) {
+			while (r->store_fd >= 0 && lo < hi) {
 				struct uffdio_zeropage z = {.range = {lo, NPF_PAGE_SIZE}};
+				__u64 off = lo - r->store_origin;
 
-				data = lseek(r->store_fd, (off_t)(lo - r->store_origin), SEEK_DATA);
+				data = lseek(r->store_fd, (off_t)off, SEEK_DATA);
 				if (data < 0)
 					break; /* nothing stored from here on */
-				if ((__u64)data > lo - r->store_origin) {
-					lo = r->store_origin +
-					     ((__u64)data & ~(NPF_PAGE_SIZE - 1)) - NPF_PAGE_SIZE;
+				if ((__u64)data >= off + NPF_PAGE_SIZE) {
+					/* on to the page that holds the data: never backwards */
+					lo += ((__u64)data - off) & ~(NPF_PAGE_SIZE - 1);
 					continue;
 				}
 				/* EEXIST: touched since, it holds what the process wrote */
 				ioctl(c->uffd, UFFDIO_ZEROPAGE, &z);
+				lo += NPF_PAGE_SIZE;
 			}
 		}
 	c->ndropped = 0;

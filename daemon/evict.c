@@ -587,26 +587,17 @@ int evict_ring_adopt(struct npfd_client *c, const struct npf_evict_ring_req *req
 }
 
 /*
- * Zaps of this npfd's or an earlier one's still in flight in mm's ring, or
- * a batch zapping there that has not ended (its put-backs are to come).
- */
-static bool zaps_in_flight(const struct npfd_mm *mm)
-{
-	const struct evict_ring *er = mm->evict_ring;
-
-	return er && ((b.state == B_ZAP && b.mm == mm) || er->late_zaps || er->old_zaps);
-}
-
-/*
- * What an unregister of one of mm's regions waits for: zaps in flight, and
- * a batch of mm's that has not ended (a batch still writing its victims
- * out when the region went ends without zapping; one zapping puts back
- * what it zapped): once answered, the process may unmap the range and map
- * something else there.
+ * What an unregister of one of mm's regions waits for: zaps in flight in
+ * its ring (this npfd's late ones, an earlier npfd's), and a batch of mm's
+ * that has not ended (one still writing its victims out ends without
+ * zapping; one zapping puts back what it zapped): once answered, the
+ * process may unmap the range and map something else there.
  */
 static bool batch_or_zaps(const struct npfd_mm *mm)
 {
-	return zaps_in_flight(mm) || (b.state != B_IDLE && b.mm == mm);
+	const struct evict_ring *er = mm->evict_ring;
+
+	return er && ((b.state != B_IDLE && b.mm == mm) || er->late_zaps || er->old_zaps);
 }
 
 /* unregisters waiting in rings' lists: they are answered soon after the last zap */
@@ -829,13 +820,24 @@ void evict_region_adopted(struct npfd_region *r, __u32 old_id)
 		(unsigned long long)found, r->store_name);
 }
 
+/* Is any byte of p[0..n) not zero? */
+static bool any_byte_set(const __u8 *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return true;
+	return false;
+}
+
 void evict_region_forked(struct npfd_region *parent, struct npfd_region *child)
 {
 	struct evict_region *pe = parent->ev, *e;
 	char err[NPF_ERRMSG_LEN];
 	__u64 i, copied = 0;
 
-	if (!pe || !pe->stored || parent->store_fd < 0)
+	/* (the store exists from the registration on: whether it holds a page says more) */
+	if (!pe || !pe->stored || parent->store_fd < 0 ||
+	    !any_byte_set(pe->stored, pe->npages / 8 + 1))
 		return;
 	/*
 	 * The child has no eviction ring: it only reads its evicted pages

@@ -55,8 +55,9 @@ void evict_region_adopted(struct npfd_region *r, __u32 old_id);
 /*
  * r goes; stopping: npfd stops, and a store still holding pages stays for
  * the next npfd. w, if any (an unregister), is answered only once no zap
- * is in flight in the client's ring: the process may unmap the range and
- * map something else there as soon as it has the answer.
+ * is in flight in the client's ring and no batch of its process is under
+ * way: the process may unmap the range and map something else there as
+ * soon as it has the answer.
  */
 void evict_region_gone(struct npfd_region *r, bool stopping, struct npfd_wait *w);
 /* The process forked: child's copy of parent's region reads the same stored pages. */

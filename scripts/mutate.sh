@@ -155,7 +155,7 @@ unmapped-page-put-back @@ daemon/evict.c @@ s{\t\tif \(b.unmapped\[i\]\)\n\t\t\t
 budget-hold-off @@ daemon/main.c @@ s{return evict_hold\(r, npages\) \|\|}{return 0 ||} @@ evict_hard
 store-not-found-at-adoption @@ daemon/evict.c @@ s{fd = swapstore_find\(r->mm->tgid, old_id, name\);}{fd = -ENOENT;} @@ evict_crash evict_crash_storm
 old-zaps-not-awaited @@ daemon/evict.c @@ s{if \(old_zap && bit_test}{if (0 && old_zap && bit_test} @@ evict_crash_storm
-fork-store-not-copied @@ daemon/evict.c @@ s{if \(!pe \|\| !pe->stored \|\| pe->store_fd < 0\)}{if (1)} @@ evict_fork
+fork-store-not-copied @@ daemon/evict.c @@ s{if \(!pe \|\| !pe->stored \|\| parent->store_fd < 0 \|\|}{if (1 ||} @@ evict_fork
 late-zap-pages-let-go @@ daemon/evict.c @@ s{bool zaps_pending = b.zaps && }{bool zaps_pending = 0 && b.zaps && } @@ evict_zap_late
 late-remove-taken-as-drop @@ daemon/evict.c @@ s{\t\tif \(bit_test\(r->ev->late, i\)\) \{}{\t\tif (0 && bit_test(r->ev->late, i)) \{} @@ evict_zap_late
 late-page-write-let-through @@ daemon/evict.c @@ s{\tif \(r && r->ev && bit_test\(r->ev->late, page_index\(r, page\)\)\)\n\t\treturn;}{} @@ evict_zap_late
