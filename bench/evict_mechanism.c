@@ -10,7 +10,13 @@
  *  3. the client's SQPOLL io_uring, fetched with pidfd_getfd(): the cost
  *     of MADV_DONTNEED submitted by another process, per page, one page
  *     per SQE and one SQE per 32-page run, against madvise() in the
- *     process itself on the same number of pages (the baseline, same run).
+ *     process itself on the same number of pages (the baseline, same run);
+ *  4. UFFDIO_MOVE: refused to any caller outside the userfaultfd's own mm
+ *     (so npfd cannot move a client's page aside), and, in the process
+ *     itself, not refused for a source range that is registered with no
+ *     userfaultfd at all: a move run by the client would take the pages of
+ *     a mapping made at a region's addresses after its munmap, as a
+ *     MADV_DONTNEED does (docs/design.md: the zap windows).
  *
  * Usage: npf-bench-evict_mechanism [--json] [--pages N]
  */
@@ -23,7 +29,18 @@
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/userfaultfd.h>
 #include "bench.h"
+#include "npf_uffd.h"
+
+/* UFFDIO_MOVE (Linux 6.8), for headers older than the kernel */
+#ifndef UFFDIO_MOVE
+struct uffdio_move {
+	__u64 dst, src, len, mode;
+	__s64 move;
+};
+#define UFFDIO_MOVE _IOWR(UFFDIO, 0x05, struct uffdio_move)
+#endif
 
 #ifndef MADV_GUARD_INSTALL
 #define MADV_GUARD_INSTALL 102
@@ -37,7 +54,7 @@ static void row(const char *what, const char *result, double us_per_page, const 
 {
 	bench_row_begin("evict_mechanism");
 	bench_col_str("what", 36, what);
-	bench_col_str("result", 16, result);
+	bench_col_str("result", 20, result);
 	if (us_per_page >= 0)
 		bench_col_f("us_per_page", 8, 3, us_per_page);
 	else
@@ -215,6 +232,75 @@ static void sqpoll_zap(char *mem, unsigned long run)
 	row(what, res, (t1 - t0) * 1e6 / (double)npages, "MADV_DONTNEED in the client's mm");
 }
 
+/*
+ * UFFDIO_MOVE of 4 written pages from src into a range registered with the
+ * userfaultfd; src registered with it too, or not at all. In a child
+ * (cross_mm) or here. Returns the row's result.
+ */
+static const char *uffd_move(bool src_registered, bool cross_mm, char *res, size_t len)
+{
+	struct uffdio_api api = {.api = UFFD_API};
+	struct uffdio_register reg = {.mode = UFFDIO_REGISTER_MODE_MISSING};
+	struct uffdio_move mv = {.len = 4 * PG};
+	int u = npf_uffd_create(O_CLOEXEC | UFFD_USER_MODE_ONLY), err = 0;
+	char *src = mmap(NULL, 4 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *dst = mmap(NULL, 4 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (u < 0 || ioctl(u, UFFDIO_API, &api) || src == MAP_FAILED || dst == MAP_FAILED)
+		bench_die("userfaultfd: %s", strerror(u < 0 ? -u : errno));
+	memset(src, 'm', 4 * PG);
+	reg.range = (struct uffdio_range){(unsigned long)dst, 4 * PG};
+	if (ioctl(u, UFFDIO_REGISTER, &reg))
+		bench_die("UFFDIO_REGISTER: %s", strerror(errno));
+	reg.range = (struct uffdio_range){(unsigned long)src, 4 * PG};
+	if (src_registered && ioctl(u, UFFDIO_REGISTER, &reg))
+		bench_die("UFFDIO_REGISTER: %s", strerror(errno));
+	mv.dst = (unsigned long)dst;
+	mv.src = (unsigned long)src;
+	if (cross_mm) {
+		pid_t pid = fork();
+		int st = 0;
+
+		if (pid < 0)
+			bench_die("fork: %s", strerror(errno));
+		if (!pid)
+			_exit(ioctl(u, UFFDIO_MOVE, &mv) ? errno : 0);
+		waitpid(pid, &st, 0);
+		err = WIFEXITED(st) ? WEXITSTATUS(st) : EINTR;
+	} else if (ioctl(u, UFFDIO_MOVE, &mv)) {
+		err = errno;
+	}
+	/*
+	 * The effect, not the return: is the source still resident (mincore:
+	 * reading a registered, emptied source would wait for a fault reader)?
+	 */
+	if (err) {
+		snprintf(res, len, "%s", strerror(err));
+	} else {
+		unsigned char vec[4] = {0};
+
+		mincore(src, 4 * PG, vec);
+		snprintf(res, len, "moved: %s",
+			 (vec[0] | vec[1] | vec[2] | vec[3]) & 1 ? "source kept" : "source empty");
+	}
+	munmap(src, 4 * PG);
+	munmap(dst, 4 * PG);
+	close(u);
+	return res;
+}
+
+static void uffd_moves(void)
+{
+	char res[48];
+
+	row("UFFDIO_MOVE from another process", uffd_move(true, true, res, sizeof(res)), -1,
+	    "cross-mm moves are refused: npfd cannot move a client's page");
+	row("UFFDIO_MOVE in the process", uffd_move(true, false, res, sizeof(res)), -1,
+	    "both ranges registered");
+	row("UFFDIO_MOVE, source not registered", uffd_move(false, false, res, sizeof(res)), -1,
+	    "only the destination's registration is checked");
+}
+
 static void local_madvise(char *mem)
 {
 	double t0, t1;
@@ -249,9 +335,10 @@ int main(int argc, char **argv)
 		bench_die("mmap of %lu pages (at least 64): %s", npages, strerror(errno));
 	bench_text("# taking pages out of another process's anonymous memory (%lu pages)\n",
 		   npages);
-	bench_text("what                                 result           us/page note\n");
+	bench_text("what                                 result               us/page note\n");
 	remote_advice(mem);
 	scm_rights_ring();
+	uffd_moves();
 	local_madvise(mem);
 	sqpoll_zap(mem, 1);
 	sqpoll_zap(mem, 32);
