@@ -66,7 +66,6 @@
 #define MONITOR_TICK_MS 100 /* how often a connected monitor looks for stalled faults */
 #define RECONNECT_MIN_MS 10 /* backoff between attempts to reach a restarted npfd */
 #define RECONNECT_MAX_MS 200
-#define ZAP_WINDOW_MS 10000 /* see fallback_dropped() */
 #define PROBE_EVERY_MS 1000 /* in fallback with npfd connected: is it answering again? */
 
 /* A region as this process registered it: what a new npfd is given to adopt. */
@@ -127,8 +126,7 @@ struct npf_client {
 	void *ring_map;
 	size_t ring_map_len;
 	const __u32 *ring_sq_tail, *ring_cq_tail;
-	int reply_fd;		/* the descriptor the last reply carried, or -1 */
-	__u64 serving_since_ms; /* when the fallback began to serve (the monitor's clock) */
+	int reply_fd; /* the descriptor the last reply carried, or -1 */
 	/*
 	 * Ranges the process dropped itself (MADV_DONTNEED) while the fallback
 	 * served: they read zeros, not what npfd's store holds (tab_lock).
@@ -137,6 +135,9 @@ struct npf_client {
 		__u64 start, end;
 	} * dropped;
 	size_t ndropped, dropped_cap;
+	/* pages whose write the fallback holds until no zap can run (fallback_hold()) */
+	__u64 *held;
+	size_t nheld, held_cap;
 };
 
 static npf_print_fn_t print_fn;
@@ -943,23 +944,31 @@ static bool dropped(const struct npf_client *c, __u64 addr)
 }
 
 /*
+ * May an event read now be one of npfd's zaps (its REMOVE)? While the
+ * eviction ring has zaps in flight -- counted before the read() that
+ * returns the events: reading a zap's REMOVE lets that zap finish, so of
+ * the events one read() returns, the later ones would find the zaps of the
+ * earlier ones done (tests/evict_fallback_zaps lost the zapped pages in 2
+ * to 5 runs of 8 when the count was taken per event).
+ */
+static bool zap_may_run(const struct npf_client *c)
+{
+	return zaps_in_flight(c) != 0;
+}
+
+/*
  * A REMOVE event read by the fallback (MADV_DONTNEED of [start, end)):
  * the process's own drop, whose pages read zeros from now on, not what
- * npfd's store holds -- unless it may be one of npfd's zaps (the page was
- * stored first): while the eviction ring has zaps in flight, and in the
- * first ZAP_WINDOW_MS of serving. The window because REMOVE events of a
- * killed npfd's zaps were read here after the ring had posted the
- * completion of every zap (tests/evict_fallback_zaps: 2 to 5 runs in 8
- * lost those pages with the ring's count alone; why they come in that
- * order is not known). The cost: a page the process drops itself in that
- * window reads its stored copy, not zeros, as after an adoption
- * (docs/design.md).
+ * npfd's store holds -- unless it may be one of npfd's zaps (zaps: see
+ * zap_may_run()), whose page was stored first. The cost: a page the
+ * process drops itself while zaps are in flight reads its stored copy, not
+ * zeros, as after an adoption (docs/design.md).
  */
-static void fallback_dropped(struct npf_client *c, __u64 start, __u64 end)
+static void fallback_dropped(struct npf_client *c, __u64 start, __u64 end, bool zaps)
 {
 	struct drop *d;
 
-	if (zaps_in_flight(c) || now_ms() - c->serving_since_ms < ZAP_WINDOW_MS)
+	if (zaps)
 		return;
 	pthread_mutex_lock(&c->tab_lock);
 	d = grow(c->dropped, &c->dropped_cap, c->ndropped, sizeof(*d));
@@ -1208,12 +1217,91 @@ static void fallback_unmap(struct npf_client *c, __u64 start, __u64 end)
 	pthread_mutex_unlock(&c->tab_lock);
 }
 
+/* Does npfd's store hold a copy of the page at addr (not dropped since)? */
+static bool page_stored(struct npf_client *c, __u64 addr)
+{
+	bool stored = false;
+
+	pthread_mutex_lock(&c->tab_lock);
+	for (size_t i = 0; i < c->nregions; i++) {
+		const struct lib_region *r = &c->regions[i];
+
+		if (addr < r->start || addr - r->start >= r->length)
+			continue;
+		stored = r->store_fd >= 0 && addr >= r->store_origin && !dropped(c, addr) &&
+			 lseek(r->store_fd, (off_t)(addr - r->store_origin), SEEK_DATA) ==
+				 (off_t)(addr - r->store_origin);
+		break;
+	}
+	pthread_mutex_unlock(&c->tab_lock);
+	return stored;
+}
+
+/*
+ * A write fault of a page npfd write-protected, its copy stored, while a
+ * zap of npfd's may still run (zaps: zap_may_run() before the event was
+ * read): the page may be a victim npfd froze and
+ * handed to the zap before it died. Made writable now, the write would be
+ * dropped by that zap and the page read back from its copy without it. So
+ * the writer waits: the zap's REMOVE wakes it (it faults the copy in and
+ * writes there), or fallback_release() lets the page go once no zap can
+ * run. False if it cannot be held (out of memory): made writable.
+ */
+static bool fallback_hold(struct npf_client *c, __u64 addr, bool zaps)
+{
+	__u64 *h;
+
+	if (!zaps || !page_stored(c, addr))
+		return false;
+	h = grow(c->held, &c->held_cap, c->nheld, sizeof(*h));
+	if (!h)
+		return false;
+	c->held = h;
+	h[c->nheld++] = addr;
+	return true;
+}
+
+/* [start, end) went (a zap's REMOVE, an unmap): its held writers fault again. */
+static void fallback_held_gone(struct npf_client *c, __u64 start, __u64 end)
+{
+	for (size_t i = 0; i < c->nheld;) {
+		struct uffdio_range range = {.start = c->held[i], .len = NPF_PAGE_SIZE};
+
+		if (c->held[i] < start || c->held[i] >= end) {
+			i++;
+			continue;
+		}
+		ioctl(c->uffd, UFFDIO_WAKE, &range);
+		c->held[i] = c->held[--c->nheld];
+	}
+}
+
+/*
+ * Held writers: made writable and woken once no zap can run, or only
+ * woken (unprotect: false) when npfd is back -- they fault again, and npfd
+ * decides.
+ */
+static void fallback_release(struct npf_client *c, bool unprotect)
+{
+	if (!c->nheld || (unprotect && zap_may_run(c)))
+		return;
+	for (size_t i = 0; i < c->nheld; i++) {
+		struct uffdio_writeprotect wp = {
+			.range = {.start = c->held[i], .len = NPF_PAGE_SIZE}};
+
+		if (!unprotect || ioctl(c->uffd, UFFDIO_WRITEPROTECT, &wp))
+			ioctl(c->uffd, UFFDIO_WAKE, &wp.range);
+	}
+	c->nheld = 0;
+}
+
 /* Read and handle what the userfaultfd holds now (the monitor, in fallback). */
 static void fallback_serve(struct npf_client *c)
 {
 	struct uffd_msg msgs[16];
 
 	for (;;) {
+		bool zaps = zap_may_run(c); /* before the read: see zap_may_run() */
 		ssize_t n = read(c->uffd, msgs, sizeof(msgs)), i;
 
 		if (n <= 0)
@@ -1236,7 +1324,10 @@ static void fallback_serve(struct npf_client *c)
 					struct uffdio_writeprotect wp = {
 						.range = {.start = addr, .len = NPF_PAGE_SIZE}};
 
-					ioctl(c->uffd, UFFDIO_WRITEPROTECT, &wp);
+					/* EAGAIN (an event waits): woken, it faults again */
+					if (!fallback_hold(c, addr, zaps) &&
+					    ioctl(c->uffd, UFFDIO_WRITEPROTECT, &wp))
+						ioctl(c->uffd, UFFDIO_WAKE, &wp.range);
 					break;
 				}
 				if (c->fallback == NPF_FALLBACK_SIGBUS) {
@@ -1253,16 +1344,20 @@ static void fallback_serve(struct npf_client *c)
 			case UFFD_EVENT_UNMAP:
 				fallback_removed(c, m->arg.remove.start, m->arg.remove.end);
 				fallback_unmap(c, m->arg.remove.start, m->arg.remove.end);
+				fallback_held_gone(c, m->arg.remove.start, m->arg.remove.end);
 				break;
 			case UFFD_EVENT_REMOVE:
 				fallback_removed(c, m->arg.remove.start, m->arg.remove.end);
-				fallback_dropped(c, m->arg.remove.start, m->arg.remove.end);
+				fallback_dropped(c, m->arg.remove.start, m->arg.remove.end, zaps);
+				fallback_held_gone(c, m->arg.remove.start, m->arg.remove.end);
 				break;
 			case UFFD_EVENT_REMAP:
 				fallback_removed(c, m->arg.remap.from,
 						 m->arg.remap.from + m->arg.remap.len);
 				fallback_unmap(c, m->arg.remap.from,
 					       m->arg.remap.from + m->arg.remap.len);
+				fallback_held_gone(c, m->arg.remap.from,
+						   m->arg.remap.from + m->arg.remap.len);
 				pr_warn("a registered range moved (mremap) while npfd was away: it is no longer served");
 				break;
 			case UFFD_EVENT_FORK:
@@ -1301,7 +1396,6 @@ static void fallback_start(struct npf_client *c, const char *why)
 	if (c->serving)
 		return;
 	c->serving = 1;
-	c->serving_since_ms = now_ms();
 	pr_warn("%s: %s until npfd is back", why,
 		c->fallback == NPF_FALLBACK_SIGBUS ?
 			"each fault of this process gets SIGBUS (fallback: sigbus)" :
@@ -1313,6 +1407,7 @@ static void fallback_stop(struct npf_client *c, const char *why)
 {
 	if (!c->serving)
 		return;
+	fallback_release(c, false);
 	c->serving = 0;
 	pr_info("%s: npfd serves this process's faults again", why);
 }
@@ -1402,8 +1497,10 @@ static void *monitor(void *arg)
 			break;
 		if (p[iw].revents)
 			break; /* npf_client__close() */
-		if (c->serving)
+		if (c->serving) {
 			fallback_serve(c);
+			fallback_release(c, true);
+		}
 		if (!up)
 			continue;
 		if (p[0].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
@@ -1525,6 +1622,7 @@ void npf_client__close(struct npf_client *c)
 	free(c->regions);
 	free(c->devices);
 	free(c->dropped);
+	free(c->held);
 	free(c->page);
 	free(c->buf);
 	free(c);

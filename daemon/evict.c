@@ -564,6 +564,13 @@ int evict_ring_adopt(struct npfd_client *c, const struct npf_evict_ring_req *req
 	 * (one completion per entry: libnpf submits nothing) are awaited.
 	 */
 	er->ring.sq.sqe_head = er->ring.sq.sqe_tail = *er->ring.sq.ktail;
+	/*
+	 * Completions the earlier npfd did not reap (it was stopped, or
+	 * killed, after they came) are of zaps done: skipped, or ring_reap()
+	 * would count them off the zaps still in flight and end the wait for
+	 * those early (tests/evict_adopt_frozen lost pages so).
+	 */
+	io_uring_cq_advance(&er->ring, *er->ring.cq.ktail - *er->ring.cq.khead);
 	er->old_zaps = *er->ring.sq.ktail - *er->ring.cq.ktail;
 	if (!er->old_zaps)
 		mm->old_zaps_until = 0;
@@ -598,6 +605,19 @@ static bool batch_or_zaps(const struct npfd_mm *mm)
 	const struct evict_ring *er = mm->evict_ring;
 
 	return er && ((b.state != B_IDLE && b.mm == mm) || er->late_zaps || er->old_zaps);
+}
+
+/*
+ * May a zap of the npfd that served mm before this one adopted it still
+ * run? While the ring says so (its zaps not completed when it was
+ * adopted), or, until the process sends its ring, for a while after the
+ * adoption: libnpf sends it right after its regions.
+ */
+static bool old_zaps_pending(const struct npfd_mm *mm)
+{
+	if (mm->evict_ring)
+		return mm->evict_ring->old_zaps != 0;
+	return mm->old_zaps_until && now_ns() < mm->old_zaps_until;
 }
 
 /* unregisters waiting in rings' lists: they are answered soon after the last zap */
@@ -966,6 +986,21 @@ void evict_wp_fault(struct npfd_mm *mm, __u64 addr)
 	/* its zap is still to run: the write waits, or the zap would destroy it */
 	if (r && r->ev && bit_test(r->ev->late, page_index(r, page)))
 		return;
+	/*
+	 * Write-protected and stored, with the earlier npfd's zaps still to
+	 * run: it may be one of its victims, frozen, its copy stored, its
+	 * zap not run yet (npfd was killed in between). Let through now, the
+	 * write would be destroyed by that zap and the page read back from
+	 * its copy without it (tests/evict_crash_storm). So it waits as a
+	 * late page does: the zap's REMOVE evicts it, or late_settle() lets
+	 * it go once no earlier zap can run.
+	 */
+	if (r && r->ev && bit_test(r->ev->stored, page_index(r, page)) && old_zaps_pending(mm)) {
+		bit_set(r->ev->late, page_index(r, page), true);
+		bit_set(r->ev->busy, page_index(r, page), true);
+		mm->late_unsettled = true;
+		return;
+	}
 	if (r && r->ev) {
 		bit_set(r->ev->clean, page_index(r, page), false);
 		r->ev->touched[page_index(r, page)] = start_ms();
@@ -987,7 +1022,7 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 {
 	__u64 lo = start > r->start ? start : r->start;
 	__u64 hi = end < r->start + r->length ? end : r->start + r->length;
-	bool old_zap = r->mm->old_zaps_until && now_ns() < r->mm->old_zaps_until;
+	bool old_zap = old_zaps_pending(r->mm);
 	__u64 p;
 
 	if (!r->ev || lo >= hi)
@@ -1546,6 +1581,7 @@ static void batch_end(void)
 	if (b.zaps && b.mm && b.mm->evict_ring)
 		b.mm->evict_ring->late_zaps += b.zaps;
 	if (late) {
+		b.mm->late_unsettled = true; /* late_settle() once its zaps are all done */
 		pr_warn_rl(
 			"pid %d: eviction batch %llu ended with %u zaps not run after %llu s: their %u pages stay frozen until they do",
 			b.tgid, (unsigned long long)b.gen, b.zaps,
@@ -1789,8 +1825,9 @@ static void read_out(void)
 }
 
 /*
- * A ring's late zaps are all done: a page still marked late was not
- * zapped (its zap failed): it stays, writable again.
+ * No zap can run any more (this npfd's late ones are done, and an earlier
+ * npfd's): a page still marked late was not zapped (its zap failed, or it
+ * was no earlier npfd's victim): it stays, writable again.
  */
 static void late_settle(struct npfd_mm *mm)
 {
@@ -1832,8 +1869,8 @@ static void ring_reap(struct npfd_mm *mm)
 				   strerror(-cqe->res));
 		if (b.state == B_ZAP && b.mm == mm && tag == zap_tag())
 			b.zaps--;
-		else if (zap_ours(tag) && er->late_zaps && !--er->late_zaps)
-			late_settle(mm);
+		else if (zap_ours(tag) && er->late_zaps)
+			er->late_zaps--;
 		else if (!zap_ours(tag) && er->old_zaps && !--er->old_zaps)
 			mm->old_zaps_until = 0; /* the earlier npfd's zaps are all done */
 		io_uring_cqe_seen(&er->ring, cqe);
@@ -1903,12 +1940,21 @@ void evict_tick(void)
 	struct npfd_mm *mm;
 
 	list_for_each_entry(mm, &mms, node)
-		if (mm->evict_ring && !mm->dead && mm->evict_ring->late_zaps)
+		if (mm->evict_ring && !mm->dead &&
+		    (mm->evict_ring->late_zaps || mm->evict_ring->old_zaps))
 			ring_reap(mm);
 	tick_batch();
-	list_for_each_entry(mm, &mms, node)
-		if (mm->evict_ring && !mm->dead)
+	list_for_each_entry(mm, &mms, node) {
+		if (mm->dead)
+			continue;
+		if (mm->evict_ring)
 			ring_check_waits(mm);
+		if (mm->late_unsettled && !old_zaps_pending(mm) &&
+		    !(mm->evict_ring && mm->evict_ring->late_zaps)) {
+			mm->late_unsettled = false;
+			late_settle(mm);
+		}
+	}
 }
 
 /*

@@ -88,6 +88,7 @@ struct npfd_mm {
 	int pagemap_fd;		       /* /proc/PID/pagemap, opened for device requests */
 	struct evict_ring *evict_ring; /* the client's ring that drops its pages (evict.c) */
 	__u64 old_zaps_until; /* adopted: a REMOVE may be the earlier npfd's zap until then (evict.c) */
+	bool late_unsettled; /* pages held for zaps still to run wait for late_settle() (evict.c) */
 };
 
 struct npfd_client {

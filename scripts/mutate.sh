@@ -163,7 +163,10 @@ fallback-ignores-store @@ client/libnpf.c @@ s{if \(r.store_fd >= 0 && !dropped\
 store-fd-not-sent @@ daemon/control.c @@ s{rp.fd = evict_store_reader\(region_find_id\(info.region_id\)\);}{rp.fd = -1;} @@ evict_fallback
 fallback-drops-not-tracked @@ client/libnpf.c @@ s{\t\t\t\tfallback_dropped\(c, m->arg.remove.start, m->arg.remove.end\);\n}{} @@ evict_fallback
 fallback-drops-not-settled @@ client/libnpf.c @@ s{\tfallback_settle_drops\(c\);\n\tfor}{\tfor} @@ evict_fallback
-fallback-takes-zaps-for-drops @@ client/libnpf.c @@ s{\tif \(zaps_in_flight\(c\) \|\| now_ms\(\) - c->serving_since_ms < ZAP_WINDOW_MS\)\n\t\treturn;\n}{} @@ evict_fallback_zaps
+fallback-takes-zaps-for-drops @@ client/libnpf.c @@ s{\tif \(zaps\)\n\t\treturn;\n}{} @@ evict_fallback_zaps
+adopted-frozen-write-let-through @@ daemon/evict.c @@ s{bit_test\(r->ev->stored, page_index\(r, page\)\) && old_zaps_pending\(mm\)}{0} @@ evict_adopt_frozen
+fallback-frozen-write-let-through @@ client/libnpf.c @@ s{!fallback_hold\(c, addr, zaps\) &&}{1 &&} @@ evict_adopt_frozen
+stale-completions-counted @@ daemon/evict.c @@ s{\tio_uring_cq_advance\(&er->ring, \*er->ring.cq.ktail - \*er->ring.cq.khead\);\n}{} @@ evict_adopt_frozen
 unregister-answered-before-zaps @@ daemon/evict.c @@ s{\tif \(w && batch_or_zaps\(r->mm\)\) \{}{\tif (0 && w && batch_or_zaps(r->mm)) \{} @@ evict_unmap_remap
 partial-install-not-reported @@ daemon/resolve.c @@ s{\t\t\t\treport_partial\(rn\);\n}{} @@ evict_policy_faults
 policy-installs-not-counted @@ daemon/evict.c @@ s{\t\tif \(e->installs\[i\] < 255\)\n\t\t\te->installs\[i\]\+\+;\n}{} @@ evict_policy_faults

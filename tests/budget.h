@@ -3,6 +3,7 @@
 #ifndef NPF_TEST_BUDGET_H
 #define NPF_TEST_BUDGET_H
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -51,6 +52,48 @@ static inline __u64 th_frozen_pages(pid_t pid, const char *mem, __u64 npg, __u64
 	return n;
 }
 
+/* This process's io_uring (libnpf's eviction ring: npfd alone submits to it), or -1. */
+static inline int th_evict_ring_fd(void)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	struct dirent *e;
+	int fd = -1;
+
+	TH_ASSERT(dir, "opendir /proc/self/fd: %s", strerror(errno));
+	while (fd < 0 && (e = readdir(dir))) {
+		char path[300], link[64];
+		ssize_t len;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		len = readlink(path, link, sizeof(link) - 1);
+		if (len > 0 && (link[len] = 0, !strcmp(link, "anon_inode:[io_uring]")))
+			fd = atoi(e->d_name);
+	}
+	closedir(dir);
+	return fd;
+}
+
+/* Zaps the eviction ring took and has not completed: SQ tail less CQ tail (fdinfo). */
+static inline long th_zaps_in_flight(int fd)
+{
+	char path[64], buf[1024], *s;
+	unsigned int sq = 0, cq = 0;
+	FILE *f;
+	size_t len;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "r");
+	TH_ASSERT(f, "open %s: %s", path, strerror(errno));
+	len = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[len] = 0;
+	if ((s = strstr(buf, "SqTail:")))
+		sscanf(s, "SqTail:\t%u", &sq);
+	if ((s = strstr(buf, "CqTail:")))
+		sscanf(s, "CqTail:\t%u", &cq);
+	return (long)(sq - cq);
+}
+
 /* Word w of page p in generation gen: what the eviction tests write and check. */
 static inline __u64 th_word(__u64 gen, __u64 p, __u64 w)
 {
@@ -73,6 +116,51 @@ static inline __u64 th_wrong(const char *mem, __u64 npages, __u64 gen)
 		for (__u64 w = 0; w < 512; w++)
 			bad += ((const __u64 *)(const void *)(mem + p * 4096))[w] !=
 			       th_word(gen, p, w);
+	return bad;
+}
+
+/*
+ * After a restart: wait until the new npfd has adopted c's regions (it
+ * answers a budget list), then give region id its budget again (the
+ * budget is npfd's: a new one must hear it).
+ */
+static inline void th_budget_again(struct npf_client *c, int id, size_t budget)
+{
+	struct npf_budget_info *bi;
+	size_t n;
+
+	for (double t0 = th_now(); th_now() - t0 < 20; usleep(10000))
+		if (!npf_client__budget_list(c, (__u32)id, &bi, &n)) {
+			free(bi);
+			break;
+		}
+	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, budget * 4096, NULL),
+		  "set the budget again after a restart: %s", npf_client__errmsg(c));
+}
+
+/*
+ * Words of the npages pages at mem that do not hold the generation gen[p]
+ * last written to their page (zeros before the first); the zeros among
+ * them in *zeros, the first page with one in *first (npages if none).
+ */
+static inline __u64 th_gens_wrong(const char *mem, __u64 npages, const uint32_t *gen, __u64 *zeros,
+				  __u64 *first)
+{
+	__u64 bad = 0;
+
+	*zeros = 0;
+	*first = npages;
+	for (__u64 p = 0; p < npages; p++)
+		for (__u64 w = 0; w < 512; w++) {
+			__u64 v = ((const __u64 *)(const void *)(mem + p * 4096))[w];
+
+			if (v == (gen[p] ? th_word(gen[p], p, w) : 0))
+				continue;
+			bad++;
+			*zeros += !v;
+			if (*first == npages)
+				*first = p;
+		}
 	return bad;
 }
 

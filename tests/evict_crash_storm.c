@@ -24,11 +24,6 @@ static uint32_t gen[NPG];
 static atomic_bool stop;
 static atomic_ulong writes, stale;
 
-static uint64_t word(uint64_t g, uint64_t p, uint64_t w)
-{
-	return ((g << 40) + p * 512 + w) * 0x9e3779b97f4a7c15ULL + 5;
-}
-
 /*
  * Thread t owns pages p % WRITERS == t: reads each back (it must hold the
  * generation the thread wrote last, or zeros before the first), then
@@ -44,12 +39,12 @@ static void *writer(void *arg)
 
 			for (uint64_t w = 0; w < PG / 8; w++)
 				bad += ((uint64_t *)(mem + p * PG))[w] !=
-				       (gen[p] ? word(gen[p], p, w) : 0);
+				       (gen[p] ? th_word(gen[p], p, w) : 0);
 			if (bad && atomic_fetch_add(&stale, bad) == 0)
 				printf("page %llu: %llu words are not generation %u's\n",
 				       (unsigned long long)p, (unsigned long long)bad, gen[p]);
 			for (uint64_t w = 0; w < PG / 8; w++)
-				((uint64_t *)(mem + p * PG))[w] = word(g, p, w);
+				((uint64_t *)(mem + p * PG))[w] = th_word(g, p, w);
 			gen[p] = (uint32_t)g;
 			atomic_fetch_add(&writes, 1);
 		}
@@ -60,7 +55,7 @@ int main(void)
 {
 	pthread_t th[WRITERS];
 	struct npf_client *c;
-	uint64_t bad = 0, zeros = 0, first = NPG, only_stored = 0;
+	__u64 bad, zeros, first, only_stored = 0;
 	int id;
 
 	npf_set_print(rs_print);
@@ -93,14 +88,7 @@ int main(void)
 		only_stored += stored > 0 && resident < NPG ? NPG - resident : 0;
 		rs_npfd_kill(&d, SIGKILL);
 		rs_npfd_start(&d);
-		for (double t0 = th_now(); th_now() - t0 < 20; usleep(10000))
-			if (!npf_client__budget_list(c, (__u32)id, &bi, &n)) {
-				free(bi);
-				break;
-			}
-		/* the budget is npfd's: the new one must hear it again */
-		TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, BUDGET * PG, NULL),
-			  "set budget after restart %d: %s", k + 1, npf_client__errmsg(c));
+		th_budget_again(c, id, BUDGET);
 		printf("kill %d: %lu page writes before it, %llu pages stored, %llu resident\n",
 		       k + 1, before, (unsigned long long)stored, (unsigned long long)resident);
 	}
@@ -108,17 +96,7 @@ int main(void)
 	atomic_store(&stop, true);
 	for (int t = 0; t < WRITERS; t++)
 		pthread_join(th[t], NULL);
-	for (uint64_t p = 0; p < NPG; p++)
-		for (uint64_t w = 0; w < PG / 8; w++) {
-			uint64_t v = ((uint64_t *)(mem + p * PG))[w];
-
-			if (v == word(gen[p], p, w))
-				continue;
-			bad++;
-			zeros += !v;
-			if (first == NPG)
-				first = p;
-		}
+	bad = th_gens_wrong(mem, NPG, gen, &zeros, &first);
 	printf("%lu page writes, %d kills\n", atomic_load(&writes), KILLS);
 	if (bad || atomic_load(&stale) || only_stored < NPG - BUDGET)
 		rs_npfd_dump_log(&d);

@@ -6,10 +6,9 @@
  * its bytes from the read-only descriptor of the store that npfd handed
  * over with the register reply (NPF_REGION_STORE_FD), not zeros.
  *
- * Pages the process drops itself meanwhile (MADV_DONTNEED; no zap of
- * npfd's is left to run, and the fallback has served for longer than its
- * 10 s window in which a REMOVE may still be npfd's zap) must read zeros,
- * not their stored copies: range
+ * Pages the process drops itself meanwhile (MADV_DONTNEED, once no zap
+ * of npfd's is left in the eviction ring: until then a REMOVE may be one)
+ * must read zeros, not their stored copies: range
  * A is touched while the fallback serves, range B only after a new npfd
  * has adopted the region (libnpf gives B the zero page before it hands the
  * region over, since the new npfd reads its store on a missing fault).
@@ -22,8 +21,7 @@
 #define NPG 1024UL
 #define BUDGET 128UL
 #define FALLBACK_MS 300
-#define DROP 16UL	    /* pages in each of the ranges A and B */
-#define ZAP_WINDOW_MS 10000 /* libnpf's: a REMOVE in the fallback's first 10 s may be npfd's zap */
+#define DROP 16UL /* pages in each of the ranges A and B */
 
 static struct rs_npfd d;
 
@@ -91,8 +89,17 @@ int main(void)
 		"with npfd gone, %llu words of the region read wrong (%llu zeros): evicted pages not read from the store",
 		(unsigned long long)bad, (unsigned long long)zero);
 	TH_ASSERT(rs_fallbacks >= 1, "the fallback did not start");
-	/* past the window in which a REMOVE may be a zap of the killed npfd's */
-	usleep(ZAP_WINDOW_MS * 1000 + 500000);
+	/* the killed npfd's zaps are done (the fallback read their REMOVE events) */
+	{
+		int fd = th_evict_ring_fd();
+		double t0 = th_now();
+
+		TH_ASSERT(fd >= 0, "this process has no eviction ring");
+		while (th_zaps_in_flight(fd) && th_now() - t0 < 10)
+			usleep(10000);
+		TH_ASSERT(!th_zaps_in_flight(fd), "%ld zaps of the killed npfd still in flight",
+			  th_zaps_in_flight(fd));
+	}
 	/* the process drops A and B itself: read by the fallback */
 	TH_ASSERT(!madvise(mem + a * PG, DROP * PG, MADV_DONTNEED), "madvise: %s", strerror(errno));
 	TH_ASSERT(!madvise(mem + b * PG, DROP * PG, MADV_DONTNEED), "madvise: %s", strerror(errno));

@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * npfd dies between freezing its victims and their zaps: it is stopped
+ * (SIGSTOP) while the client's eviction ring has zaps in flight -- taken by
+ * the ring, each waiting for npfd to read its REMOVE event -- then killed,
+ * and a new npfd adopts the region. Meanwhile two threads go on writing
+ * the region (four times its budget), and two more write to pages of
+ * those zaps then (and wait there). The new npfd reads those write faults
+ * before the REMOVE events (a userfaultfd hands out faults before events):
+ * a write it let through at once would land on a page the earlier zap then
+ * drops, and the page would read back from its stored copy without it.
+ * Each thread reads every page back before it writes the next generation,
+ * and at the end every word must be the generation written last. Then
+ * npfd is killed so and not started again until libnpf's fallback has
+ * served the region from npfd's store for a while: it must hold those
+ * writes the same way.
+ */
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <linux/io_uring.h>
+#include "budget.h"
+#include "restart_common.h"
+
+#define PG 4096UL
+#define NPG 2048UL
+#define BUDGET 512UL
+#define WRITERS 2
+#define POKERS 4      /* threads that write to pages of zaps in flight */
+#define HITS 4	      /* kills with zaps in flight wanted */
+#define MAX_SECS 30.0 /* looking for one */
+#define FALLBACK_MS 2000
+#define FALLBACKS 3 /* times the fallback serves before a new npfd adopts */
+
+static struct rs_npfd d;
+static char *mem;
+static uint32_t gen[NPG];
+static atomic_bool stop;
+static atomic_ulong writes, stale;
+static atomic_long poke[POKERS];
+static atomic_flag visiting[NPG]; /* a page is visited by one thread at a time */
+
+/* Page p's words: the generation written last, checked; then the next one. */
+static void visit(uint64_t p)
+{
+	uint64_t g, bad = 0;
+
+	while (atomic_flag_test_and_set(&visiting[p]))
+		sched_yield();
+	g = gen[p] + 1;
+	for (uint64_t w = 0; w < PG / 8; w++)
+		bad += ((uint64_t *)(mem + p * PG))[w] != (gen[p] ? th_word(gen[p], p, w) : 0);
+	if (bad && atomic_fetch_add(&stale, bad) == 0)
+		printf("page %llu: %llu words are not generation %u's\n", (unsigned long long)p,
+		       (unsigned long long)bad, gen[p]);
+	for (uint64_t w = 0; w < PG / 8; w++)
+		((uint64_t *)(mem + p * PG))[w] = th_word(g, p, w);
+	gen[p] = (uint32_t)g;
+	atomic_flag_clear(&visiting[p]);
+	atomic_fetch_add(&writes, 1);
+}
+
+/* Thread t visits the pages p % WRITERS == t in turn. */
+static void *writer(void *arg)
+{
+	uint64_t t = (uintptr_t)arg;
+
+	while (!atomic_load(&stop))
+		for (uint64_t p = t; p < NPG && !atomic_load(&stop); p += WRITERS)
+			visit(p);
+	return NULL;
+}
+
+/*
+ * Poker k visits the page main() gives it: one of a zap in flight (the
+ * writers may be waiting on faults of their own when npfd stops).
+ */
+static void *poker(void *arg)
+{
+	uint64_t k = (uintptr_t)arg;
+
+	while (!atomic_load(&stop)) {
+		long q = atomic_exchange(&poke[k], -1);
+
+		if (q >= 0)
+			visit((uint64_t)q);
+		else
+			usleep(1000);
+	}
+	return NULL;
+}
+
+/*
+ * The pages of the region under the ring's last NPF_EVICT_RING_ENTRIES
+ * zaps (MADV_DONTNEED entries, read from its mapped queues; the layout is
+ * learnt from a ring of the same size): in_zap[p] is 1 for the newest
+ * zap, 2 for the one before, ..., 0 for none. A page of a zap in flight is
+ * among them, still present and frozen.
+ */
+static void pages_in_zaps(int fd, unsigned int *in_zap)
+{
+	struct io_uring_params p;
+	const struct io_uring_sqe *sqes;
+	const char *sq;
+	size_t sq_len, sqes_len;
+	unsigned int tail, mask;
+	const unsigned int *array;
+	int probe;
+
+	memset(&p, 0, sizeof(p));
+	probe = (int)syscall(__NR_io_uring_setup, NPF_EVICT_RING_ENTRIES, &p);
+	TH_ASSERT(probe >= 0, "io_uring_setup: %s", strerror(errno));
+	close(probe);
+	sq_len = p.sq_off.array + p.sq_entries * sizeof(__u32);
+	sqes_len = p.sq_entries * sizeof(struct io_uring_sqe);
+	sq = mmap(NULL, sq_len, PROT_READ, MAP_SHARED, fd, IORING_OFF_SQ_RING);
+	sqes = mmap(NULL, sqes_len, PROT_READ, MAP_SHARED, fd, IORING_OFF_SQES);
+	TH_ASSERT(sq != MAP_FAILED && sqes != MAP_FAILED, "map the eviction ring: %s",
+		  strerror(errno));
+	tail = __atomic_load_n((const unsigned int *)(sq + p.sq_off.tail), __ATOMIC_ACQUIRE);
+	mask = *(const unsigned int *)(sq + p.sq_off.ring_mask);
+	array = (const unsigned int *)(sq + p.sq_off.array);
+	memset(in_zap, 0, NPG * sizeof(*in_zap));
+	for (unsigned int i = tail - (tail < p.sq_entries ? tail : p.sq_entries); i != tail; i++) {
+		const struct io_uring_sqe *e = &sqes[array[i & mask] & mask];
+
+		if (e->opcode != IORING_OP_MADVISE)
+			continue;
+		for (__u64 a = e->addr; a < e->addr + e->len; a += PG)
+			if (a >= (uintptr_t)mem && a < (uintptr_t)mem + NPG * PG)
+				in_zap[(a - (uintptr_t)mem) / PG] = tail - i;
+	}
+	munmap((void *)sq, sq_len);
+	munmap((void *)sqes, sqes_len);
+}
+
+/*
+ * npfd stopped at a moment its client's ring has zaps in flight, and the
+ * writers given time to reach the frozen victims; returns the zaps in
+ * flight, or 0 if no such moment came within MAX_SECS.
+ */
+static long stop_with_zaps_in_flight(int *tries, int *poked)
+{
+	int fd = th_evict_ring_fd();
+
+	TH_ASSERT(fd >= 0, "this process has no eviction ring");
+	*poked = 0;
+	for (double t0 = th_now(); th_now() - t0 < MAX_SECS; (*tries)++) {
+		static __u64 frozen[NPG];
+		static unsigned int in_zap[NPG];
+		long inflight;
+		__u64 n;
+
+		usleep((useconds_t)(rand() % 20) * 1000);
+		rs_npfd_stop_signal(&d);
+		inflight = th_zaps_in_flight(fd);
+		if (!inflight) {
+			kill(d.pid, SIGCONT);
+			continue;
+		}
+		/*
+		 * The pokers write to pages of zaps in flight, one zap each,
+		 * the newest first (those not started yet: the ring has one
+		 * worker), and wait there.
+		 */
+		n = th_frozen_pages(getpid(), mem, NPG, frozen);
+		pages_in_zaps(fd, in_zap);
+		for (unsigned int rank = 1; rank <= NPF_EVICT_RING_ENTRIES && *poked < POKERS;
+		     rank++)
+			for (__u64 i = 0; i < n; i++)
+				if (in_zap[frozen[i]] == rank) {
+					atomic_store(&poke[(*poked)++], (long)frozen[i]);
+					break;
+				}
+		usleep(200000);
+		return inflight;
+	}
+	return 0;
+}
+
+int main(void)
+{
+	pthread_t th[WRITERS + POKERS];
+	struct npf_client *c;
+	__u64 bad, zeros, first;
+	int id, hits = 0, tries = 0, poked, pokes = 0;
+	long inflight;
+
+	npf_set_print(rs_print);
+	srand((unsigned int)getpid());
+	for (int k = 0; k < POKERS; k++)
+		atomic_store(&poke[k], -1);
+	for (uint64_t p = 0; p < NPG; p++)
+		atomic_flag_clear(&visiting[p]);
+	rs_npfd_start(&d);
+	/* the fallback only at the end: a restart takes less */
+	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock, .fallback_ms = FALLBACK_MS);
+	c = npf_client__connect(&co);
+	TH_ASSERT(c, "connect: %s", strerror(errno));
+	mem = th_budget_region(c, NPG, BUDGET, &id);
+	{
+		/*
+		 * One io-wq worker for the ring: with one zap waiting for its
+		 * REMOVE to be read, the next ones wait unstarted -- the zaps
+		 * a write let through could meet (while a REMOVE waits, the
+		 * kernel refuses to unprotect, EAGAIN, which guards the rest).
+		 */
+		__u32 max[2] = {1, 1};
+		int fd = th_evict_ring_fd();
+
+		TH_ASSERT(fd >= 0, "this process has no eviction ring");
+		TH_ASSERT(!syscall(__NR_io_uring_register, fd, IORING_REGISTER_IOWQ_MAX_WORKERS,
+				   max, 2),
+			  "IORING_REGISTER_IOWQ_MAX_WORKERS: %s", strerror(errno));
+	}
+	for (uintptr_t t = 0; t < WRITERS + POKERS; t++)
+		TH_ASSERT(!pthread_create(&th[t], NULL, t < WRITERS ? writer : poker,
+					  (void *)(t < WRITERS ? t : t - WRITERS)),
+			  "pthread_create");
+	/* 1. killed, and a new npfd adopts the region */
+	while (hits < HITS && (inflight = stop_with_zaps_in_flight(&tries, &poked))) {
+		__u64 frozen = th_frozen_pages(getpid(), mem, NPG, NULL);
+
+		rs_npfd_kill(&d, SIGKILL);
+		rs_npfd_start(&d);
+		th_budget_again(c, id, BUDGET);
+		hits++;
+		pokes += poked;
+		printf("kill %d (try %d): %ld zaps in flight, %llu pages frozen, %d written to, %lu page writes\n",
+		       hits, tries + 1, inflight, (unsigned long long)frozen, poked,
+		       atomic_load(&writes));
+	}
+	TH_ASSERT(hits == HITS, "only %d of %d stops in %d tries found zaps in flight", hits, HITS,
+		  tries);
+	TH_ASSERT(pokes > 0,
+		  "no page of a zap in flight was found to write to: nothing was at stake");
+	/* 2. killed, and libnpf's fallback serves from npfd's store until the next npfd */
+	for (int k = 0; k < FALLBACKS; k++) {
+		unsigned long w0;
+		__u64 frozen;
+
+		inflight = stop_with_zaps_in_flight(&tries, &poked);
+		TH_ASSERT(
+			inflight && poked,
+			"no stop in %d tries found zaps in flight and a page of theirs for the fallback",
+			tries);
+		frozen = th_frozen_pages(getpid(), mem, NPG, NULL);
+		rs_npfd_kill(&d, SIGKILL);
+		w0 = atomic_load(&writes);
+		/* the fallback starts after FALLBACK_MS, and serves a second */
+		for (double t1 = th_now();
+		     __atomic_load_n(&rs_fallbacks, __ATOMIC_RELAXED) <= k && th_now() - t1 < 20;)
+			usleep(10000);
+		sleep(1);
+		printf("fallback %d: %ld zaps in flight, %llu pages frozen, %d written to; %lu page writes under the fallback\n",
+		       k + 1, inflight, (unsigned long long)frozen, poked,
+		       atomic_load(&writes) - w0);
+		TH_ASSERT(__atomic_load_n(&rs_fallbacks, __ATOMIC_RELAXED) > k,
+			  "libnpf's fallback did not start");
+		TH_ASSERT(atomic_load(&writes) - w0 >= NPG,
+			  "the writers did not go round the region under the fallback");
+		rs_npfd_start(&d);
+		th_budget_again(c, id, BUDGET);
+	}
+	sleep(1);
+	atomic_store(&stop, true);
+	for (int t = 0; t < WRITERS + POKERS; t++)
+		pthread_join(th[t], NULL);
+	bad = th_gens_wrong(mem, NPG, gen, &zeros, &first);
+	printf("%lu page writes, %d tries\n", atomic_load(&writes), tries);
+	if (bad || atomic_load(&stale))
+		rs_npfd_dump_log(&d);
+	TH_ASSERT(!atomic_load(&stale), "%lu words read back were not what was written last",
+		  atomic_load(&stale));
+	TH_ASSERT(!bad, "%llu words wrong (%llu zeros), the first in page %llu (generation %u)",
+		  (unsigned long long)bad, (unsigned long long)zeros, (unsigned long long)first,
+		  first < NPG ? gen[first] : 0);
+	npf_client__close(c);
+	rs_npfd_cleanup(&d);
+	printf("PASS\n");
+	return 0;
+}
