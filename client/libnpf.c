@@ -1240,12 +1240,12 @@ static bool page_stored(struct npf_client *c, __u64 addr)
 /*
  * A write fault of a page npfd write-protected, its copy stored, while a
  * zap of npfd's may still run (zaps: zap_may_run() before the event was
- * read): the page may be a victim npfd froze and
- * handed to the zap before it died. Made writable now, the write would be
- * dropped by that zap and the page read back from its copy without it. So
- * the writer waits: the zap's REMOVE wakes it (it faults the copy in and
- * writes there), or fallback_release() lets the page go once no zap can
- * run. False if it cannot be held (out of memory): made writable.
+ * read): the page may be a victim npfd froze and handed to the zap before
+ * it died. Made writable now, the write would be dropped by that zap and
+ * the page read back from its copy without it. So the writer waits: the
+ * zap's REMOVE wakes it (it faults the copy in and writes there), or
+ * fallback_release() lets the page go once no zap can run. False if it
+ * cannot be held (out of memory): made writable.
  */
 static bool fallback_hold(struct npf_client *c, __u64 addr, bool zaps)
 {

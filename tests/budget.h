@@ -164,6 +164,16 @@ static inline __u64 th_gens_wrong(const char *mem, __u64 npages, const uint32_t 
 	return bad;
 }
 
+/* No word read back stale by the writers, none wrong now (th_gens_wrong()). */
+static inline void th_gens_assert(unsigned long stale, __u64 bad, __u64 zeros, __u64 first,
+				  const uint32_t *gen, __u64 npages)
+{
+	TH_ASSERT(!stale, "%lu words read back were not what was written last", stale);
+	TH_ASSERT(!bad, "%llu words wrong (%llu zeros), the first in page %llu (generation %u)",
+		  (unsigned long long)bad, (unsigned long long)zeros, (unsigned long long)first,
+		  first < npages ? gen[first] : 0);
+}
+
 /*
  * An anonymous region of npages pages, registered with c and given a
  * budget of budget pages; its id in *id.

@@ -104,11 +104,7 @@ int main(void)
 	TH_ASSERT(only_stored >= NPG - BUDGET,
 		  "only %llu pages were evicted at the kills: nothing was at stake",
 		  (unsigned long long)only_stored);
-	TH_ASSERT(!atomic_load(&stale), "%lu words read back were not what was written last",
-		  atomic_load(&stale));
-	TH_ASSERT(!bad, "%llu words wrong (%llu zeros), the first in page %llu (generation %u)",
-		  (unsigned long long)bad, (unsigned long long)zeros, (unsigned long long)first,
-		  first < NPG ? gen[first] : 0);
+	th_gens_assert(atomic_load(&stale), bad, zeros, first, gen, NPG);
 	npf_client__close(c);
 	rs_npfd_cleanup(&d);
 	printf("PASS\n");
