@@ -154,14 +154,14 @@ skipped-page-reported-clean @@ daemon/resolve.c @@ s{report_installed\(rn, !rn->
 unmapped-page-put-back @@ daemon/evict.c @@ s{\t\tif \(b.unmapped\[i\]\)\n\t\t\tcontinue;\n}{} @@ evict_unmap_remap
 budget-hold-off @@ daemon/main.c @@ s{return evict_hold\(r, npages\) \|\|}{return 0 ||} @@ evict_hard
 store-not-found-at-adoption @@ daemon/evict.c @@ s{fd = swapstore_find\(r->mm->tgid, old_id, name\);}{fd = -ENOENT;} @@ evict_crash evict_crash_storm
-old-zaps-not-awaited @@ daemon/evict.c @@ s{if \(old_zap && bit_test}{if (0 && old_zap && bit_test} @@ evict_crash_storm
+old-zaps-not-awaited @@ daemon/evict.c @@ s{if \(old_zap && bit_test}{if (0 && old_zap && bit_test} @@ evict_crash_storm evict_adopt_frozen
 fork-store-not-copied @@ daemon/evict.c @@ s{if \(!pe \|\| !pe->stored \|\| parent->store_fd < 0 \|\|}{if (1 ||} @@ evict_fork
 late-zap-pages-let-go @@ daemon/evict.c @@ s{bool zaps_pending = b.zaps && }{bool zaps_pending = 0 && b.zaps && } @@ evict_zap_late
 late-remove-taken-as-drop @@ daemon/evict.c @@ s{\t\tif \(bit_test\(r->ev->late, i\)\) \{}{\t\tif (0 && bit_test(r->ev->late, i)) \{} @@ evict_zap_late
 late-page-write-let-through @@ daemon/evict.c @@ s{\tif \(r && r->ev && bit_test\(r->ev->late, page_index\(r, page\)\)\)\n\t\treturn;}{} @@ evict_zap_late
 fallback-ignores-store @@ client/libnpf.c @@ s{if \(r.store_fd >= 0 && !dropped\(c, addr\)\)}{if (0 && r.store_fd >= 0)} @@ evict_fallback
 store-fd-not-sent @@ daemon/control.c @@ s{rp.fd = evict_store_reader\(region_find_id\(info.region_id\)\);}{rp.fd = -1;} @@ evict_fallback
-fallback-drops-not-tracked @@ client/libnpf.c @@ s{\t\t\t\tfallback_dropped\(c, m->arg.remove.start, m->arg.remove.end\);\n}{} @@ evict_fallback
+fallback-drops-not-tracked @@ client/libnpf.c @@ s{\t\t\t\tfallback_dropped\(c, m->arg.remove.start, m->arg.remove.end, zaps\);\n}{} @@ evict_fallback
 fallback-drops-not-settled @@ client/libnpf.c @@ s{\tfallback_settle_drops\(c\);\n\tfor}{\tfor} @@ evict_fallback
 fallback-takes-zaps-for-drops @@ client/libnpf.c @@ s{\tif \(zaps\)\n\t\treturn;\n}{} @@ evict_fallback_zaps
 adopted-frozen-write-let-through @@ daemon/evict.c @@ s{bit_test\(r->ev->stored, page_index\(r, page\)\) && old_zaps_pending\(mm\)}{0} @@ evict_adopt_frozen
