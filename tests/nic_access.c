@@ -123,14 +123,24 @@ static int side_b(int sock, void *arg)
 		int how = i == 1 ? BY_UNREGISTER : BY_DETACH;
 
 		nic_query_stats(ep.nic, &s0, sizeof(s0));
+		fx_iopt_map(&iopt, mr[i]);
 		fx_sync(sock, 10 + i); /* A streams WRITEs into buf[i] */
-		/* mid-transfer: once three of the 1 MiB WRITEs have arrived */
+		/*
+		 * Mid-transfer: once three of the 1 MiB WRITEs' packets have
+		 * arrived and npfd has mapped pages for them (packets alone
+		 * are not enough: retransmits count too while npfd is slow to
+		 * answer the first page requests, as under AddressSanitizer).
+		 */
 		for (t0 = th_now(); th_now() - t0 < 10; usleep(200)) {
+			bool mapped = false;
+
+			for (p = 0; p < REG / PG && !mapped; p++)
+				mapped = __atomic_load_n(&iopt.pte[p], __ATOMIC_ACQUIRE) &
+					 NPF_PTE_PRESENT;
 			nic_query_stats(ep.nic, &s1, sizeof(s1));
-			if (s1.pkts_rx - s0.pkts_rx > 3 * REG / PG)
+			if (s1.pkts_rx - s0.pkts_rx > 3 * REG / PG && mapped)
 				break;
 		}
-		fx_iopt_map(&iopt, mr[i]);
 		for (p = 0; p < REG / PG; p++)
 			before[p] = __atomic_load_n(&iopt.pte[p], __ATOMIC_ACQUIRE);
 		nic_query_stats(ep.nic, &s0, sizeof(s0));
