@@ -934,6 +934,27 @@ static void *grow(void *arr, size_t *cap, size_t n, size_t size)
 
 /* ---- the fallback: faults served in-process while npfd is away ---- */
 
+/* With tab_lock: the region addr is in, or NULL. */
+static const struct lib_region *region_at(const struct npf_client *c, __u64 addr)
+{
+	for (size_t i = 0; i < c->nregions; i++)
+		if (addr >= c->regions[i].start &&
+		    addr - c->regions[i].start < c->regions[i].length)
+			return &c->regions[i];
+	return NULL;
+}
+
+/*
+ * Does store (region r's store, or a duplicate of it) hold the page at
+ * addr: data, not a hole, at its offset? addr is in r.
+ */
+static bool store_holds(int store, const struct lib_region *r, __u64 addr)
+{
+	off_t off = (off_t)(addr - r->store_origin);
+
+	return addr >= r->store_origin && lseek(store, off, SEEK_DATA) == off;
+}
+
 /* With tab_lock: did the process drop addr itself while the fallback served? */
 static bool dropped(const struct npf_client *c, __u64 addr)
 {
@@ -944,23 +965,10 @@ static bool dropped(const struct npf_client *c, __u64 addr)
 }
 
 /*
- * May an event read now be one of npfd's zaps (its REMOVE)? While the
- * eviction ring has zaps in flight -- counted before the read() that
- * returns the events: reading a zap's REMOVE lets that zap finish, so of
- * the events one read() returns, the later ones would find the zaps of the
- * earlier ones done (tests/evict_fallback_zaps lost the zapped pages in 2
- * to 5 runs of 8 when the count was taken per event).
- */
-static bool zap_may_run(const struct npf_client *c)
-{
-	return zaps_in_flight(c) != 0;
-}
-
-/*
  * A REMOVE event read by the fallback (MADV_DONTNEED of [start, end)):
  * the process's own drop, whose pages read zeros from now on, not what
  * npfd's store holds -- unless it may be one of npfd's zaps (zaps: see
- * zap_may_run()), whose page was stored first. The cost: a page the
+ * fallback_serve()), whose page was stored first. The cost: a page the
  * process drops itself while zaps are in flight reads its stored copy, not
  * zeros, as after an adoption (docs/design.md).
  */
@@ -1046,23 +1054,20 @@ static int fallback_page(struct npf_client *c, __u64 addr, char *why, size_t why
 	struct lib_region r = {.fd = -1};
 	struct uffdio_copy cp = {
 		.dst = addr, .src = (__u64)(unsigned long)c->page, .len = NPF_PAGE_SIZE};
+	const struct lib_region *at;
 	bool found = false;
-	size_t i;
 	int fd = -1, store = -1;
 
 	pthread_mutex_lock(&c->tab_lock);
-	for (i = 0; i < c->nregions; i++)
-		if (addr >= c->regions[i].start &&
-		    addr - c->regions[i].start < c->regions[i].length) {
-			r = c->regions[i];
-			found = true;
-			/* the fd must outlive the lock: a concurrent unregister closes it */
-			if (r.fd >= 0)
-				fd = fcntl(r.fd, F_DUPFD_CLOEXEC, 0);
-			if (r.store_fd >= 0 && !dropped(c, addr))
-				store = fcntl(r.store_fd, F_DUPFD_CLOEXEC, 0);
-			break;
-		}
+	if ((at = region_at(c, addr))) {
+		r = *at;
+		found = true;
+		/* the fd must outlive the lock: a concurrent unregister closes it */
+		if (r.fd >= 0)
+			fd = fcntl(r.fd, F_DUPFD_CLOEXEC, 0);
+		if (r.store_fd >= 0 && !dropped(c, addr))
+			store = fcntl(r.store_fd, F_DUPFD_CLOEXEC, 0);
+	}
 	pthread_mutex_unlock(&c->tab_lock);
 
 	memset(c->page, 0, NPF_PAGE_SIZE);
@@ -1085,10 +1090,10 @@ static int fallback_page(struct npf_client *c, __u64 addr, char *why, size_t why
 				err == -EIO ? "end of file" : strerror(-err));
 			return err;
 		}
-	} else if (store >= 0 && addr >= r.store_origin) {
+	} else if (store >= 0) {
 		/* evicted by npfd: its copy in the store (data there), else never stored */
 		off_t off = (off_t)(addr - r.store_origin);
-		int err = lseek(store, off, SEEK_DATA) == off ? read_page(store, c->page, off) : 0;
+		int err = store_holds(store, &r, addr) ? read_page(store, c->page, off) : 0;
 
 		close(store);
 		if (err) {
@@ -1098,8 +1103,6 @@ static int fallback_page(struct npf_client *c, __u64 addr, char *why, size_t why
 				(unsigned long long)addr, r.id, strerror(-err));
 			return err;
 		}
-	} else if (store >= 0) {
-		close(store);
 	}
 	if (!ioctl(c->uffd, UFFDIO_COPY, &cp))
 		return 0;
@@ -1220,27 +1223,19 @@ static void fallback_unmap(struct npf_client *c, __u64 start, __u64 end)
 /* Does npfd's store hold a copy of the page at addr (not dropped since)? */
 static bool page_stored(struct npf_client *c, __u64 addr)
 {
-	bool stored = false;
+	const struct lib_region *r;
+	bool stored;
 
 	pthread_mutex_lock(&c->tab_lock);
-	for (size_t i = 0; i < c->nregions; i++) {
-		const struct lib_region *r = &c->regions[i];
-
-		if (addr < r->start || addr - r->start >= r->length)
-			continue;
-		stored = r->store_fd >= 0 && addr >= r->store_origin && !dropped(c, addr) &&
-			 lseek(r->store_fd, (off_t)(addr - r->store_origin), SEEK_DATA) ==
-				 (off_t)(addr - r->store_origin);
-		break;
-	}
+	r = region_at(c, addr);
+	stored = r && r->store_fd >= 0 && !dropped(c, addr) && store_holds(r->store_fd, r, addr);
 	pthread_mutex_unlock(&c->tab_lock);
 	return stored;
 }
 
 /*
  * A write fault of a page npfd write-protected, its copy stored, while a
- * zap of npfd's may still run (zaps: zap_may_run() before the event was
- * read): the page may be a victim npfd froze and handed to the zap before
+ * zap of npfd's may still run (zaps: see fallback_serve()): the page may be a victim npfd froze and handed to the zap before
  * it died. Made writable now, the write would be dropped by that zap and
  * the page read back from its copy without it. So the writer waits: the
  * zap's REMOVE wakes it (it faults the copy in and writes there), or
@@ -1283,7 +1278,7 @@ static void fallback_held_gone(struct npf_client *c, __u64 start, __u64 end)
  */
 static void fallback_release(struct npf_client *c, bool unprotect)
 {
-	if (!c->nheld || (unprotect && zap_may_run(c)))
+	if (!c->nheld || (unprotect && zaps_in_flight(c)))
 		return;
 	for (size_t i = 0; i < c->nheld; i++) {
 		struct uffdio_writeprotect wp = {
@@ -1301,7 +1296,15 @@ static void fallback_serve(struct npf_client *c)
 	struct uffd_msg msgs[16];
 
 	for (;;) {
-		bool zaps = zap_may_run(c); /* before the read: see zap_may_run() */
+		/*
+		 * May an event read now be one of npfd's zaps (its REMOVE)?
+		 * While the eviction ring has zaps in flight -- counted before
+		 * the read: reading a zap's REMOVE lets that zap finish, so of
+		 * the events one read returns, the later ones would find the
+		 * zaps of the earlier ones done (tests/evict_fallback_zaps lost
+		 * the zapped pages in 2 to 5 runs of 8, counted per event).
+		 */
+		bool zaps = zaps_in_flight(c) != 0;
 		ssize_t n = read(c->uffd, msgs, sizeof(msgs)), i;
 
 		if (n <= 0)

@@ -572,9 +572,7 @@ int evict_ring_adopt(struct npfd_client *c, const struct npf_evict_ring_req *req
 	 */
 	io_uring_cq_advance(&er->ring, *er->ring.cq.ktail - *er->ring.cq.khead);
 	er->old_zaps = *er->ring.sq.ktail - *er->ring.cq.ktail;
-	if (!er->old_zaps)
-		mm->old_zaps_until = 0;
-	else
+	if (er->old_zaps)
 		pr_info("pid %d: %u zaps of the earlier npfd are still in flight", c->pid,
 			er->old_zaps);
 	er->fd = fd;
@@ -1871,8 +1869,8 @@ static void ring_reap(struct npfd_mm *mm)
 			b.zaps--;
 		else if (zap_ours(tag) && er->late_zaps)
 			er->late_zaps--;
-		else if (!zap_ours(tag) && er->old_zaps && !--er->old_zaps)
-			mm->old_zaps_until = 0; /* the earlier npfd's zaps are all done */
+		else if (!zap_ours(tag) && er->old_zaps)
+			er->old_zaps--; /* old_zaps_pending() says when they are all done */
 		io_uring_cqe_seen(&er->ring, cqe);
 	}
 }
