@@ -137,7 +137,8 @@ static void pages_in_zaps(int fd, unsigned int *in_zap)
 /*
  * npfd stopped at a moment its client's ring has zaps in flight, and the
  * writers given time to reach the frozen victims; returns the zaps in
- * flight, or 0 if no such moment came within MAX_SECS.
+ * flight (with at least one page of theirs written to), or 0 if no such
+ * moment came within MAX_SECS.
  */
 static long stop_with_zaps_in_flight(int *tries, int *poked)
 {
@@ -172,6 +173,10 @@ static long stop_with_zaps_in_flight(int *tries, int *poked)
 					atomic_store(&poke[(*poked)++], (long)frozen[i]);
 					break;
 				}
+		if (!*poked) { /* their pages are gone already: another moment */
+			kill(d.pid, SIGCONT);
+			continue;
+		}
 		usleep(200000);
 		return inflight;
 	}
