@@ -52,8 +52,8 @@ static inline __u64 th_frozen_pages(pid_t pid, const char *mem, __u64 npg, __u64
 	return n;
 }
 
-/* This process's io_uring (libnpf's eviction ring: npfd alone submits to it), or -1. */
-static inline int th_evict_ring_fd(void)
+/* This process's descriptor whose /proc link is link (an anon inode), or -1. */
+static inline int th_fd_of(const char *link_want)
 {
 	DIR *dir = opendir("/proc/self/fd");
 	struct dirent *e;
@@ -66,20 +66,26 @@ static inline int th_evict_ring_fd(void)
 
 		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
 		len = readlink(path, link, sizeof(link) - 1);
-		if (len > 0 && (link[len] = 0, !strcmp(link, "anon_inode:[io_uring]")))
+		if (len > 0 && (link[len] = 0, !strcmp(link, link_want)))
 			fd = atoi(e->d_name);
 	}
 	closedir(dir);
 	return fd;
 }
 
-/* Zaps the eviction ring took and has not completed: SQ tail less CQ tail (fdinfo). */
-static inline long th_zaps_in_flight(int fd)
+/* This process's io_uring (libnpf's eviction ring: npfd alone submits to it), or -1. */
+static inline int th_evict_ring_fd(void)
+{
+	return th_fd_of("anon_inode:[io_uring]");
+}
+
+/* A field of an io_uring's fdinfo ("SqTail", "CqHead", ...). */
+static inline unsigned int th_ring_field(int fd, const char *field)
 {
 	char path[64], buf[1024], *s;
-	unsigned int sq = 0, cq = 0;
+	unsigned int v = 0;
+	size_t len, flen = strlen(field);
 	FILE *f;
-	size_t len;
 
 	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
 	f = fopen(path, "r");
@@ -87,11 +93,18 @@ static inline long th_zaps_in_flight(int fd)
 	len = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
 	buf[len] = 0;
-	if ((s = strstr(buf, "SqTail:")))
-		sscanf(s, "SqTail:\t%u", &sq);
-	if ((s = strstr(buf, "CqTail:")))
-		sscanf(s, "CqTail:\t%u", &cq);
-	return (long)(sq - cq);
+	for (s = buf; (s = strstr(s, field)); s += flen)
+		if ((s == buf || s[-1] == '\n') && s[flen] == ':') {
+			sscanf(s + flen + 1, "%u", &v);
+			break;
+		}
+	return v;
+}
+
+/* Zaps the eviction ring took and has not completed: SQ tail less CQ tail (fdinfo). */
+static inline long th_zaps_in_flight(int fd)
+{
+	return (long)(th_ring_field(fd, "SqTail") - th_ring_field(fd, "CqTail"));
 }
 
 /* Word w of page p in generation gen: what the eviction tests write and check. */

@@ -14,11 +14,22 @@
  * npfd is killed so and not started again until libnpf's fallback has
  * served the region from npfd's store for a while: it must hold those
  * writes the same way.
+ *
+ * Four of the kills come with a completion the stopped npfd has not reaped:
+ * the test reads libnpf's userfaultfd itself up to the oldest zap's
+ * REMOVE event, which lets that zap finish. The next npfd must skip such
+ * a completion (its zap is done); counted off the zaps still in flight, it
+ * would end the wait one zap early, and the last zap's REMOVE would be
+ * taken for the process's own drop: stored copy punched, the page reads
+ * zeros.
  */
 #include <stdatomic.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <linux/io_uring.h>
+#include <linux/userfaultfd.h>
 #include "budget.h"
 #include "restart_common.h"
 
@@ -27,7 +38,8 @@
 #define BUDGET 512UL
 #define WRITERS 2
 #define POKERS 4      /* threads that write to pages of zaps in flight */
-#define HITS 4	      /* kills with zaps in flight wanted */
+#define HITS 6	      /* kills with zaps in flight wanted */
+#define UNREAPED 4    /* of them, kills with a completion npfd has not reaped */
 #define MAX_SECS 30.0 /* looking for one */
 #define FALLBACK_MS 2000
 #define FALLBACKS 3 /* times the fallback serves before a new npfd adopts */
@@ -134,13 +146,59 @@ static void pages_in_zaps(int fd, unsigned int *in_zap)
 	munmap((void *)sqes, sqes_len);
 }
 
+/* Completions posted to the ring and not reaped: CQ tail less CQ head (fdinfo). */
+static long unreaped(int fd)
+{
+	return (long)(th_ring_field(fd, "CqTail") - th_ring_field(fd, "CqHead"));
+}
+
 /*
- * npfd stopped at a moment its client's ring has zaps in flight, and the
- * writers given time to reach the frozen victims; returns the zaps in
- * flight (with at least one page of theirs written to), or 0 if no such
- * moment came within MAX_SECS.
+ * With npfd stopped, the oldest zaps in flight finished as if npfd had
+ * read their REMOVE events and died before reaping: the test reads the
+ * userfaultfd one message at a time up to a REMOVE (faults come first;
+ * their threads are woken afterwards, to fault again for the next npfd),
+ * waits for that zap's completion, and so on until keep zaps are left in
+ * flight. Returns how many it completed: 0 if no REMOVE came (then
+ * nothing but faults was read).
  */
-static long stop_with_zaps_in_flight(int *tries, int *poked)
+static int complete_zaps(int ring_fd, long keep)
+{
+	int uffd = th_fd_of("anon_inode:[userfaultfd]"); /* libnpf's */
+	struct uffd_msg msg;
+	__u64 woken[64];
+	int nwoken = 0, done = 0;
+
+	TH_ASSERT(uffd >= 0, "this process has no userfaultfd");
+	while (th_zaps_in_flight(ring_fd) > keep) {
+		struct pollfd pfd = {.fd = uffd, .events = POLLIN};
+		long before = unreaped(ring_fd);
+
+		if (poll(&pfd, 1, 1000) != 1 || read(uffd, &msg, sizeof(msg)) != sizeof(msg))
+			break;
+		if (msg.event == UFFD_EVENT_PAGEFAULT && nwoken < 64)
+			woken[nwoken++] = msg.arg.pagefault.address & ~(PG - 1);
+		if (msg.event != UFFD_EVENT_REMOVE)
+			continue;
+		for (double t0 = th_now(); unreaped(ring_fd) == before; usleep(1000))
+			TH_ASSERT(th_now() - t0 < 2,
+				  "a zap whose REMOVE was read did not complete in 2 s");
+		done++;
+	}
+	for (int i = 0; i < nwoken; i++) {
+		struct uffdio_range range = {.start = woken[i], .len = PG};
+
+		TH_ASSERT(!ioctl(uffd, UFFDIO_WAKE, &range), "UFFDIO_WAKE: %s", strerror(errno));
+	}
+	return done;
+}
+
+/*
+ * npfd stopped at a moment its client's ring has at least min zaps in
+ * flight, and the writers given time to reach the frozen victims; returns
+ * the zaps in flight (with at least one page of theirs written to), or 0
+ * if no such moment came within MAX_SECS.
+ */
+static long stop_with_zaps_in_flight(long min, int *tries, int *poked)
 {
 	int fd = th_evict_ring_fd();
 
@@ -155,7 +213,7 @@ static long stop_with_zaps_in_flight(int *tries, int *poked)
 		usleep((useconds_t)(rand() % 20) * 1000);
 		rs_npfd_stop_signal(&d);
 		inflight = th_zaps_in_flight(fd);
-		if (!inflight) {
+		if (inflight < min) {
 			kill(d.pid, SIGCONT);
 			continue;
 		}
@@ -223,17 +281,52 @@ int main(void)
 					  (void *)(t < WRITERS ? t : t - WRITERS)),
 			  "pthread_create");
 	/* 1. killed, and a new npfd adopts the region */
-	while (hits < HITS && (inflight = stop_with_zaps_in_flight(&tries, &poked))) {
-		__u64 frozen = th_frozen_pages(getpid(), mem, NPG, NULL);
+	while (hits < HITS) {
+		/* the first UNREAPED kills leave a completion unreaped, zaps still in flight */
+		bool unreap = hits < UNREAPED;
+		long left = 0;
+		int done = 0;
+		__u64 frozen;
 
+		inflight = stop_with_zaps_in_flight(unreap ? 4 : 1, &tries, &poked);
+		if (!inflight)
+			break;
+		if (unreap) {
+			int fd = th_evict_ring_fd();
+
+			/*
+			 * The oldest one: counted off the zaps, its
+			 * completion would end the wait before the newest
+			 * zap's REMOVE, the end of a chain (one worker) that
+			 * the next npfd is likelier to read after the ring's
+			 * adoption than before (a REMOVE before it is taken
+			 * for a zap by the 10 s window after the adoption).
+			 */
+			if (!(done = complete_zaps(fd, inflight - 1))) {
+				kill(d.pid, SIGCONT);
+				continue;
+			}
+			left = th_zaps_in_flight(fd);
+		}
+		frozen = th_frozen_pages(getpid(), mem, NPG, NULL);
+		/* killed even when no zap is left: npfd missed the REMOVE the test read */
 		rs_npfd_kill(&d, SIGKILL);
 		rs_npfd_start(&d);
 		th_budget_again(c, id, BUDGET);
+		if (unreap && !left) {
+			printf("kill (try %d): no zap was left in flight: not counted\n",
+			       tries + 1);
+			continue;
+		}
 		hits++;
 		pokes += poked;
-		printf("kill %d (try %d): %ld zaps in flight, %llu pages frozen, %d written to, %lu page writes\n",
+		printf("kill %d (try %d): %ld zaps in flight, %llu pages frozen, %d written to, %lu page writes",
 		       hits, tries + 1, inflight, (unsigned long long)frozen, poked,
 		       atomic_load(&writes));
+		if (unreap)
+			printf("; %d completed by the test, left unreaped, %ld still in flight",
+			       done, left);
+		printf("\n");
 	}
 	TH_ASSERT(hits == HITS, "only %d of %d stops in %d tries found zaps in flight", hits, HITS,
 		  tries);
@@ -244,7 +337,7 @@ int main(void)
 		unsigned long w0;
 		__u64 frozen;
 
-		inflight = stop_with_zaps_in_flight(&tries, &poked);
+		inflight = stop_with_zaps_in_flight(1, &tries, &poked);
 		TH_ASSERT(
 			inflight && poked,
 			"no stop in %d tries found zaps in flight and a page of theirs for the fallback",
