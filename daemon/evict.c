@@ -492,6 +492,59 @@ static int ring_check(int fd, pid_t tgid, char *err, size_t errlen)
 static struct io_uring_params ring_layout;
 static bool ring_layout_known;
 
+/*
+ * The ring's memory is the client's to write, its header included, and
+ * liburing takes each queue's size and mask from the header when it maps
+ * a ring: it would index the queues and unmap them (io_uring_queue_exit())
+ * by what the client wrote there (tests/evict_refuse: a header saying 2^30
+ * entries made npfd write past the mapping and die). So npfd gives the
+ * mapped ring its own ring's sizes, and refuses a ring whose header says
+ * anything else, or whose completion queue says more completions are
+ * waiting than it can hold (the kernel keeps the rest in its overflow
+ * list). The zaps in flight it says it has are believed: a lie there makes
+ * the client's own writes to evicted pages wait.
+ *
+ * A ring an earlier npfd used goes on from where it stopped (liburing
+ * starts a mapped ring at 0, and its first submission would make the
+ * kernel run the stale entries again). Its zaps not completed yet (one
+ * completion per entry: libnpf submits nothing) are awaited: *old.
+ * Completions it did not reap (it was stopped, or killed, after they
+ * came) are of zaps done: skipped, or ring_reap() would count them off
+ * the zaps still in flight and end the wait for those early
+ * (tests/evict_adopt_frozen lost pages so). One snapshot of the
+ * completion tail decides both.
+ */
+static int ring_take_over(struct io_uring *ring, __u32 *old, char *err, size_t errlen)
+{
+	struct io_uring_sq *sq = &ring->sq;
+	struct io_uring_cq *cq = &ring->cq;
+	unsigned int cq_head, cq_tail, sq_tail;
+
+	sq->ring_entries = ring_layout.sq_entries;
+	sq->ring_mask = ring_layout.sq_entries - 1;
+	cq->ring_entries = ring_layout.cq_entries;
+	cq->ring_mask = ring_layout.cq_entries - 1;
+	if (*sq->kring_entries != sq->ring_entries || *sq->kring_mask != sq->ring_mask ||
+	    *cq->kring_entries != cq->ring_entries || *cq->kring_mask != cq->ring_mask)
+		return refuse(
+			err, errlen, EINVAL,
+			"the io_uring's header says %u and %u entries (masks 0x%x, 0x%x), not %u and %u: it was written over",
+			*sq->kring_entries, *cq->kring_entries, *sq->kring_mask, *cq->kring_mask,
+			sq->ring_entries, cq->ring_entries);
+	cq_head = __atomic_load_n(cq->khead, __ATOMIC_ACQUIRE);
+	cq_tail = __atomic_load_n(cq->ktail, __ATOMIC_ACQUIRE);
+	sq_tail = __atomic_load_n(sq->ktail, __ATOMIC_ACQUIRE);
+	if (cq_tail - cq_head > cq->ring_entries)
+		return refuse(
+			err, errlen, EINVAL,
+			"the io_uring's completion queue says %u completions are waiting, more than it holds (%u): it was written over",
+			cq_tail - cq_head, cq->ring_entries);
+	sq->sqe_head = sq->sqe_tail = sq_tail;
+	__atomic_store_n(cq->khead, cq_tail, __ATOMIC_RELEASE);
+	*old = sq_tail - cq_tail;
+	return 0;
+}
+
 int evict_ring_adopt(struct npfd_client *c, const struct npf_evict_ring_req *req, char *err,
 		     size_t errlen)
 {
@@ -542,36 +595,26 @@ int evict_ring_adopt(struct npfd_client *c, const struct npf_evict_ring_req *req
 		p = ring_layout;
 		p.flags |= IORING_SETUP_SQPOLL;
 		ret = io_uring_queue_mmap(fd, &p, &er->ring);
-		if (ret)
+		if (ret) {
 			ret = refuse(err, errlen, -ret, "cannot map the io_uring: %s",
 				     strerror(-ret));
+		} else if ((ret = ring_take_over(&er->ring, &er->old_zaps, err, errlen))) {
+			io_uring_queue_exit(&er->ring); /* by npfd's sizes; closes fd */
+			fd = -1;
+		}
 	}
 	if (ret) {
 		free(er);
-		close(fd);
+		if (fd >= 0)
+			close(fd);
 		return ret;
 	}
 	/*
 	 * The SQ index array is the submitter's to fill, and libnpf never
 	 * mapped the ring: identity, as liburing sets it up for its own rings.
 	 */
-	for (unsigned int i = 0; i < *er->ring.sq.kring_entries; i++)
+	for (unsigned int i = 0; i < er->ring.sq.ring_entries; i++)
 		er->ring.sq.array[i] = i;
-	/*
-	 * A ring an earlier npfd used: go on from where it stopped (liburing
-	 * starts a mapped ring at 0, and its first submission would make the
-	 * kernel run the stale entries again). Its zaps not completed yet
-	 * (one completion per entry: libnpf submits nothing) are awaited.
-	 */
-	er->ring.sq.sqe_head = er->ring.sq.sqe_tail = *er->ring.sq.ktail;
-	/*
-	 * Completions the earlier npfd did not reap (it was stopped, or
-	 * killed, after they came) are of zaps done: skipped, or ring_reap()
-	 * would count them off the zaps still in flight and end the wait for
-	 * those early (tests/evict_adopt_frozen lost pages so).
-	 */
-	io_uring_cq_advance(&er->ring, *er->ring.cq.ktail - *er->ring.cq.khead);
-	er->old_zaps = *er->ring.sq.ktail - *er->ring.cq.ktail;
 	if (er->old_zaps)
 		pr_info("pid %d: %u zaps of the earlier npfd are still in flight", c->pid,
 			er->old_zaps);
@@ -1856,23 +1899,41 @@ static void late_settle(struct npfd_mm *mm)
 static void ring_reap(struct npfd_mm *mm)
 {
 	struct evict_ring *er = mm->evict_ring;
-	struct io_uring_cqe *cqe;
+	struct io_uring_cq *cq = &er->ring.cq;
+	unsigned int head = __atomic_load_n(cq->khead, __ATOMIC_ACQUIRE);
+	unsigned int tail = __atomic_load_n(cq->ktail, __ATOMIC_ACQUIRE);
 
-	while (!io_uring_peek_cqe(&er->ring, &cqe)) {
+	/*
+	 * Not io_uring_peek_cqe(): its loop takes as many completions as the
+	 * ring's tails say, and the client can write them (up to 2^32 a
+	 * call: npfd spun in it, tests/evict_refuse). The queue holds
+	 * ring_entries at most; more waiting means the client wrote over it,
+	 * and what it says is skipped.
+	 */
+	if (tail - head > cq->ring_entries) {
+		pr_warn_rl(
+			"pid %d: its eviction ring says %u completions are waiting, more than it holds (%u): skipped",
+			mm->tgid, tail - head, cq->ring_entries);
+		__atomic_store_n(cq->khead, tail, __ATOMIC_RELEASE);
+		return;
+	}
+	for (; head != tail; head++) {
+		const struct io_uring_cqe *cqe = &cq->cqes[head & cq->ring_mask];
 		__u64 tag = cqe->user_data;
+		int res = cqe->res;
 
 		/* ENOMEM: the process unmapped the range meanwhile */
-		if (zap_ours(tag) && cqe->res < 0 && cqe->res != -ENOMEM)
+		if (zap_ours(tag) && res < 0 && res != -ENOMEM)
 			pr_warn_rl("pid %d: the eviction's MADV_DONTNEED failed: %s", mm->tgid,
-				   strerror(-cqe->res));
+				   strerror(-res));
 		if (b.state == B_ZAP && b.mm == mm && tag == zap_tag())
 			b.zaps--;
 		else if (zap_ours(tag) && er->late_zaps)
 			er->late_zaps--;
 		else if (!zap_ours(tag) && er->old_zaps)
 			er->old_zaps--; /* old_zaps_pending() says when they are all done */
-		io_uring_cqe_seen(&er->ring, cqe);
 	}
+	__atomic_store_n(cq->khead, tail, __ATOMIC_RELEASE);
 }
 
 bool evict_busy(void)

@@ -9,12 +9,19 @@
  *  - an eviction ring that is no descriptor, not an io_uring, an io_uring
  *    without a submission thread (npfd's MADV_DONTNEED would run in its
  *    own address space), of the wrong size, whose thread is another
- *    process's, with unknown flags, or sent twice.
+ *    process's, with unknown flags, or sent twice;
+ *  - an unprivileged client's ring whose memory it wrote over: a header
+ *    that says 2^30 entries (refused; liburing would have npfd index and
+ *    unmap by it), a completion queue that says 2^32 - 1 completions wait
+ *    (refused at the adoption; after it, skipped: npfd still answers
+ *    another request while the client keeps writing so).
  */
 #include <grp.h>
 #include <linux/io_uring.h>
 #include <linux/userfaultfd.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -41,18 +48,14 @@ static int ring(unsigned int entries, bool sqpoll)
 /* A raw connection with one registered anonymous region and no eviction ring. */
 static int raw_client(const char *sock, char **mem)
 {
-	struct uffdio_api api = {.api = UFFD_API,
-				 .features = UFFD_FEATURE_EVENT_REMAP | UFFD_FEATURE_EVENT_REMOVE |
-					     UFFD_FEATURE_EVENT_UNMAP};
 	struct {
 		struct npf_msg_hdr h;
 		struct npf_region_req r;
 	} m;
 	char err[NPF_ERRMSG_LEN];
-	int fd = adv_connect(sock), uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	int fd = adv_connect(sock), uffd = adv_uffd();
 
-	TH_ASSERT(fd >= 0 && uffd >= 0 && !ioctl(uffd, UFFDIO_API, &api), "raw client: %s",
-		  strerror(errno));
+	TH_ASSERT(fd >= 0, "raw client: %s", strerror(errno));
 	*mem = mmap(NULL, 64 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	memset(&m, 0, sizeof(m));
 	adv_hdr(&m.h, NPF_MSG_REGION_REGISTER, sizeof(m));
@@ -107,6 +110,118 @@ static void attacker(void *arg)
 	expect(adv_reply(fd, err, sizeof(err), NULL, 0, 5000), -EBADMSG, "a short request", err);
 	expect(send_ring(fd, 3, 0, err), -ENOENT, "a ring before any region", err);
 	close(fd);
+}
+
+/* The ring's header and queue words, mapped writable as its owner may. */
+struct ring_words {
+	unsigned int *sq_entries, *sq_mask, *cq_entries, *cq_mask, *sq_tail, *cq_head, *cq_tail;
+};
+
+static int scribble_ring(struct ring_words *w)
+{
+	struct io_uring_params p;
+	char *m;
+	int fd;
+
+	memset(&p, 0, sizeof(p));
+	p.flags = IORING_SETUP_SQPOLL;
+	p.sq_thread_idle = 1;
+	fd = (int)syscall(__NR_io_uring_setup, NPF_EVICT_RING_ENTRIES, &p);
+	TH_ASSERT(fd >= 0, "io_uring_setup as the attacker: %s", strerror(errno));
+	TH_ASSERT(p.features & IORING_FEAT_SINGLE_MMAP, "io_uring without IORING_FEAT_SINGLE_MMAP");
+	m = mmap(NULL, p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe),
+		 PROT_READ | PROT_WRITE, MAP_SHARED, fd, IORING_OFF_SQ_RING);
+	TH_ASSERT(m != MAP_FAILED, "map the ring: %s", strerror(errno));
+	*w = (struct ring_words){(unsigned int *)(m + p.sq_off.ring_entries),
+				 (unsigned int *)(m + p.sq_off.ring_mask),
+				 (unsigned int *)(m + p.cq_off.ring_entries),
+				 (unsigned int *)(m + p.cq_off.ring_mask),
+				 (unsigned int *)(m + p.sq_off.tail),
+				 (unsigned int *)(m + p.cq_off.head),
+				 (unsigned int *)(m + p.cq_off.tail)};
+	return fd;
+}
+
+static atomic_bool scribbling;
+
+/* The completion tail, kept 2^32 - 1 ahead of whatever head npfd stores. */
+static void *cq_scribbler(void *arg)
+{
+	struct ring_words *w = arg;
+
+	while (atomic_load(&scribbling))
+		__atomic_store_n(w->cq_tail, __atomic_load_n(w->cq_head, __ATOMIC_ACQUIRE) - 1,
+				 __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static pid_t npfd_pid;
+
+/* CPU time npfd has used (utime + stime of /proc/PID/stat), in ms. */
+static long npfd_cpu_ms(void)
+{
+	char path[64], buf[1024], *p;
+	unsigned long ut = 0, st = 0;
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", npfd_pid);
+	f = fopen(path, "r");
+	TH_ASSERT(f, "open %s: %s", path, strerror(errno));
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	TH_ASSERT(p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+			      &st) == 2,
+		  "cannot read npfd's CPU time from %s", path);
+	return (long)((ut + st) * 1000 / (unsigned long)sysconf(_SC_CLK_TCK));
+}
+
+/* As nobody: rings whose memory the attacker wrote over. */
+static void ring_scribbler(void *arg)
+{
+	char err[NPF_ERRMSG_LEN], *mem, *mem2;
+	struct ring_words w;
+	pthread_t th;
+	int fd = raw_client(sock_path, &mem), r, probe;
+	long cpu;
+
+	(void)arg;
+	r = scribble_ring(&w);
+	*w.sq_entries = 1U << 30;
+	*w.sq_mask = (1U << 30) - 1;
+	expect(send_ring(fd, r, 0, err), -EINVAL, "ring whose header says 2^30 entries", err);
+	*w.sq_entries = NPF_EVICT_RING_ENTRIES;
+	*w.sq_mask = NPF_EVICT_RING_ENTRIES - 1;
+	*w.cq_tail = *w.cq_head - 1;
+	expect(send_ring(fd, r, 0, err), -EINVAL, "ring saying 2^32 - 1 completions wait", err);
+	/*
+	 * Accepted with one zap "in flight" (submission tail 0, completion
+	 * head and tail 2^32 - 1), so that npfd looks at its completions
+	 * every tick; then the completion tail is written over.
+	 */
+	*w.cq_head = *w.cq_tail = ~0U;
+	expect(send_ring(fd, r, 0, err), 0, "the same ring, its words put right", err);
+	atomic_store(&scribbling, true);
+	TH_ASSERT(!pthread_create(&th, NULL, cq_scribbler, &w), "pthread_create");
+	cpu = npfd_cpu_ms();
+	sleep(1);
+	/*
+	 * npfd skips what the ring says each time it looks: it neither
+	 * spins on it (up to 2^32 completions a look: ~4 s of CPU each) nor
+	 * keeps another client waiting.
+	 */
+	cpu = npfd_cpu_ms() - cpu;
+	probe = raw_client(sock_path, &mem2); /* its answer must come, within 5 s */
+	printf("%-44s -> answered; npfd used %ld ms of CPU in 1 s\n",
+	       "a request while the completion tail lies", cpu);
+	TH_ASSERT(cpu < 500, "npfd spent %ld ms of CPU in 1 s on a ring's lies", cpu);
+	atomic_store(&scribbling, false);
+	pthread_join(th, NULL);
+	close(probe);
+	close(fd);
+	close(r);
 }
 
 int main(void)
@@ -195,6 +310,9 @@ int main(void)
 	waitpid(child, &st, 0);
 	TH_ASSERT(WIFEXITED(st) && !WEXITSTATUS(st), "another process's ring was not refused");
 	close(r_good);
+	npfd_pid = d.pid;
+	TH_ASSERT(adv_run_as_attacker(ring_scribbler, NULL, 30) == 0,
+		  "npfd took a ring's words as the attacker wrote them");
 	TH_ASSERT(th_npfd_alive(&d), "npfd died");
 	npf_client__close(c);
 	close(fd);
