@@ -556,6 +556,12 @@ void device_list(void (*emit)(const struct npf_device_info *, void *), void *arg
 			emit(&d->info, arg);
 }
 
+/* The end of the device's range: its table was checked to fit the region's. */
+static __u64 d_end(const struct npfd_device *d)
+{
+	return d->start + d->npages * NPF_PAGE_SIZE;
+}
+
 /*
  * Pages of [start, start + len) of region r stop being safe for DMA
  * (munmap, MADV_DONTNEED): clear them in every device that maps them.
@@ -568,7 +574,7 @@ void device_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 
 	list_for_each_entry(d, &devices, node) {
 		__u64 lo = start > d->start ? start : d->start;
-		__u64 hi = d->start + d->npages * NPF_PAGE_SIZE;
+		__u64 hi = d_end(d);
 
 		if (d->region != r)
 			continue;
@@ -595,7 +601,7 @@ void device_pages_installed(struct npfd_region *r, __u64 start, __u64 npages)
 		if (d->region != r || d->retiring || d->detached)
 			continue;
 		lo = start > d->start ? start : d->start;
-		hi = d->start + d->npages * NPF_PAGE_SIZE;
+		hi = d_end(d);
 		if (end < hi)
 			hi = end;
 		for (i = lo; i < hi; i += NPF_PAGE_SIZE)
@@ -757,8 +763,13 @@ static void device_request(const struct npf_fault_record *rec)
 		post_response(d, rec->cookie, NPF_PR_INVALID);
 		return;
 	}
-	if (!rec->len || rec->addr < d->start ||
-	    rec->addr + rec->len > d->start + d->npages * NPF_PAGE_SIZE) {
+	/*
+	 * addr and len are the client's (the uprobe copies its request):
+	 * end - addr, not addr + len, which wraps (len 2^64 - addr + 4096
+	 * passed, and the walk wrote past the table and killed npfd).
+	 */
+	if (!rec->len || rec->addr < d->start || rec->addr >= d_end(d) ||
+	    rec->len > d_end(d) - rec->addr) {
 		pr_warn("device %u: page request 0x%llx+%llu outside the device region: invalid",
 			d->id, (unsigned long long)rec->addr, (unsigned long long)rec->len);
 		post_response(d, rec->cookie, NPF_PR_INVALID);

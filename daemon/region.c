@@ -686,7 +686,8 @@ bool region_page_installed(const struct npfd_region *r, __u64 page)
 {
 	__u64 i = (page - r->start) >> NPF_PAGE_SHIFT;
 
-	return r->installed && (r->installed[i / 8] >> (i % 8)) & 1;
+	return r->installed && page >= r->start && i < (r->length >> NPF_PAGE_SHIFT) &&
+	       (r->installed[i / 8] >> (i % 8)) & 1;
 }
 
 void region_mark_installed(struct npfd_region *r, __u64 start, __u64 npages)

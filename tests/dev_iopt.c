@@ -10,9 +10,13 @@
  *    next write would die of SIGBUS); it is truncated and the region
  *    unregistered anyway, to show npfd survives;
  *  - a memfd sealed against shrinking: accepted; the client cannot
- *    truncate it; detach and unregister work, and a request sent behind
- *    the detach while it waits for the acknowledgement is answered after
- *    it (answers in order, the connection not stuck).
+ *    truncate it; page requests whose range wraps (addr + len past 2^64,
+ *    which once passed the range check and crashed npfd), ends past the
+ *    device's last page or starts before its first are answered invalid,
+ *    an honest one answered and its page mapped; detach and unregister
+ *    work, and a request sent behind the detach while it waits for the
+ *    acknowledgement is answered after it (answers in order, the
+ *    connection not stuck).
  * After each, npfd is alive and answers. The attacker is what issue 10
  * names: an unprivileged member of the socket's group (tests/adv.h), the
  * test's npfd root.
@@ -61,6 +65,51 @@ static void expect_refused(struct dv_dev *d, const char *what, int want, const c
 	munmap(d->h, d->size);
 }
 
+/*
+ * A page request for d's device, made as the NIC makes it (the uprobe reads
+ * it); returns its answer's status, or -1 if none came in 5 s.
+ */
+static int page_request(struct dv_dev *d, __u64 addr, __u64 len, __u64 cookie)
+{
+	struct npf_page_request req = {.magic = NPF_IOPT_MAGIC,
+				       .mr_id = d->id,
+				       .addr = addr,
+				       .len = len,
+				       .cookie = cookie,
+				       .npages = 1,
+				       .access = NPF_ACCESS_READ};
+	struct npf_resp_ring *ring = &d->h->resp;
+
+	npf_nic_fault_report(&req);
+	for (double t0 = th_now(); th_now() - t0 < 5; usleep(1000)) {
+		__u32 tail = __atomic_load_n(&ring->tail, __ATOMIC_ACQUIRE);
+
+		for (; ring->head != tail; ring->head++) {
+			const struct npf_page_response *r =
+				&ring->ent[ring->head % NPF_NIC_RING_SIZE];
+
+			if (r->cookie == cookie) {
+				ring->head++;
+				return (int)r->status;
+			}
+		}
+	}
+	return -1;
+}
+
+static void expect_answer(struct dv_dev *d, const char *what, __u64 addr, __u64 len, int want)
+{
+	static __u64 cookie = 0x100;
+	int st = page_request(d, addr, len, ++cookie);
+
+	printf("%-44s -> %s\n", what,
+	       st < 0		    ? "no answer" :
+	       st == NPF_PR_SUCCESS ? "success" :
+				      "invalid");
+	TH_ASSERT(st == want, "%s: answer %d, want %d", what, st, want);
+	alive(what);
+}
+
 static void attacker(void *arg)
 {
 	struct npf_device_id_req dq;
@@ -100,6 +149,15 @@ static void attacker(void *arg)
 	st = dv_attach(&c, &d, region, err, sizeof(err));
 	TH_ASSERT(!st, "sealed table refused: %d %s", st, err);
 	TH_ASSERT(ftruncate(d.fd, 0) && errno == EPERM, "a sealed table could be truncated");
+	expect_answer(&d, "page request: len wraps past 2^64", (uintptr_t)mem,
+		      -(__u64)(uintptr_t)mem + DV_PG, NPF_PR_INVALID);
+	expect_answer(&d, "page request: one page past the end", (uintptr_t)mem + (NPG - 1) * DV_PG,
+		      2 * DV_PG, NPF_PR_INVALID);
+	expect_answer(&d, "page request: one page before the start", (uintptr_t)mem - DV_PG, DV_PG,
+		      NPF_PR_INVALID);
+	TH_ASSERT(!dv_present(&d, 0), "page 0 mapped before any honest request");
+	expect_answer(&d, "page request: page 0", (uintptr_t)mem, DV_PG, NPF_PR_SUCCESS);
+	TH_ASSERT(dv_present(&d, 0), "page 0 answered but not mapped");
 	/* a request sent behind the waiting detach is answered after it, in order */
 	dq.device_id = d.id;
 	dv_send(&c, NPF_MSG_DEVICE_DETACH, &dq, sizeof(dq), NULL, 0);
