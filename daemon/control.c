@@ -84,11 +84,27 @@ static void client_ready(void *arg);
 #endif
 #define CAP_BIT(n) (1ULL << (n))
 
+/* Is pid's user namespace npfd's own? */
+static bool same_user_ns(pid_t pid)
+{
+	struct stat peer, self;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", pid);
+	return !stat(path, &peer) && !stat("/proc/self/ns/user", &self) &&
+	       peer.st_dev == self.st_dev && peer.st_ino == self.st_ino;
+}
+
 /*
  * May this peer load BPF code (policy.c)? Root, or a process that could
  * load a tracing program itself: CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN,
- * in its effective set when it connected. Its /proc entry is read through
- * its pid, so the pidfd makes sure the pid still names the peer afterwards.
+ * in its effective set when it connected, in npfd's own user namespace: an
+ * unprivileged user gets every capability in a user namespace it makes
+ * (unshare -U), and with them was taken for root (found by an adversarial
+ * review: it turned policies off for everyone and loaded a global one).
+ * SO_PEERCRED's uid is translated into npfd's namespace, so root there is
+ * root here. Its /proc entries are read through its pid, so the pidfd
+ * makes sure the pid still names the peer afterwards.
  */
 static bool peer_privileged(int fd, const struct ucred *cred)
 {
@@ -104,7 +120,7 @@ static bool peer_privileged(int fd, const struct ucred *cred)
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) || pidfd < 0)
 		return false;
 	snprintf(path, sizeof(path), "/proc/%d/status", cred->pid);
-	f = fopen(path, "re");
+	f = same_user_ns(cred->pid) ? fopen(path, "re") : NULL;
 	while (f && fgets(line, sizeof(line), f))
 		if (sscanf(line, "CapEff: %llx", &eff) == 1) {
 			found = true;

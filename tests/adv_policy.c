@@ -8,6 +8,9 @@
  *    (not another user's region, not the global slot), and the choice
  *    works: a sequential scan of its region takes far fewer faults with
  *    'seq' than pages; it may drop its choice, not root's policy;
+ *  - nor can it with every capability in a user namespace of its own
+ *    (unshare -U): a global policy load and turning policies off are
+ *    refused with EPERM;
  *  - a user with CAP_BPF and CAP_PERFMON (uid 65533) may load code;
  *  - a policy asking for a 1 GiB map is refused with E2BIG, naming it;
  *  - the watchdog: a policy whose decisions spin for milliseconds is
@@ -15,6 +18,7 @@
  *    and decides nothing more;
  *  - root chooses a loaded policy for a region with npfctl policy use.
  */
+#include <sched.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -59,6 +63,32 @@ static void expect(const char *what, int rc, int want, const char *errmsg)
 	printf("%-52s -> %d \"%s\"\n", what, rc, rc < 0 ? errmsg : "");
 	TH_ASSERT(rc == want || (want > 0 && rc > 0), "%s: %d, want %d (%s)", what, rc, want,
 		  errmsg);
+}
+
+/*
+ * The attacker in a user namespace of its own, where it has every
+ * capability: none of them counts in npfd's. Returns 0, or 77 when the
+ * machine allows no unprivileged user namespace (the part is skipped).
+ */
+static int userns_attacker(void)
+{
+	struct npf_policy_status st;
+	struct npf_client *c;
+	int rc;
+
+	if (unshare(CLONE_NEWUSER)) {
+		printf("user namespace part skipped: unshare(CLONE_NEWUSER) as uid %d: %s\n",
+		       getuid(), strerror(errno));
+		return 77;
+	}
+	c = npf_client__connect(NULL);
+	TH_ASSERT(c, "connect from a user namespace: %s", strerror(errno));
+	rc = npf_client__policy_load(c, seq_fd, 0, "userns", &st);
+	expect("in its own user namespace: load globally", rc, -EPERM, npf_client__errmsg(c));
+	rc = npf_client__policy_enable(c, false);
+	expect("in its own user namespace: turn policies off", rc, -EPERM, npf_client__errmsg(c));
+	npf_client__close(c);
+	return 0;
 }
 
 static void attacker(void *arg)
@@ -118,6 +148,19 @@ static void attacker(void *arg)
 	rc = npf_client__policy_unload(c, "seq");
 	expect("unload root's 'seq'", rc, -EPERM, npf_client__errmsg(c));
 	npf_client__close(c);
+	{
+		/* a fresh process: unshare(CLONE_NEWUSER) wants a single thread */
+		pid_t p;
+		int ws;
+
+		fflush(stdout);
+		p = fork();
+		if (p == 0)
+			_exit((rc = userns_attacker(), fflush(stdout), rc));
+		TH_ASSERT(waitpid(p, &ws, 0) == p && WIFEXITED(ws) &&
+				  (WEXITSTATUS(ws) == 0 || WEXITSTATUS(ws) == 77),
+			  "the attacker in a user namespace of its own was taken for root");
+	}
 }
 
 /* uid 65533 with CAP_BPF and CAP_PERFMON only: may load code. */
