@@ -80,6 +80,16 @@ struct npfd_device {
 	struct npf_device_info info;
 };
 
+/*
+ * Page request groups one device may have waiting. An honest NIC has at
+ * most 16 requests in flight on each of its 1024 queue pairs; one that
+ * never reads its answers (its response ring stays full) would otherwise
+ * make npfd keep every request it raises, and walk them all on every pass
+ * (found by an adversarial review). Past it a request is dropped: the NIC
+ * asks again.
+ */
+#define DEVICE_GROUPS_MAX 16384
+
 /* A page request group waiting for its pages. */
 struct group {
 	struct list_head node;
@@ -245,6 +255,13 @@ static int invalidate(struct npfd_device *d, __u64 first, __u64 n, __u64 *seq_ou
 	return 0;
 }
 
+static void group_free(struct group *g)
+{
+	g->dev->info.requests_waiting--;
+	list_del_init(&g->node);
+	free(g);
+}
+
 static void answer_groups_of(struct npfd_device *d, __u32 status)
 {
 	struct group *g, *tmp;
@@ -253,8 +270,7 @@ static void answer_groups_of(struct npfd_device *d, __u32 status)
 		if (g->dev != d)
 			continue;
 		post_response(d, g->cookie, status);
-		list_del_init(&g->node);
-		free(g);
+		group_free(g);
 	}
 }
 
@@ -683,8 +699,7 @@ static void group_answer(struct group *g, __u32 status)
 	g->dev->info.page_requests++;
 	if (t > g->raised_ns)
 		g->dev->info.fault_ns_sum += t - g->raised_ns;
-	list_del_init(&g->node);
-	free(g);
+	group_free(g);
 }
 
 /*
@@ -777,6 +792,12 @@ static void device_request(const struct npf_fault_record *rec)
 	}
 	first = (rec->addr - d->start) >> NPF_PAGE_SHIFT;
 	last = (rec->addr + rec->len - 1 - d->start) >> NPF_PAGE_SHIFT;
+	if (d->info.requests_waiting >= DEVICE_GROUPS_MAX) {
+		pr_warn_rl(
+			"device %u: %u page requests wait for answers its NIC does not take: one more dropped",
+			d->id, d->info.requests_waiting);
+		return;
+	}
 	dec = policy_clamp(rec, d->region);
 	first -= dec.before < first ? dec.before : first;
 	last += dec.after < d->npages - 1 - last ? dec.after : d->npages - 1 - last;
@@ -792,6 +813,7 @@ static void device_request(const struct npf_fault_record *rec)
 	g->raised_ns = rec->ts_ns;
 	g->write = rec->access & NPF_ACCESS_WRITE;
 	list_add_tail(&g->node, &groups);
+	d->info.requests_waiting++;
 	g->last = queue_missing(d, first, last, rec->ts_ns, dec.max_pages,
 				rec->access & NPF_ACCESS_WRITE);
 	/* Nothing to install (a minor fault): answer now, not after the batch. */

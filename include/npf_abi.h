@@ -487,8 +487,8 @@ struct npf_device_info {
 	__u32 device_id; /* put it in every page request (npf_page_request.mr_id) */
 	__u32 region_id;
 	__u32 tgid;
-	__u32 pad;
-	__u64 start; /* first byte of the MR's page table coverage */
+	__u32 requests_waiting; /* page request groups not answered yet (was pad, 0) */
+	__u64 start;		/* first byte of the MR's page table coverage */
 	__u64 npages;
 	__u64 page_requests; /* page request groups answered */
 	__u64 pages_mapped;  /* entries npfd set present */

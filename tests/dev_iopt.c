@@ -13,7 +13,9 @@
  *    truncate it; page requests whose range wraps (addr + len past 2^64,
  *    which once passed the range check and crashed npfd), ends past the
  *    device's last page or starts before its first are answered invalid,
- *    an honest one answered and its page mapped; detach and unregister
+ *    an honest one answered and its page mapped; with its answers left
+ *    unread (response ring full), npfd keeps at most 16384 of the
+ *    device's requests however many more come; detach and unregister
  *    work, and a request sent behind the detach while it waits for the
  *    acknowledgement is answered after it (answers in order, the
  *    connection not stuck).
@@ -110,6 +112,61 @@ static void expect_answer(struct dv_dev *d, const char *what, __u64 addr, __u64 
 	alive(what);
 }
 
+/* npfd's count of d's page requests waiting for an answer. */
+static __u32 requests_waiting(const struct dv_dev *d)
+{
+	struct npf_device_info di[8];
+	char err[NPF_ERRMSG_LEN];
+	int n;
+
+	memset(di, 0, sizeof(di));
+	n = dv_call(&c, NPF_MSG_DEVICE_LIST, NULL, 0, NULL, 0, di, sizeof(di), err, sizeof(err),
+		    5000);
+	TH_ASSERT(n >= 0, "device list: %d %s", n, err);
+	for (int i = 0; i < 8; i++)
+		if (di[i].device_id == d->id)
+			return di[i].requests_waiting;
+	th_fail("device %u is not in npfd's list", d->id);
+	return 0;
+}
+
+/*
+ * The NIC reads no answers: npfd keeps its requests, up to a bound. Sent
+ * 256 at a time, each batch waited for (the BPF ring buffer drops what
+ * npfd has not read when it is full), until npfd has the bound, then
+ * 4096 more. Returns what npfd keeps.
+ */
+static __u32 flood_unanswered(struct dv_dev *d, __u32 bound)
+{
+	struct npf_page_request req = {.magic = NPF_IOPT_MAGIC,
+				       .mr_id = d->id,
+				       .addr = (uintptr_t)mem + DV_PG,
+				       .len = DV_PG,
+				       .npages = 1,
+				       .access = NPF_ACCESS_READ};
+	__u32 waiting = 0, extra = 0;
+
+	__atomic_store_n(&d->h->resp.head, d->h->resp.tail + 1, __ATOMIC_RELEASE);
+	for (int batch = 0; batch < 200 && extra < 4096; batch++) {
+		__u32 before = waiting;
+
+		for (int i = 0; i < 256; i++) {
+			req.cookie++;
+			npf_nic_fault_report(&req);
+		}
+		for (double t0 = th_now(); th_now() - t0 < 2; usleep(2000)) {
+			__u32 now = requests_waiting(d);
+
+			if (now == waiting && (now != before || now >= bound))
+				break; /* settled */
+			waiting = now;
+		}
+		if (waiting >= bound)
+			extra += 256;
+	}
+	return waiting;
+}
+
 static void attacker(void *arg)
 {
 	struct npf_device_id_req dq;
@@ -158,6 +215,14 @@ static void attacker(void *arg)
 	TH_ASSERT(!dv_present(&d, 0), "page 0 mapped before any honest request");
 	expect_answer(&d, "page request: page 0", (uintptr_t)mem, DV_PG, NPF_PR_SUCCESS);
 	TH_ASSERT(dv_present(&d, 0), "page 0 answered but not mapped");
+	{
+		__u32 kept = flood_unanswered(&d, 16384);
+
+		printf("%-44s -> %u kept\n", "requests whose answers go unread", kept);
+		TH_ASSERT(kept == 16384,
+			  "npfd keeps %u unanswered requests of one device, not 16384", kept);
+		alive("requests whose answers go unread");
+	}
 	/* a request sent behind the waiting detach is answered after it, in order */
 	dq.device_id = d.id;
 	dv_send(&c, NPF_MSG_DEVICE_DETACH, &dq, sizeof(dq), NULL, 0);

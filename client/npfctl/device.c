@@ -21,7 +21,7 @@ static int do_device_list(int argc, char **argv)
 		return request_failed("device list", err);
 	print_string(
 		NULL, "%s\n",
-		"ID     REGION PID      START               PAGES      REQUESTS   MAPPED     INVALIDATIONS MEAN-SERVICE");
+		"ID     REGION PID      START               PAGES      REQUESTS   WAITING  MAPPED     INVALIDATIONS MEAN-SERVICE");
 	open_json_array(NULL);
 	for (i = 0; i < n; i++) {
 		open_json_object(NULL);
@@ -31,6 +31,7 @@ static int do_device_list(int argc, char **argv)
 		print_u64("start", "0x%-16llx ", di[i].start);
 		print_u64("pages", "%-10llu ", di[i].npages);
 		print_u64("page_requests", "%-10llu ", di[i].page_requests);
+		print_u64("requests_waiting", "%-8llu ", di[i].requests_waiting);
 		print_u64("pages_mapped", "%-10llu ", di[i].pages_mapped);
 		print_u64("invalidations", "%-13llu ", di[i].invalidations);
 		print_ns("mean_service_ns", "%s",
