@@ -76,6 +76,7 @@ struct npfd_mm {
 	pid_t tgid;		   /* 0: forked child not yet seen faulting */
 	uid_t uid;		   /* of the client that registered it: per-uid limits */
 	int pidfd;		   /* forked children: tells npfd when the child exits */
+	pid_t parent_tgid;	   /* forked children: the parent's, among whose children it is */
 	struct npfd_client *owner; /* control connection that answers for it, or NULL */
 	struct list_head regions;
 	__u32 nr_regions;

@@ -8,6 +8,7 @@
  * is registered with the client's userfaultfd by npfd itself (the ioctl acts
  * on the fd's own mm), so npfd's table and the kernel's always agree.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -826,6 +827,7 @@ void mm_forked(struct npfd_mm *parent, int child_uffd)
 		return;
 	}
 	mm->forked = true;
+	mm->parent_tgid = parent->tgid;
 	mm->uid = parent->uid;
 	list_for_each_entry(pr, &parent->regions, node) {
 		struct npfd_region *r = calloc(1, sizeof(*r));
@@ -863,22 +865,102 @@ void mm_forked(struct npfd_mm *parent, int child_uffd)
 	pr_info("pid %d forked: serving the child's %u regions", parent->tgid, mm->nr_regions);
 }
 
+/* The last pid of a /proc status file's NSpid line: the task's in its own pid namespace. */
+static pid_t innermost_pid(const char *status)
+{
+	char line[256], *s, *save;
+	pid_t pid = 0;
+	FILE *f = fopen(status, "re");
+
+	while (f && fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "NSpid:", 6))
+			continue;
+		for (s = strtok_r(line + 6, " \t\n", &save); s; s = strtok_r(NULL, " \t\n", &save))
+			pid = atoi(s);
+		break;
+	}
+	if (f)
+		fclose(f);
+	return pid;
+}
+
+/* Has process pid a thread whose pid in its own namespace is tid? */
+static bool has_thread(pid_t pid, pid_t tid)
+{
+	char path[64];
+	struct dirent *e;
+	bool found = false;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	dir = opendir(path);
+	while (dir && !found && (e = readdir(dir))) {
+		char status[300];
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(status, sizeof(status), "/proc/%d/task/%s/status", pid, e->d_name);
+		found = innermost_pid(status) == tid;
+	}
+	if (dir)
+		closedir(dir);
+	return found;
+}
+
+/* The child of parent (npfd's pids) with a thread tid (in its own namespace), or 0. */
+static pid_t child_with_thread(pid_t parent, pid_t tid)
+{
+	char path[64];
+	struct dirent *e;
+	pid_t child = 0;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", parent);
+	dir = opendir(path);
+	while (dir && !child && (e = readdir(dir))) {
+		char children[300];
+		FILE *f;
+		int c;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(children, sizeof(children), "/proc/%d/task/%s/children", parent,
+			 e->d_name);
+		f = fopen(children, "re");
+		while (f && !child && fscanf(f, "%d", &c) == 1)
+			if (has_thread(c, tid))
+				child = c;
+		if (f)
+			fclose(f);
+	}
+	if (dir)
+		closedir(dir);
+	return child;
+}
+
+/*
+ * The fault's thread id is in the faulting thread's pid namespace, which
+ * need not be npfd's: a client in a container, or one in a namespace of
+ * its own (unshare -Urp), whose child's thread id named another process
+ * here (found by an adversarial review: npfd took that process's place in
+ * the fault filter, and dropped its NIC's page requests once the child
+ * exited). So the child is looked for among its parent's children, by
+ * the pid each of their threads has in its own namespace; a child not
+ * found there (its parent gone) is served without knowing its pid.
+ */
 void mm_learn_tgid(struct npfd_mm *mm, pid_t tid)
 {
-	char path[64], line[128];
-	pid_t tgid = 0;
-	FILE *f;
+	pid_t tgid;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", tid);
-	f = fopen(path, "re");
-	if (!f)
+	if (mm->parent_tgid <= 0)
+		return; /* looked for once already */
+	tgid = child_with_thread(mm->parent_tgid, tid);
+	if (tgid <= 0) {
+		pr_warn("forked child (thread %d in its namespace) is no child of pid %d any more: served without its pid",
+			tid, mm->parent_tgid);
+		mm->parent_tgid = 0;
 		return;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Tgid: %d", &tgid) == 1)
-			break;
-	fclose(f);
-	if (tgid <= 0)
-		return;
+	}
 	mm->tgid = tgid;
 	mm->pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
 	if (mm->pidfd >= 0)
