@@ -154,7 +154,7 @@ static void uid_usage(uid_t uid, struct uid_usage *u)
 	list_for_each_entry(mm, &mms, node) {
 		if (mm->uid != uid || mm->dead)
 			continue;
-		u->fds += 1 + (mm->pidfd >= 0) + (mm->pagemap_fd >= 0);
+		u->fds += 1 + (mm->pidfd >= 0) + (mm->pagemap_fd >= 0) + device_fds(mm);
 		list_for_each_entry(r, &mm->regions, node) {
 			u->regions++;
 			u->fds += (r->file_fd >= 0) + (r->store_fd >= 0);
@@ -712,7 +712,9 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 					nfds);
 				break;
 			}
-			rc = device_attach(c, &areq, want, fds[0], &info, err, sizeof(err));
+			rc = uid_limit_check(c->uid, 0, 1, err, sizeof(err));
+			if (!rc)
+				rc = device_attach(c, &areq, want, fds[0], &info, err, sizeof(err));
 			if (!rc)
 				memcpy(reply_item(&rp, sizeof(info)), &info, sizeof(info));
 			break;

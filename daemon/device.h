@@ -40,5 +40,7 @@ void device_list(void (*emit)(const struct npf_device_info *, void *), void *arg
 bool device_region_quiet(struct npfd_region *r);
 /* Did a device of r touch page since the last look (its ACCESSED bit, cleared here)? */
 bool device_page_referenced(struct npfd_region *r, __u64 page);
+/* Descriptors npfd holds for mm's devices (one table each): per-uid limits. */
+unsigned int device_fds(const struct npfd_mm *mm);
 
 #endif

@@ -13,7 +13,9 @@
  *    truncate it; page requests whose range wraps (addr + len past 2^64,
  *    which once passed the range check and crashed npfd), ends past the
  *    device's last page or starts before its first are answered invalid,
- *    an honest one answered and its page mapped; with its answers left
+ *    an honest one answered and its page mapped; a request for a whole
+ *    16 GiB device served 16384 pages, and a detach of its 2^22-entry
+ *    table reads none of the table's holes; with its answers left
  *    unread (response ring full), npfd keeps at most 16384 of the
  *    device's requests however many more come; detach and unregister
  *    work, and a request sent behind the detach while it waits for the
@@ -30,6 +32,7 @@
 
 static struct dv_conn c;
 static __u32 region;
+static int uffd;
 static char *mem;
 
 /*
@@ -167,6 +170,59 @@ static __u32 flood_unanswered(struct dv_dev *d, __u32 bound)
 	return waiting;
 }
 
+/*
+ * A table of 2^22 entries for a 16 GiB region nobody touched, all holes
+ * but what npfd maps: one request for the whole device is served 16384
+ * pages (the NIC asks again for the rest), and the detach's invalidation
+ * reads only the table's data: the memfd stays about as large as what was
+ * mapped (reading every entry made the kernel allocate all 32 MiB).
+ */
+static void huge_table(void)
+{
+	const __u64 npg = 1ULL << 22;
+	char *big = mmap(NULL, npg * DV_PG, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	struct npf_region_id_req rq;
+	struct npf_device_id_req dq;
+	char err[NPF_ERRMSG_LEN];
+	__u64 mapped = 0;
+	struct dv_dev d;
+	struct stat sb;
+	int st;
+
+	TH_ASSERT(big != MAP_FAILED, "mmap 16 GiB: %s", strerror(errno));
+	rq.region_id = dv_register(&c, uffd, big, npg * DV_PG); /* one userfaultfd a connection */
+	rq.pad = 0;
+	dv_iopt(&d, (uintptr_t)big, npg, F_SEAL_SHRINK);
+	st = dv_attach(&c, &d, rq.region_id, err, sizeof(err));
+	TH_ASSERT(!st, "attach a 2^22-entry table: %d %s", st, err);
+	expect_answer(&d, "page request: a whole 16 GiB device", (uintptr_t)big, npg * DV_PG,
+		      NPF_PR_SUCCESS);
+	for (__u64 i = 0; i <= 16384; i++)
+		mapped += dv_present(&d, i);
+	printf("%-44s -> %llu entries mapped\n", "... of which served", (unsigned long long)mapped);
+	TH_ASSERT(mapped == 16384, "one request was served %llu pages, not 16384",
+		  (unsigned long long)mapped);
+	dq.device_id = d.id;
+	dv_send(&c, NPF_MSG_DEVICE_DETACH, &dq, sizeof(dq), NULL, 0);
+	TH_ASSERT(dv_inval_wait(&d, 5000), "detach posted no invalidation");
+	dv_ack(&d);
+	TH_ASSERT(dv_reply(&c, 5000, &st, NULL, 0, err, sizeof(err)) == 1 && !st, "detach: %d %s",
+		  st, err);
+	TH_ASSERT(!fstat(d.fd, &sb), "fstat: %s", strerror(errno));
+	printf("%-44s -> %lld KiB of the table's 32 MiB allocated\n", "detach of the 2^22 table",
+	       (long long)sb.st_blocks / 2);
+	TH_ASSERT(sb.st_blocks / 2 < 1024, "the detach made %lld KiB of the table allocated",
+		  (long long)sb.st_blocks / 2);
+	TH_ASSERT(!dv_call(&c, NPF_MSG_REGION_UNREGISTER, &rq, sizeof(rq), NULL, 0, NULL, 0, err,
+			   sizeof(err), 5000),
+		  "unregister the 16 GiB region: %s", err);
+	close(d.fd);
+	munmap(d.h, d.size);
+	munmap(big, npg * DV_PG);
+	alive("a 2^22-entry table");
+}
+
 static void attacker(void *arg)
 {
 	struct npf_device_id_req dq;
@@ -178,7 +234,8 @@ static void attacker(void *arg)
 	dv_connect(&c);
 	mem = mmap(NULL, NPG * DV_PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	TH_ASSERT(mem != MAP_FAILED, "mmap");
-	region = dv_register(&c, adv_uffd(), mem, NPG * DV_PG);
+	uffd = adv_uffd();
+	region = dv_register(&c, uffd, mem, NPG * DV_PG);
 
 	dv_iopt(&d, (uintptr_t)mem, NPG, F_SEAL_SHRINK | F_SEAL_GROW);
 	d.h->npages = 1ULL << 61; /* * 8 and * 4096 both wrap to 0 */
@@ -223,6 +280,7 @@ static void attacker(void *arg)
 			  "npfd keeps %u unanswered requests of one device, not 16384", kept);
 		alive("requests whose answers go unread");
 	}
+	huge_table();
 	/* a request sent behind the waiting detach is answered after it, in order */
 	dq.device_id = d.id;
 	dv_send(&c, NPF_MSG_DEVICE_DETACH, &dq, sizeof(dq), NULL, 0);
