@@ -20,8 +20,11 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <linux/magic.h>
 #include <linux/userfaultfd.h>
 #include "collect.h"
 #include "ids.h"
@@ -395,9 +398,51 @@ static int adopt_uffd(struct npfd_client *c, int uffd, ino_t ino, char *err, siz
  * the reason rather than at the first touch. Block devices have no st_size:
  * their end is checked by a read of the region's last page.
  */
+/* Is dev the device of a mount in npfd's own mount namespace? */
+static bool mount_visible(dev_t dev)
+{
+	char line[1024];
+	unsigned int major, minor;
+	bool found = false;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = sscanf(line, "%*d %*d %u:%u", &major, &minor) == 2 &&
+			makedev(major, minor) == dev;
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/*
+ * npfd reads backing files from its event loop, so a read that never
+ * completes stalls every client. A file system whose reads another
+ * process answers (FUSE: any user may mount one in a user namespace of
+ * its own) is refused; so is an overlay mounted where npfd cannot see it
+ * (a user namespace's: its lower layer may be such a file system). Found
+ * by an adversarial review.
+ */
+static int check_backing_fs(int fd, const struct stat *st, char *err, size_t errlen)
+{
+	struct statfs sfs;
+
+	if (fstatfs(fd, &sfs))
+		return refuse(err, errlen, errno, "cannot stat the backing file's file system: %s",
+			      strerror(errno));
+	if (sfs.f_type == FUSE_SUPER_MAGIC)
+		return refuse(
+			err, errlen, EXDEV,
+			"the backing file is on a FUSE file system, whose reads another process answers: npfd would wait for it with every other client");
+	if (sfs.f_type == OVERLAYFS_SUPER_MAGIC && !mount_visible(st->st_dev))
+		return refuse(
+			err, errlen, EXDEV,
+			"the backing file is on an overlay mounted outside npfd's mount namespace: its layers could be a file system whose reads another process answers");
+	return 0;
+}
+
 static int check_backing(int fd, __u64 off, __u64 len, char *err, size_t errlen)
 {
-	int mode = fcntl(fd, F_GETFL);
+	int mode = fcntl(fd, F_GETFL), ret;
 	/* page-aligned, as an O_DIRECT descriptor needs its buffer (npfd is one thread) */
 	static char page[NPF_PAGE_SIZE] __attribute__((aligned(NPF_PAGE_SIZE)));
 	__u64 end;
@@ -422,6 +467,9 @@ static int check_backing(int fd, __u64 off, __u64 len, char *err, size_t errlen)
 	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
 		return refuse(err, errlen, EINVAL,
 			      "the backing descriptor is not a regular file or block device");
+	ret = check_backing_fs(fd, &st, err, errlen);
+	if (ret)
+		return ret;
 	if (S_ISREG(st.st_mode) && (__u64)st.st_size < end)
 		return refuse(
 			err, errlen, EINVAL,

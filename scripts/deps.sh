@@ -6,7 +6,7 @@ set -eu
 
 PKGS="clang llvm gcc make pkg-config libbpf-dev bpftool liburing-dev libelf-dev zlib1g-dev \
 libsystemd-dev iproute2 util-linux python3 python3-prometheus-client jq gnuplot-nox \
-abigail-tools clang-format libibverbs-dev ibverbs-utils rdma-core perftest tshark"
+abigail-tools clang-format libibverbs-dev ibverbs-utils rdma-core perftest tshark bindfs"
 
 missing=""
 for p in $PKGS; do

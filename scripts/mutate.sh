@@ -174,6 +174,8 @@ page-request-range-wraps @@ daemon/device.c @@ s{rec->addr >= d_end\(d\) \|\|\n\
 device-requests-unbounded @@ daemon/device.c @@ s{if \(d->info.requests_waiting >= DEVICE_GROUPS_MAX\)}{if (0)} @@ dev_iopt
 device-request-pages-unbounded @@ daemon/device.c @@ s{if \(last - first >= DEVICE_REQUEST_MAX_PAGES\)}{if (0)} @@ dev_iopt
 table-holes-read @@ daemon/device.c @@ s{if \(data < 0 \|\| hole < 0\) \{}{if (1) \{} @@ dev_iopt
+backing-fuse-accepted @@ daemon/region.c @@ s{if \(sfs.f_type == FUSE_SUPER_MAGIC\)}{if (0)} @@ adv_backing
+backing-foreign-overlay-accepted @@ daemon/region.c @@ s{if \(sfs.f_type == OVERLAYFS_SUPER_MAGIC && !mount_visible\(st->st_dev\)\)}{if (0)} @@ adv_backing
 child-pid-from-its-namespace @@ daemon/region.c @@ s{tgid = child_with_thread\(mm->parent_tgid, tid\);}{tgid = tid;} @@ fork_pid_ns
 userns-caps-count @@ daemon/control.c @@ s{f = same_user_ns\(cred->pid\) \? fopen\(path, "re"\) : NULL;}{f = fopen(path, "re");} @@ adv_policy
 unregister-answered-before-zaps @@ daemon/evict.c @@ s{\tif \(w && batch_or_zaps\(r->mm\)\) \{}{\tif (0 && w && batch_or_zaps(r->mm)) \{} @@ evict_unmap_remap

@@ -10,9 +10,18 @@
  *    mapping of the file would), pages past the new end fail with SIGBUS (never zeros,
  *    never a hang), each counted in npf_global's faults_failed, with a
  *    bounded number of log lines for 2048 such faults; npfd stays up and
- *    keeps serving.
+ *    keeps serving;
+ *  - a file on an overlay it mounted in a user and mount namespace of its
+ *    own is refused (EXDEV: its lower layer could be a FUSE file system
+ *    whose reads never end, stalling npfd for every client), the same
+ *    file through the lower directory accepted.
+ * And as root: a file on a FUSE file system (bindfs) is refused (EXDEV).
  */
+#include <sched.h>
 #include <setjmp.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <stdint.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -67,6 +76,110 @@ static int touch(const volatile char *p)
 	if (sigsetjmp(jb, 1))
 		return -1;
 	return (unsigned char)*p;
+}
+
+/* Write s to path (a /proc file); false on error. */
+static bool write_file(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	bool ok = fd >= 0 && write(fd, s, strlen(s)) == (ssize_t)strlen(s);
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+static char ovl[64]; /* a directory with l/f (16 pages), u, w and m for an overlay */
+
+/* As nobody, in a user and mount namespace of its own: a file on its overlay. */
+static void overlay_attacker(void *arg)
+{
+	char err[NPF_ERRMSG_LEN], opts[300], path[128];
+	int sock = adv_connect(d.sock), uffd, fd;
+	char *mem;
+
+	(void)arg;
+	if (unshare(CLONE_NEWUSER | CLONE_NEWNS)) {
+		printf("overlay part skipped: unshare(CLONE_NEWUSER | CLONE_NEWNS): %s\n",
+		       strerror(errno));
+		return;
+	}
+	{
+		/* root in it, as unshare -r makes it: the overlay creates files in u and w */
+		char map[64];
+		uid_t uid = ADV_UID;
+		gid_t gid = ADV_GID;
+
+		/* dropping to nobody made it undumpable: its /proc files root's */
+		prctl(PR_SET_DUMPABLE, 1);
+		snprintf(map, sizeof(map), "0 %u 1", uid);
+		TH_ASSERT(write_file("/proc/self/uid_map", map) &&
+				  write_file("/proc/self/setgroups", "deny"),
+			  "uid_map: %s", strerror(errno));
+		snprintf(map, sizeof(map), "0 %u 1", gid);
+		TH_ASSERT(write_file("/proc/self/gid_map", map), "gid_map: %s", strerror(errno));
+	}
+	snprintf(opts, sizeof(opts), "lowerdir=%s/l,upperdir=%s/u,workdir=%s/w", ovl, ovl, ovl);
+	snprintf(path, sizeof(path), "%s/m", ovl);
+	if (mount("overlay", path, "overlay", 0, opts)) {
+		printf("overlay part skipped: mount overlay as uid %d in its namespace: %s\n",
+		       getuid(), strerror(errno));
+		return;
+	}
+	uffd = adv_uffd();
+	mem = mmap(NULL, 32 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	snprintf(path, sizeof(path), "%s/m/f", ovl);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	TH_ASSERT(sock >= 0 && mem != MAP_FAILED && fd >= 0, "overlay setup: %s", strerror(errno));
+	expect_refused("file on its own namespace's overlay",
+		       raw_register(sock, uffd, fd, mem, 16 * PG, 0, err), -EXDEV, err);
+	close(fd);
+	snprintf(path, sizeof(path), "%s/l/f", ovl);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	TH_ASSERT(fd >= 0, "open %s: %s", path, strerror(errno));
+	expect_refused("the same file through the lower directory",
+		       raw_register(sock, uffd, fd, mem + 16 * PG, 16 * PG, 0, err), 0, err);
+	close(fd);
+	close(sock);
+}
+
+/* As root: a file on a FUSE file system (bindfs of a directory). */
+static void fuse_backing(void)
+{
+	char src[96], mnt[96], path[128], cmd[256];
+	struct npf_client *c;
+	char *mem;
+	int fd, rc;
+
+	if (system("command -v bindfs >/dev/null 2>&1")) {
+		printf("FUSE part skipped: bindfs is not installed\n");
+		return;
+	}
+	snprintf(src, sizeof(src), "%s/fuse-src", d.dir);
+	snprintf(mnt, sizeof(mnt), "%s/fuse-mnt", d.dir);
+	snprintf(path, sizeof(path), "%s/f", src);
+	TH_ASSERT(!mkdir(src, 0700) && !mkdir(mnt, 0700), "mkdir: %s", strerror(errno));
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	TH_ASSERT(fd >= 0 && !ftruncate(fd, 16 * PG), "create %s: %s", path, strerror(errno));
+	close(fd);
+	snprintf(cmd, sizeof(cmd), "bindfs %s %s", src, mnt);
+	if (system(cmd)) {
+		printf("FUSE part skipped: '%s' failed\n", cmd);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/f", mnt);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	TH_ASSERT(fd >= 0, "open %s: %s", path, strerror(errno));
+	c = npf_client__connect(NULL);
+	TH_ASSERT(c, "connect: %s", strerror(errno));
+	mem = mmap(NULL, 16 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	NPF_OPTS(npf_region_opts, fo, .backing = NPF_BACKING_FILE, .backing_fd = fd);
+	rc = npf_client__register(c, mem, 16 * PG, &fo);
+	expect_refused("file on a FUSE file system (root)", rc, -EXDEV, npf_client__errmsg(c));
+	npf_client__close(c);
+	close(fd);
+	snprintf(cmd, sizeof(cmd), "umount %s", mnt);
+	TH_ASSERT(!system(cmd), "%s failed", cmd);
 }
 
 static void attacker(void *arg)
@@ -167,6 +280,26 @@ int main(void)
 		th_npfd_dump_log(&d);
 		th_fail("the attacker's checks failed (exit %d)", st);
 	}
+	{
+		char f[96];
+		int fd;
+
+		snprintf(ovl, sizeof(ovl), "%s/ovl", d.dir);
+		TH_ASSERT(!mkdir(ovl, 0777) && !chmod(ovl, 0777) && !chmod(d.dir, 0755),
+			  "mkdir %s: %s", ovl, strerror(errno));
+		for (const char *sub = "luwm"; *sub; sub++) {
+			snprintf(f, sizeof(f), "%s/%c", ovl, *sub);
+			TH_ASSERT(!mkdir(f, 0777) && !chmod(f, 0777), "mkdir %s: %s", f,
+				  strerror(errno));
+		}
+		snprintf(f, sizeof(f), "%s/l/f", ovl);
+		fd = open(f, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		TH_ASSERT(fd >= 0 && !ftruncate(fd, 16 * PG), "create %s", f);
+		close(fd);
+		TH_ASSERT(adv_run_as_attacker(overlay_attacker, NULL, 60) == 0,
+			  "the overlay checks failed");
+	}
+	fuse_backing();
 	TH_ASSERT(th_npfd_alive(&d), "npfd died");
 	{
 		char pin[256];
