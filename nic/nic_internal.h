@@ -97,6 +97,12 @@ struct nic_wire {
 	/* shm */
 	struct nic_shm_ring *rx, *tx;
 	size_t rx_size, tx_size;
+	/*
+	 * Each ring's geometry as checked when it was mapped: the peer can
+	 * write the header's words later, and the slot of index i is found
+	 * with these, never with what the header says then.
+	 */
+	__u32 rx_nslots, rx_slot_size, tx_nslots, tx_slot_size;
 	char rx_name[64];
 	/* udp */
 	int fd;

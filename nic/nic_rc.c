@@ -839,7 +839,9 @@ static int resp_read(struct nic_qp *qp, const struct nic_pkt *pkt, bool dup)
 
 	__u32 from = pkt->offset / qp->mtu;
 
-	if (pkt->offset % qp->mtu || pkt->offset > pkt->msg_len)
+	/* from the message's packets: at its end there is nothing to resume */
+	if (pkt->offset % qp->mtu || pkt->offset > pkt->msg_len ||
+	    from >= npkts_of(qp, pkt->msg_len))
 		return dup ? -1 : SYN_NAK_INV_REQ;
 	if (dup && resp_read_queued(qp, pkt->psn - from, from))
 		return -1;

@@ -32,10 +32,10 @@ static size_t nic_slot_size(__u32 mtu)
 	return (sizeof(struct nic_pkt) + mtu + 63) & ~(size_t)63;
 }
 
-static struct nic_pkt *ring_slot(struct nic_shm_ring *r, __u32 idx)
+static struct nic_pkt *ring_slot(struct nic_shm_ring *r, __u32 nslots, __u32 slot_size, __u32 idx)
 {
 	return (struct nic_pkt *)((char *)r + NIC_SHM_RING_HDR +
-				  (size_t)(idx % r->nslots) * r->slot_size);
+				  (size_t)(idx % nslots) * slot_size);
 }
 
 static int shm_wire_init(struct nic_qp *qp)
@@ -60,8 +60,8 @@ static int shm_wire_init(struct nic_qp *qp)
 		goto err_unlink;
 	}
 	close(fd);
-	r->nslots = NIC_SHM_SLOTS;
-	r->slot_size = nic_slot_size(qp->mtu);
+	r->nslots = w->rx_nslots = NIC_SHM_SLOTS;
+	r->slot_size = w->rx_slot_size = nic_slot_size(qp->mtu);
 	__atomic_store_n(&r->magic, NIC_SHM_MAGIC, __ATOMIC_RELEASE);
 	w->rx = r;
 	return 0;
@@ -245,6 +245,7 @@ static int shm_wire_connect(struct nic_qp *qp, const struct nic_qp_info *remote)
 	struct nic_shm_ring *r;
 	char name[sizeof(remote->shm_name)];
 	struct stat st;
+	__u32 nslots, slot_size;
 	int fd, err = 0;
 
 	memcpy(name, remote->shm_name, sizeof(name));
@@ -263,13 +264,22 @@ static int shm_wire_connect(struct nic_qp *qp, const struct nic_qp_info *remote)
 	close(fd);
 	if (r == MAP_FAILED)
 		return -errno;
+	/* each word read once: the peer may write them while they are checked */
+	nslots = (size_t)st.st_size < NIC_SHM_RING_HDR ?
+			 0 :
+			 __atomic_load_n(&r->nslots, __ATOMIC_RELAXED);
+	slot_size = (size_t)st.st_size < NIC_SHM_RING_HDR ?
+			    0 :
+			    __atomic_load_n(&r->slot_size, __ATOMIC_RELAXED);
 	if ((size_t)st.st_size < NIC_SHM_RING_HDR ||
-	    __atomic_load_n(&r->magic, __ATOMIC_ACQUIRE) != NIC_SHM_MAGIC ||
-	    r->slot_size < nic_slot_size(qp->mtu < remote->mtu ? qp->mtu : remote->mtu) ||
-	    NIC_SHM_RING_HDR + (size_t)r->nslots * r->slot_size > (size_t)st.st_size) {
+	    __atomic_load_n(&r->magic, __ATOMIC_ACQUIRE) != NIC_SHM_MAGIC || !nslots ||
+	    slot_size < nic_slot_size(qp->mtu < remote->mtu ? qp->mtu : remote->mtu) ||
+	    NIC_SHM_RING_HDR + (size_t)nslots * slot_size > (size_t)st.st_size) {
 		munmap(r, st.st_size);
 		return -EPROTO;
 	}
+	w->tx_nslots = nslots;
+	w->tx_slot_size = slot_size;
 	/* mapped by both ends now: the name is no longer needed */
 	shm_unlink(name);
 	w->tx = r;
@@ -329,9 +339,9 @@ struct nic_pkt *nic_wire_tx_begin(struct nic_qp *qp)
 	if (!r)
 		return NULL;
 	tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
-	if (tail - atomic_load_explicit(&r->head, memory_order_acquire) >= r->nslots)
+	if (tail - atomic_load_explicit(&r->head, memory_order_acquire) >= w->tx_nslots)
 		return NULL;
-	return ring_slot(r, tail);
+	return ring_slot(r, w->tx_nslots, w->tx_slot_size, tail);
 }
 
 /*
@@ -425,9 +435,25 @@ struct nic_pkt *nic_wire_rx_peek(struct nic_qp *qp)
 		if (w->type == NIC_WIRE_UDP) {
 			if (w->rx_held)
 				return w->rxbuf;
-			n = recv(w->fd, w->rxbuf, nic_slot_size(qp->mtu), 0);
+			struct sockaddr_in from;
+			socklen_t fromlen = sizeof(from);
+
+			n = recvfrom(w->fd, w->rxbuf, nic_slot_size(qp->mtu), 0,
+				     (struct sockaddr *)&from, &fromlen);
 			if (n < 0)
 				return NULL;
+			/*
+			 * The socket is not connected: only the peer's own
+			 * address and port are its packets (any host could
+			 * send them requests and acknowledgements otherwise).
+			 */
+			if (fromlen != sizeof(from) ||
+			    from.sin_addr.s_addr != w->peer.sin_addr.s_addr ||
+			    from.sin_port != w->peer.sin_port) {
+				qp->nic->stats.pkts_rx++;
+				qp->nic->stats.pkts_dropped++;
+				continue;
+			}
 			pkt = w->rxbuf;
 			w->rx_held = true;
 		} else {
@@ -436,8 +462,8 @@ struct nic_pkt *nic_wire_rx_peek(struct nic_qp *qp)
 
 			if (head == atomic_load_explicit(&r->tail, memory_order_acquire))
 				return NULL;
-			pkt = ring_slot(r, head);
-			n = r->slot_size;
+			pkt = ring_slot(r, w->rx_nslots, w->rx_slot_size, head);
+			n = w->rx_slot_size;
 		}
 		qp->nic->stats.pkts_rx++;
 		if (pkt_valid(qp, pkt, n))
