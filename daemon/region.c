@@ -932,58 +932,66 @@ static pid_t innermost_pid(const char *status)
 	return pid;
 }
 
-/* Has process pid a thread whose pid in its own namespace is tid? */
-static bool has_thread(pid_t pid, pid_t tid)
+/*
+ * The first of pid's threads (their ids in npfd's namespace, as /proc/PID/task
+ * names them) for which fn says true, or 0.
+ */
+static pid_t find_task(pid_t pid, bool (*fn)(pid_t pid, const char *task, void *arg), void *arg)
 {
 	char path[64];
 	struct dirent *e;
-	bool found = false;
+	pid_t found = 0;
 	DIR *dir;
 
 	snprintf(path, sizeof(path), "/proc/%d/task", pid);
 	dir = opendir(path);
-	while (dir && !found && (e = readdir(dir))) {
-		char status[300];
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(status, sizeof(status), "/proc/%d/task/%s/status", pid, e->d_name);
-		found = innermost_pid(status) == tid;
-	}
+	while (dir && !found && (e = readdir(dir)))
+		if (e->d_name[0] != '.' && fn(pid, e->d_name, arg))
+			found = atoi(e->d_name);
 	if (dir)
 		closedir(dir);
 	return found;
 }
 
+/* Is the task's pid in its own namespace *(pid_t *)tid? */
+static bool task_has_nspid(pid_t pid, const char *task, void *tid)
+{
+	char status[300];
+
+	snprintf(status, sizeof(status), "/proc/%d/task/%s/status", pid, task);
+	return innermost_pid(status) == *(pid_t *)tid;
+}
+
+struct child_search {
+	pid_t tid;   /* the thread's id in its own namespace */
+	pid_t child; /* found: the child's pid in npfd's */
+};
+
+/* Has one of the task's children a thread whose pid in its own namespace is cs->tid? */
+static bool task_child_has_thread(pid_t pid, const char *task, void *arg)
+{
+	struct child_search *cs = arg;
+	char children[300];
+	FILE *f;
+	int c;
+
+	snprintf(children, sizeof(children), "/proc/%d/task/%s/children", pid, task);
+	f = fopen(children, "re");
+	while (f && !cs->child && fscanf(f, "%d", &c) == 1)
+		if (find_task(c, task_has_nspid, &cs->tid))
+			cs->child = c;
+	if (f)
+		fclose(f);
+	return cs->child;
+}
+
 /* The child of parent (npfd's pids) with a thread tid (in its own namespace), or 0. */
 static pid_t child_with_thread(pid_t parent, pid_t tid)
 {
-	char path[64];
-	struct dirent *e;
-	pid_t child = 0;
-	DIR *dir;
+	struct child_search cs = {.tid = tid};
 
-	snprintf(path, sizeof(path), "/proc/%d/task", parent);
-	dir = opendir(path);
-	while (dir && !child && (e = readdir(dir))) {
-		char children[300];
-		FILE *f;
-		int c;
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(children, sizeof(children), "/proc/%d/task/%s/children", parent,
-			 e->d_name);
-		f = fopen(children, "re");
-		while (f && !child && fscanf(f, "%d", &c) == 1)
-			if (has_thread(c, tid))
-				child = c;
-		if (f)
-			fclose(f);
-	}
-	if (dir)
-		closedir(dir);
-	return child;
+	find_task(parent, task_child_has_thread, &cs);
+	return cs.child;
 }
 
 /*

@@ -84,15 +84,10 @@ static inline unsigned int th_ring_field(int fd, const char *field)
 {
 	char path[64], buf[1024], *s;
 	unsigned int v = 0;
-	size_t len, flen = strlen(field);
-	FILE *f;
+	size_t flen = strlen(field);
 
 	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
-	f = fopen(path, "r");
-	TH_ASSERT(f, "open %s: %s", path, strerror(errno));
-	len = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[len] = 0;
+	th_read_text(path, buf, sizeof(buf));
 	for (s = buf; (s = strstr(s, field)); s += flen)
 		if ((s == buf || s[-1] == '\n') && s[flen] == ':') {
 			sscanf(s + flen + 1, "%u", &v);

@@ -162,15 +162,9 @@ static long npfd_cpu_ms(void)
 {
 	char path[64], buf[1024], *p;
 	unsigned long ut = 0, st = 0;
-	size_t n;
-	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", npfd_pid);
-	f = fopen(path, "r");
-	TH_ASSERT(f, "open %s: %s", path, strerror(errno));
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
+	th_read_text(path, buf, sizeof(buf));
 	p = strrchr(buf, ')');
 	TH_ASSERT(p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
 			      &st) == 2,

@@ -98,6 +98,19 @@ static inline void th_require_root(void)
 		th_skip("needs root (BPF and userfaultfd of other processes)");
 }
 
+/* A small text file (/proc): its first size - 1 bytes, NUL-terminated; the length. */
+static inline size_t th_read_text(const char *path, char *buf, size_t size)
+{
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	TH_ASSERT(f, "open %s: %s", path, strerror(errno));
+	n = fread(buf, 1, size - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	return n;
+}
+
 static inline double th_now(void)
 {
 	struct timespec ts;

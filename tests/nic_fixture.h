@@ -165,6 +165,9 @@ struct fx_region {
 
 typedef int (*fx_side_fn)(int sock, void *arg);
 
+/* In a side fx_pair() runs: 0 in A, 1 in B (one function can play both). */
+static int fx_me;
+
 /*
  * Run a and b in two child processes joined by a socketpair; each must exit
  * 0. Returns the test's exit code (77 if either side skipped). A side that
@@ -184,6 +187,7 @@ static inline int fx_pair(fx_side_fn a, fx_side_fn b, void *arg, int timeout_s)
 		FX_ASSERT(pid[i] >= 0, "fork: %s", strerror(errno));
 		if (!pid[i]) {
 			close(sv[!i]);
+			fx_me = i;
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
 			setvbuf(stdout, NULL, _IOLBF,
 				0); /* a side killed on failure keeps its lines */
@@ -458,6 +462,18 @@ static inline void nic_test_mark_present(struct fx_iopt *t, __u64 addr, __u64 le
 
 	for (; i < end; i++)
 		fx_pte_update(&t->pte[i], NPF_PTE_PRESENT | NPF_PTE_READ | NPF_PTE_WRITE, 0);
+}
+
+/* TEST FIXTURE: register [buf, buf + len) with acc, every page present (no faults). */
+static inline struct nic_mr *fx_reg_present(struct nic_pd *pd, void *buf, size_t len, int acc)
+{
+	struct nic_mr *mr = nic_reg_mr(pd, buf, len, acc);
+	struct fx_iopt t;
+
+	FX_ASSERT(mr, "nic_reg_mr: %s", strerror(errno));
+	fx_iopt_map(&t, mr);
+	nic_test_mark_present(&t, (uintptr_t)buf, len);
+	return mr;
 }
 
 /* ---- the real npfd -------------------------------------------------------------------- */

@@ -13,13 +13,13 @@
 #define REG (1UL << 20)
 #define LEN (64UL << 10)
 
-static int side(int sock, void *arg, int me)
+static int side(int sock, void *arg)
 {
+	int me = fx_me;
 	int acc = NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_REMOTE_WRITE | NIC_ACCESS_REMOTE_READ;
 	struct fx_ep ep = {0};
 	struct fx_region mine, peer;
 	struct nic_mr *mr;
-	struct fx_iopt t;
 	struct nic_wc wc;
 	struct nic_qp *qp;
 	char *buf;
@@ -29,10 +29,7 @@ static int side(int sock, void *arg, int me)
 	fx_ep_open(&ep, NULL);
 	buf = fx_alloc(REG);
 	fx_fill(buf, REG, 7 + me);
-	mr = nic_reg_mr(ep.pd, buf, REG, acc);
-	FX_ASSERT(mr, "nic_reg_mr: %s", strerror(errno));
-	fx_iopt_map(&t, mr);
-	nic_test_mark_present(&t, (uintptr_t)buf, REG);
+	mr = fx_reg_present(ep.pd, buf, REG, acc);
 	qp = fx_qp(&ep, sock);
 	mine = (struct fx_region){(uintptr_t)buf, REG, nic_mr_rkey(mr)};
 	fx_send(sock, &mine, sizeof(mine));
@@ -52,12 +49,9 @@ static int side(int sock, void *arg, int me)
 		fx_send(sock, &sum, sizeof(sum));
 	} else {
 		char *rbuf = fx_alloc(LEN);
-		struct nic_mr *rmr = nic_reg_mr(ep.pd, rbuf, LEN, acc);
+		struct nic_mr *rmr = fx_reg_present(ep.pd, rbuf, LEN, acc);
 		__u64 got;
 
-		FX_ASSERT(rmr, "nic_reg_mr: %s", strerror(errno));
-		fx_iopt_map(&t, rmr);
-		nic_test_mark_present(&t, (uintptr_t)rbuf, LEN);
 		fx_post_recv(qp, 9, rbuf, LEN, rmr);
 		fx_sync(sock, 1);
 		fx_wait_wc(ep.cq, &wc, 20000);
@@ -76,19 +70,9 @@ static int side(int sock, void *arg, int me)
 	return 0;
 }
 
-static int side_a(int sock, void *arg)
-{
-	return side(sock, arg, 0);
-}
-
-static int side_b(int sock, void *arg)
-{
-	return side(sock, arg, 1);
-}
-
 int main(void)
 {
-	int r = fx_pair(side_a, side_b, NULL, 25);
+	int r = fx_pair(side, side, NULL, 25);
 
 	if (!r)
 		printf("PASS: the rings' geometry is what was checked at connect\n");

@@ -8,19 +8,9 @@
 
 #define REG (2UL << 20)
 
-static struct nic_mr *reg_present(struct fx_ep *ep, void *buf, size_t len, int acc)
+static int side(int sock, void *arg)
 {
-	struct nic_mr *mr = nic_reg_mr(ep->pd, buf, len, acc);
-	struct fx_iopt t;
-
-	FX_ASSERT(mr, "nic_reg_mr: %s", strerror(errno));
-	fx_iopt_map(&t, mr);
-	nic_test_mark_present(&t, (uintptr_t)buf, len);
-	return mr;
-}
-
-static int side(int sock, void *arg, int me)
-{
+	int me = fx_me;
 	NIC_OPTS(nic_opts, o, .wire = NIC_WIRE_UDP, .udp_addr = fx_ns_addr[me],
 		 .tx_drop_every = 50);
 	int acc = NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_REMOTE_WRITE | NIC_ACCESS_REMOTE_READ;
@@ -37,8 +27,8 @@ static int side(int sock, void *arg, int me)
 	rbuf = fx_alloc(REG);
 	fx_fill(buf, REG, 40 + me);
 	memset(rbuf, 0, REG);
-	mr = reg_present(&ep, buf, REG, acc);
-	rmr = reg_present(&ep, rbuf, REG, acc);
+	mr = fx_reg_present(ep.pd, buf, REG, acc);
+	rmr = fx_reg_present(ep.pd, rbuf, REG, acc);
 	fx_qp(&ep, sock);
 	reg = (struct fx_region){(uintptr_t)rbuf, REG, nic_mr_rkey(rmr)};
 	fx_send(sock, &reg, sizeof(reg));
@@ -90,22 +80,12 @@ static int side(int sock, void *arg, int me)
 	return 0;
 }
 
-static int side_a(int sock, void *arg)
-{
-	return side(sock, arg, 0);
-}
-
-static int side_b(int sock, void *arg)
-{
-	return side(sock, arg, 1);
-}
-
 int main(void)
 {
 	int r;
 
 	fx_netns_setup();
-	r = fx_pair(side_a, side_b, NULL, 25);
+	r = fx_pair(side, side, NULL, 25);
 	if (!r)
 		printf("PASS: SEND/RECV, WRITE, READ over UDP between two network namespaces\n");
 	return r;

@@ -22,24 +22,21 @@ struct info {
 	struct fx_region reg;
 };
 
-static int side(int sock, void *arg, int me)
+static int side(int sock, void *arg)
 {
+	int me = fx_me;
 	NIC_OPTS(nic_opts, o, .wire = NIC_WIRE_UDP);
 	int acc = NIC_ACCESS_LOCAL_WRITE | NIC_ACCESS_REMOTE_WRITE | NIC_ACCESS_REMOTE_READ;
 	struct fx_ep ep = {0};
 	struct info mine, peer;
 	struct nic_mr *mr;
-	struct fx_iopt t;
 	char *buf;
 
 	(void)arg;
 	fx_ep_open(&ep, &o);
 	buf = fx_alloc(REG);
 	memset(buf, me ? 0 : 0x5a, REG);
-	mr = nic_reg_mr(ep.pd, buf, REG, acc);
-	FX_ASSERT(mr, "nic_reg_mr: %s", strerror(errno));
-	fx_iopt_map(&t, mr);
-	nic_test_mark_present(&t, (uintptr_t)buf, REG);
+	mr = fx_reg_present(ep.pd, buf, REG, acc);
 	fx_qp(&ep, sock);
 	FX_ASSERT(!nic_qp_local_info(ep.qp, &mine.qp), "nic_qp_local_info");
 	mine.reg = (struct fx_region){(uintptr_t)buf, REG, nic_mr_rkey(mr)};
@@ -108,19 +105,9 @@ static int side(int sock, void *arg, int me)
 	return 0;
 }
 
-static int side_a(int sock, void *arg)
-{
-	return side(sock, arg, 0);
-}
-
-static int side_b(int sock, void *arg)
-{
-	return side(sock, arg, 1);
-}
-
 int main(void)
 {
-	int r = fx_pair(side_a, side_b, NULL, 25);
+	int r = fx_pair(side, side, NULL, 25);
 
 	if (!r)
 		printf("PASS: a WRITE from another socket was dropped, the peer's landed\n");
