@@ -20,8 +20,8 @@
 #include "wsstore.h"
 
 /*
- * A region's record is a file named
- * after the region under ws_dir: NPF_WS_MAGIC, then the region-relative
+ * A region's record is a file named after its owner's uid and the
+ * region's name under ws_dir (UID.NAME.ws): NPF_WS_MAGIC, then the region-relative
  * page index of every recorded fault (__u64, native order). A run that
  * replayed a record appends to it, so the record grows to the union of
  * the runs; a run that did not starts it afresh.
@@ -44,7 +44,15 @@ static int ws_path(const struct npfd_region *r, char *buf, size_t len)
 	for (c = r->name; *c; c++)
 		if (*c == '/' || (*c == '.' && c == r->name))
 			return -EINVAL; /* a name is not a path */
-	return snprintf(buf, len, "%s/%s.ws", ws_dir, r->name) < (int)len ? 0 : -ENAMETOOLONG;
+	/*
+	 * The owner's uid first: a record is one user's (another user's
+	 * region of the same name read it and wrote over it; found by an
+	 * adversarial review).
+	 */
+	return snprintf(buf, len, "%s/%u.%s.ws", ws_dir, (unsigned int)r->mm->uid, r->name) <
+			       (int)len ?
+		       0 :
+		       -ENAMETOOLONG;
 }
 
 void ws_record(struct npfd_region *r, __u64 page)

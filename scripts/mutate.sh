@@ -178,6 +178,7 @@ backing-fuse-accepted @@ daemon/region.c @@ s{if \(sfs.f_type == FUSE_SUPER_MAGI
 backing-foreign-overlay-accepted @@ daemon/region.c @@ s{if \(sfs.f_type == OVERLAYFS_SUPER_MAGIC && !mount_visible\(st->st_dev\)\)}{if (0)} @@ adv_backing
 udp-any-port @@ nic/nic_wire.c @@ s{from.sin_port != w->peer.sin_port\) \{}{0) \{} @@ nic_udp_spoof
 shm-rx-header-believed @@ nic/nic_wire.c @@ s{pkt = ring_slot\(r, w->rx_nslots, w->rx_slot_size, head\);}{pkt = ring_slot(r, r->nslots, r->slot_size, head);} @@ nic_shm_header
+ws-record-shared-by-users @@ daemon/wsstore.c @@ s{"%s/%u.%s.ws", ws_dir, \(unsigned int\)r->mm->uid, r->name\)}{"%s/%s.ws", ws_dir, r->name)} @@ policy_load
 child-pid-from-its-namespace @@ daemon/region.c @@ s{tgid = child_with_thread\(mm->parent_tgid, tid\);}{tgid = tid;} @@ fork_pid_ns
 userns-caps-count @@ daemon/control.c @@ s{f = same_user_ns\(cred->pid\) \? fopen\(path, "re"\) : NULL;}{f = fopen(path, "re");} @@ adv_policy
 unregister-answered-before-zaps @@ daemon/evict.c @@ s{\tif \(w && batch_or_zaps\(r->mm\)\) \{}{\tif (0 && w && batch_or_zaps(r->mm)) \{} @@ evict_unmap_remap

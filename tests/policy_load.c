@@ -10,13 +10,17 @@
  *     wrong program type, no name, verifier rejection with its log, not an
  *     ELF object), npfd stays up and keeps the policy it had;
  *  3. loading, replacing and unloading policies while threads fault
- *     continuously loses no fault and corrupts no byte.
+ *     continuously loses no fault and corrupts no byte;
+ *  4. wsreplay: a region registered again replays the faults of its
+ *     first run; another user's region of the same name neither replays
+ *     that record nor writes over it.
  */
 #include <fcntl.h>
 #include <libgen.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include "adv.h"
 #include "harness.h"
 #include "npf.h"
 
@@ -88,6 +92,29 @@ static struct npf_region_stats region_stats(struct npf_client *c, int id)
 	st = sf->stats;
 	free(sf);
 	return st;
+}
+
+static uint64_t ws_touched[2048], ws_first_run;
+
+/* As nobody: a region named as root's, the same pages touched: no replay of root's record. */
+static void other_user(void *arg)
+{
+	struct npf_client *c = npf_client__connect(NULL);
+	struct region r;
+	uint64_t f;
+
+	(void)arg;
+	TH_ASSERT(c, "connect as another user: %s", strerror(errno));
+	r = new_region(c, "replayed");
+	usleep(50000);
+	for (int p = 0; p < 2048; p++)
+		check_page(r.mem, ws_touched[p]);
+	f = region_stats(c, r.id).uffd_faults;
+	printf("wsreplay: another user's region named 'replayed': %llu faults\n",
+	       (unsigned long long)f);
+	TH_ASSERT(f * 2 > ws_first_run, "another user's region replayed root's record");
+	munmap(r.mem, REGION);
+	npf_client__close(c);
 }
 
 static int load(struct npf_client *c, const char *file, __u32 region, const char *name)
@@ -186,6 +213,7 @@ int main(void)
 
 		th_npfd_start(&d, args);
 	}
+	adv_open_to_group(&d);
 	make_backing();
 	c = npf_client__connect(NULL);
 	TH_ASSERT(c, "connect");
@@ -326,6 +354,19 @@ int main(void)
 		printf("wsreplay: %llu faults in the first run, %llu in the replayed second run\n",
 		       (unsigned long long)f1, (unsigned long long)f2);
 		TH_ASSERT(f1 > 1000 && f2 * 10 < f1, "replay did not cut faults 10x");
+		memcpy(ws_touched, touched, sizeof(touched));
+		ws_first_run = f1;
+		TH_ASSERT(adv_run_as_attacker(other_user, NULL, 60) == 0,
+			  "another user's region of the same name");
+		r = new_region(c, "replayed");
+		usleep(50000);
+		for (p = 0; p < 2048; p++)
+			check_page(r.mem, touched[p]);
+		f2 = region_stats(c, r.id).uffd_faults;
+		munmap(r.mem, REGION);
+		printf("wsreplay: root's third run after it: %llu faults\n",
+		       (unsigned long long)f2);
+		TH_ASSERT(f2 * 10 < f1, "the other user's run wrote over root's record");
 		snprintf(cmd, sizeof(cmd), "rm -rf %s", ws_dir);
 		TH_ASSERT(system(cmd) == 0, "%s", cmd);
 	}
