@@ -1308,6 +1308,16 @@ static int by_score(const void *a, const void *b2)
  * Returns 0 when the policy failed (pick() then runs CLOCK from where the
  * hand was, with the references this pass read put back).
  */
+/*
+ * Page positions one pick looks at, at most (about 2.5 ms): a turn of the
+ * hand over a sparse region of 2^32 pages (16 TiB, 64 installed) was one
+ * call, in which npfd answered no other client for over 5 s
+ * (tests/evict_refuse). The hand goes on from where it stopped at the
+ * next tick; a region of up to 2^19 pages (2 GiB) still gets its two
+ * turns in one pick.
+ */
+#define EVICT_SCAN_MAX (1U << 20)
+
 static unsigned int pick_by_policy(struct npfd_region *r, unsigned int want)
 {
 	struct evict_region *e = r->ev;
@@ -1318,7 +1328,9 @@ static unsigned int pick_by_policy(struct npfd_region *r, unsigned int want)
 	unsigned int n = 0, k, got = 0;
 	__u32 now = start_ms();
 
-	for (scanned = 0; scanned < e->npages && n < NPF_EVICT_MAX_CANDS; scanned++) {
+	for (scanned = 0;
+	     scanned < e->npages && scanned < EVICT_SCAN_MAX && n < NPF_EVICT_MAX_CANDS;
+	     scanned++) {
 		__u64 i = (hand + scanned) % e->npages, page = r->start + i * NPF_PAGE_SIZE;
 		__u32 flags = 0;
 
@@ -1340,8 +1352,10 @@ static unsigned int pick_by_policy(struct npfd_region *r, unsigned int want)
 			.idle_ms = e->touched[i] ? now - e->touched[i] : NPF_EVICT_IDLE_UNKNOWN};
 		n++;
 	}
-	if (!n)
+	if (!n) {
+		e->hand = (hand + scanned) % e->npages; /* nothing installed there */
 		return 0;
+	}
 	pb->region_id = r->id;
 	pb->n = n;
 	pb->want = want;
@@ -1397,7 +1411,7 @@ static unsigned int pick(struct npfd_region *r, unsigned int want)
 		return b.n;
 	b.n = 0;
 	/* two turns at most: the first may only clear reference bits */
-	while (b.n < want && scanned < 2 * e->npages) {
+	while (b.n < want && scanned < 2 * e->npages && scanned < EVICT_SCAN_MAX) {
 		__u64 i = e->hand, page = r->start + i * NPF_PAGE_SIZE;
 		unsigned int k;
 

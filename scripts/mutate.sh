@@ -179,6 +179,7 @@ backing-foreign-overlay-accepted @@ daemon/region.c @@ s{if \(sfs.f_type == OVER
 udp-any-port @@ nic/nic_wire.c @@ s{from.sin_port != w->peer.sin_port\) \{}{0) \{} @@ nic_udp_spoof
 shm-rx-header-believed @@ nic/nic_wire.c @@ s{pkt = ring_slot\(r, w->rx_nslots, w->rx_slot_size, head\);}{pkt = ring_slot(r, r->nslots, r->slot_size, head);} @@ nic_shm_header
 ws-record-shared-by-users @@ daemon/wsstore.c @@ s{"%s/%u.%s.ws", ws_dir, \(unsigned int\)r->mm->uid, r->name\)}{"%s/%s.ws", ws_dir, r->name)} @@ policy_load
+evict-scan-unbounded @@ daemon/evict.c @@ s{ && scanned < EVICT_SCAN_MAX\) \{}{) \{} @@ evict_refuse
 child-pid-from-its-namespace @@ daemon/region.c @@ s{tgid = child_with_thread\(mm->parent_tgid, tid\);}{tgid = tid;} @@ fork_pid_ns
 userns-caps-count @@ daemon/control.c @@ s{f = same_user_ns\(cred->pid\) \? fopen\(path, "re"\) : NULL;}{f = fopen(path, "re");} @@ adv_policy
 unregister-answered-before-zaps @@ daemon/evict.c @@ s{\tif \(w && batch_or_zaps\(r->mm\)\) \{}{\tif (0 && w && batch_or_zaps(r->mm)) \{} @@ evict_unmap_remap

@@ -14,7 +14,10 @@
  *    that says 2^30 entries (refused; liburing would have npfd index and
  *    unmap by it), a completion queue that says 2^32 - 1 completions wait
  *    (refused at the adoption; after it, skipped: npfd still answers
- *    another request while the client keeps writing so).
+ *    another request while the client keeps writing so);
+ *  - a budget on a sparse 16 TiB region with 64 pages installed: each
+ *    look of the eviction's hand is bounded, so npfd still answers another
+ *    request, and spends little CPU, while it cannot find its victims.
  */
 #include <grp.h>
 #include <linux/io_uring.h>
@@ -172,6 +175,71 @@ static long npfd_cpu_ms(void)
 	return (long)((ut + st) * 1000 / (unsigned long)sysconf(_SC_CLK_TCK));
 }
 
+static char *sparse_mem;
+
+/* The 64 pages at the sparse region's start, read again (those evicted fault back in). */
+static void *sparse_toucher(void *arg)
+{
+	(void)arg;
+	for (int p = 0; p < 64; p++)
+		(void)*(volatile char *)(sparse_mem + (size_t)p * PG);
+	return NULL;
+}
+
+/*
+ * As nobody: a budget of 16 pages on a 16 TiB region whose 64 installed
+ * pages are all at its start. Once the first batch has evicted some, they
+ * are read again: the next batch's hand, past them, has a turn of 2^32
+ * positions to go before it comes round to them.
+ */
+static void sparse_budget(void *arg)
+{
+	const size_t len = 1ULL << 44;
+	struct npf_client *c = npf_client__connect(NULL);
+	struct npf_budget_info *bi;
+	pthread_t th;
+	int id, probe;
+	size_t n;
+	char *pm;
+	long cpu;
+
+	(void)arg;
+	sparse_mem = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (sparse_mem == MAP_FAILED) {
+		printf("sparse budget part skipped: mmap 16 TiB: %s\n", strerror(errno));
+		return;
+	}
+	TH_ASSERT(c, "connect: %s", strerror(errno));
+	id = npf_client__register(c, sparse_mem, len, NULL);
+	TH_ASSERT(id > 0, "register 16 TiB: %s", npf_client__errmsg(c));
+	for (int p = 0; p < 64; p++)
+		sparse_mem[(size_t)p * PG] = 1;
+	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, 16 * PG, NULL),
+		  "budget: %s", npf_client__errmsg(c));
+	for (double t0 = th_now();; usleep(10000)) {
+		TH_ASSERT(!npf_client__budget_list(c, (__u32)id, &bi, &n) && n == 1,
+			  "budget list: %s", npf_client__errmsg(c));
+		n = bi->evicted_pages;
+		free(bi);
+		if (n >= 48)
+			break;
+		TH_ASSERT(th_now() - t0 < 10, "only %zu of 48 pages evicted in 10 s", n);
+	}
+	cpu = npfd_cpu_ms();
+	TH_ASSERT(!pthread_create(&th, NULL, sparse_toucher, NULL), "pthread_create");
+	sleep(1);
+	probe = raw_client(sock_path, &pm); /* its answer must come, within 5 s */
+	cpu = npfd_cpu_ms() - cpu;
+	printf("%-44s -> answered; npfd used %ld ms of CPU in 1 s\n",
+	       "a request while a 16 TiB region refaults", cpu);
+	TH_ASSERT(cpu < 500, "npfd spent %ld ms of CPU in 1 s looking for victims", cpu);
+	pthread_join(th, NULL);
+	close(probe);
+	npf_client__close(c);
+	munmap(sparse_mem, len);
+}
+
 /* As nobody: rings whose memory the attacker wrote over. */
 static void ring_scribbler(void *arg)
 {
@@ -307,6 +375,8 @@ int main(void)
 	npfd_pid = d.pid;
 	TH_ASSERT(adv_run_as_attacker(ring_scribbler, NULL, 30) == 0,
 		  "npfd took a ring's words as the attacker wrote them");
+	TH_ASSERT(adv_run_as_attacker(sparse_budget, NULL, 60) == 0,
+		  "a budget on a sparse region held npfd");
 	TH_ASSERT(th_npfd_alive(&d), "npfd died");
 	npf_client__close(c);
 	close(fd);
