@@ -63,7 +63,7 @@ kill-switch-ignored-in-bpf @@ bpf/npf_collect.bpf.c @@ s{c && c->enabled && c->i
 kill-switch-not-written-to-bpf @@ daemon/collect.c @@ s{\.enabled = policies_on, \.installed}{.enabled = true, .installed} @@ nic_policy_kill
 responder-request-per-page @@ nic/nic_rc.c @@ s{nic_fault_range\(qp, mr, pkt->vaddr, pkt->msg_len - pkt->offset, DMA_WRITE\)}{nic_fault_range(qp, mr, pkt->vaddr, 4096 - (pkt->vaddr & 4095), DMA_WRITE)} @@ nic_fault
 relaxed-ordering-off @@ nic/nic_rc.c @@ s{bool relaxed = qp->attr.flags & NIC_QP_RELAXED_ORDERING;}{bool relaxed = false;}g @@ nic_order_loss nic_order
-inval-entries-left-present @@ daemon/device.c @@ s{\tfor \(__u64 i = first; i < first \+ n && i < d->npages; i\+\+\)\n\t\tpte_set\(d, i, false\);\n}{} @@ nic_inval nic_access
+inval-entries-left-present @@ daemon/device.c @@ s{\tclear_entries\(d, first, first \+ n < first \? d->npages : first \+ n\);\n}{} @@ nic_inval nic_access
 unregister-no-ack-wait @@ daemon/main.c @@ s{device_region_gone\(r, alive, w\);}{device_region_gone(r, false, w);} @@ dev_unreg_unmap nic_inval
 detach-no-ack-wait @@ daemon/device.c @@ s{\tif \(!wait_for_ack\)\n\t\tretire_end\(d, 0\);}{\tretire_end(d, 0);} @@ nic_access nic_inval
 staging-offset-ignored @@ daemon/resolve.c @@ s{src = staging \+ \(size_t\)rn->staging \* NPF_PAGE_SIZE;}{src = staging;} @@ fault_1g file_offset nic_npfd_read_file
@@ -80,7 +80,7 @@ recv-rnr-becomes-error @@ nic/nic_rc.c @@ s{\t\tif \(!r \|\| r == -EAGAIN\)\n\t\
 qp-isolation-lost @@ nic/nic.c @@ s{nic_for_each_qp\(nic, i, qp\)\n\t\twork \+= nic_qp_poll\(qp, now, deadline\);}{nic_for_each_qp(nic, i, qp) {\n\t\tif (qp->npr)\n\t\t\tbreak;\n\t\twork += nic_qp_poll(qp, now, deadline);\n\t}} @@ nic_fault nic_isolation
 fence-ignored @@ nic/nic_rc.c @@ s{if \(\(w->flags & NIC_SEND_FENCE\) \|\| wqe_conflict\(e, w\)\)}{if (wqe_conflict(e, w))} @@ nic_order
 conflicts-ignored @@ nic/nic_rc.c @@ s{if \(\(w->flags & NIC_SEND_FENCE\) \|\| wqe_conflict\(e, w\)\)}{if (w->flags & NIC_SEND_FENCE)} @@ nic_order
-timeout-no-resend @@ nic/nic_rc.c @@ s{\treq_rewind\(qp, qp->una\);\n\tqp->timer_at =\n}{\tqp->timer_at =\n} @@ nic_transport nic_order_loss
+timeout-no-resend @@ nic/nic_rc.c @@ s{\treq_rewind\(qp, qp->una\);\n\tqp->timer_at = req_timer_deadline}{\tqp->timer_at = req_timer_deadline} @@ nic_transport nic_order_loss
 udp-payload-truncated @@ nic/nic_wire.c @@ s{sizeof\(\*pkt\) \+ pkt->len, 0,}{sizeof(*pkt) + pkt->len / 2, 0,} @@ nic_udp_netns nic_npfd_netns
 # A race: a device record submitted without a wakeup just before npfd stops
 # polling is found only by this re-check. nic_wakeup's 400 faults at the
