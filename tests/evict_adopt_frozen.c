@@ -15,7 +15,7 @@
  * served the region from npfd's store for a while: it must hold those
  * writes the same way.
  *
- * Four of the kills come with a completion the stopped npfd has not reaped:
+ * The last four kills come with a completion the stopped npfd has not reaped:
  * the test reads libnpf's userfaultfd itself up to the oldest zap's
  * REMOVE event, which lets that zap finish. The next npfd must skip such
  * a completion (its zap is done); counted off the zaps still in flight, it
@@ -38,8 +38,8 @@
 #define BUDGET 512UL
 #define WRITERS 2
 #define POKERS 4      /* threads that write to pages of zaps in flight */
-#define HITS 6	      /* kills with zaps in flight wanted */
-#define UNREAPED 4    /* of them, kills with a completion npfd has not reaped */
+#define HITS 8	      /* kills with zaps in flight wanted */
+#define UNREAPED 4    /* of them, the last, kills with a completion npfd has not reaped */
 #define MAX_SECS 30.0 /* looking for one */
 #define FALLBACK_MS 2000
 #define FALLBACKS 3 /* times the fallback serves before a new npfd adopts */
@@ -282,8 +282,8 @@ int main(void)
 			  "pthread_create");
 	/* 1. killed, and a new npfd adopts the region */
 	while (hits < HITS) {
-		/* the first UNREAPED kills leave a completion unreaped, zaps still in flight */
-		bool unreap = hits < UNREAPED;
+		/* the last UNREAPED kills leave a completion unreaped, zaps still in flight */
+		bool unreap = hits >= HITS - UNREAPED;
 		long left = 0;
 		int done = 0;
 		__u64 frozen;
