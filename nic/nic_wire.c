@@ -445,15 +445,13 @@ struct nic_pkt *nic_wire_rx_peek(struct nic_qp *qp)
 			/*
 			 * The socket is not connected: only the peer's own
 			 * address and port are its packets (any host could
-			 * send them requests and acknowledgements otherwise).
+			 * send them requests and acknowledgements otherwise);
+			 * anyone else's is dropped below, as malformed.
 			 */
 			if (fromlen != sizeof(from) ||
 			    from.sin_addr.s_addr != w->peer.sin_addr.s_addr ||
-			    from.sin_port != w->peer.sin_port) {
-				qp->nic->stats.pkts_rx++;
-				qp->nic->stats.pkts_dropped++;
-				continue;
-			}
+			    from.sin_port != w->peer.sin_port)
+				n = 0;
 			pkt = w->rxbuf;
 			w->rx_held = true;
 		} else {

@@ -176,7 +176,7 @@ device-request-pages-unbounded @@ daemon/device.c @@ s{if \(last - first >= DEVI
 table-holes-read @@ daemon/device.c @@ s{if \(data < 0 \|\| hole < 0\) \{}{if (1) \{} @@ dev_iopt
 backing-fuse-accepted @@ daemon/region.c @@ s{if \(sfs.f_type == FUSE_SUPER_MAGIC\)}{if (0)} @@ adv_backing
 backing-foreign-overlay-accepted @@ daemon/region.c @@ s{if \(sfs.f_type == OVERLAYFS_SUPER_MAGIC && !mount_visible\(st->st_dev\)\)}{if (0)} @@ adv_backing
-udp-any-port @@ nic/nic_wire.c @@ s{from.sin_port != w->peer.sin_port\) \{}{0) \{} @@ nic_udp_spoof
+udp-any-port @@ nic/nic_wire.c @@ s{from.sin_port != w->peer.sin_port\)\n}{0)\n} @@ nic_udp_spoof
 shm-rx-header-believed @@ nic/nic_wire.c @@ s{pkt = ring_slot\(r, w->rx_nslots, w->rx_slot_size, head\);}{pkt = ring_slot(r, r->nslots, r->slot_size, head);} @@ nic_shm_header
 ws-record-shared-by-users @@ daemon/wsstore.c @@ s{"%s/%u.%s.ws", ws_dir, \(unsigned int\)r->mm->uid, r->name\)}{"%s/%s.ws", ws_dir, r->name)} @@ policy_load
 evict-scan-unbounded @@ daemon/evict.c @@ s{ && scanned < EVICT_SCAN_MAX\) \{}{) \{} @@ evict_refuse
