@@ -1318,6 +1318,20 @@ static int by_score(const void *a, const void *b2)
  */
 #define EVICT_SCAN_MAX (1U << 20)
 
+/*
+ * May page i not be a victim now? A page whose zap is still to run
+ * (late, or in this batch: busy), or that may be a victim of the npfd
+ * before this one whose zap is still to run (stored, with its zaps in
+ * flight): a second zap queued behind the first would drop a write made
+ * between the two -- the first zap's REMOVE evicts the page, its writer
+ * reads the copy back and writes, and the second destroys that write
+ * (tests/evict_adopt_frozen, the gated kills).
+ */
+static bool zap_may_be_queued(const struct npfd_region *r, __u64 i, bool old_zaps)
+{
+	return bit_test(r->ev->busy, i) || (old_zaps && bit_test(r->ev->stored, i));
+}
+
 static unsigned int pick_by_policy(struct npfd_region *r, unsigned int want)
 {
 	struct evict_region *e = r->ev;
@@ -1327,6 +1341,7 @@ static unsigned int pick_by_policy(struct npfd_region *r, unsigned int want)
 	static __u64 key[NPF_EVICT_MAX_CANDS];
 	unsigned int n = 0, k, got = 0;
 	__u32 now = start_ms();
+	bool old_zaps = old_zaps_pending(r->mm);
 
 	for (scanned = 0;
 	     scanned < e->npages && scanned < EVICT_SCAN_MAX && n < NPF_EVICT_MAX_CANDS;
@@ -1334,7 +1349,7 @@ static unsigned int pick_by_policy(struct npfd_region *r, unsigned int want)
 		__u64 i = (hand + scanned) % e->npages, page = r->start + i * NPF_PAGE_SIZE;
 		__u32 flags = 0;
 
-		if (!region_page_installed(r, page))
+		if (!region_page_installed(r, page) || zap_may_be_queued(r, i, old_zaps))
 			continue;
 		if (bit_test(e->ref, i))
 			flags |= NPF_EVICT_REF;
@@ -1405,6 +1420,7 @@ static unsigned int pick(struct npfd_region *r, unsigned int want)
 {
 	struct evict_region *e = r->ev;
 	__u64 scanned = 0;
+	bool old_zaps = old_zaps_pending(r->mm);
 
 	b.n = 0;
 	if (policy_evict_applies(r) && pick_by_policy(r, want))
@@ -1417,7 +1433,7 @@ static unsigned int pick(struct npfd_region *r, unsigned int want)
 
 		e->hand = (e->hand + 1) % e->npages;
 		scanned++;
-		if (!region_page_installed(r, page))
+		if (!region_page_installed(r, page) || zap_may_be_queued(r, i, old_zaps))
 			continue;
 		for (k = 0; k < b.n && b.page[k] != page; k++)
 			;

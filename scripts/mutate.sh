@@ -166,6 +166,8 @@ fallback-drops-not-settled @@ client/libnpf.c @@ s{\tfallback_settle_drops\(c\);
 fallback-takes-zaps-for-drops @@ client/libnpf.c @@ s{\tif \(zaps\)\n\t\treturn;\n}{} @@ evict_fallback_zaps
 adopted-frozen-write-let-through @@ daemon/evict.c @@ s{bit_test\(r->ev->stored, page_index\(r, page\)\) && old_zaps_pending\(mm\)}{0} @@ evict_adopt_frozen
 fallback-frozen-write-let-through @@ client/libnpf.c @@ s{!fallback_hold\(c, addr, zaps\) &&}{1 &&} @@ evict_adopt_frozen
+victim-zap-queued-twice @@ daemon/evict.c @@ s{return bit_test\(r->ev->busy, i\) \|\| \(old_zaps && bit_test\(r->ev->stored, i\)\);}{return 0;} @@ evict_adopt_frozen
+old-victim-zap-queued-twice @@ daemon/evict.c @@ s{ \|\| \(old_zaps && bit_test\(r->ev->stored, i\)\);}{;} @@ evict_adopt_frozen
 stale-completions-counted @@ daemon/evict.c @@ s{\t__atomic_store_n\(cq->khead, cq_tail, __ATOMIC_RELEASE\);\n\t\*old}{\t*old} @@ evict_adopt_frozen
 ring-header-believed @@ daemon/evict.c @@ s{\tif \(\*sq->kring_entries != sq->ring_entries \|\|}{\tsq->ring_entries = *sq->kring_entries;\n\tif (0 &&} @@ evict_refuse
 ring-cq-tail-believed-at-adoption @@ daemon/evict.c @@ s{\tif \(cq_tail - cq_head > cq->ring_entries\)}{\tif (0)} @@ evict_refuse

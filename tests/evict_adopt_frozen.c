@@ -22,6 +22,14 @@
  * would end the wait one zap early, and the last zap's REMOVE would be
  * taken for the process's own drop: stored copy punched, the page reads
  * zeros.
+ *
+ * Those kills meet the moment that matters -- a write to a frozen page
+ * whose zap has not started, with no REMOVE of libnpf's waiting (while
+ * one waits the kernel refuses any unprotect, EAGAIN) -- only by chance:
+ * between one zap's REMOVE and the next zap's start. So the test first
+ * holds that moment open (gated()), once for a new npfd and once for
+ * the fallback: a gate in the ring's one io-wq worker keeps every zap
+ * behind it unstarted while the pokers write.
  */
 #include <stdatomic.h>
 #include <poll.h>
@@ -30,6 +38,7 @@
 #include <sys/syscall.h>
 #include <linux/io_uring.h>
 #include <linux/userfaultfd.h>
+#include <liburing.h>
 #include "budget.h"
 #include "restart_common.h"
 
@@ -63,8 +72,12 @@ static void visit(uint64_t p)
 	for (uint64_t w = 0; w < PG / 8; w++)
 		bad += ((uint64_t *)(mem + p * PG))[w] != (gen[p] ? th_word(gen[p], p, w) : 0);
 	if (bad && atomic_fetch_add(&stale, bad) == 0)
-		printf("page %llu: %llu words are not generation %u's\n", (unsigned long long)p,
-		       (unsigned long long)bad, gen[p]);
+		printf("page %llu: %llu words are not generation %u's (word 0: %#llx, generation %llu's)\n",
+		       (unsigned long long)p, (unsigned long long)bad, gen[p],
+		       (unsigned long long)*(uint64_t *)(mem + p * PG),
+		       (unsigned long long)(((*(uint64_t *)(mem + p * PG) - 1) *
+					     0xf1de83e19937733dULL) >>
+					    40));
 	for (uint64_t w = 0; w < PG / 8; w++)
 		((uint64_t *)(mem + p * PG))[w] = th_word(g, p, w);
 	gen[p] = (uint32_t)g;
@@ -103,13 +116,12 @@ static void *poker(void *arg)
 }
 
 /*
- * The pages of the region under the ring's last NPF_EVICT_RING_ENTRIES
- * zaps (MADV_DONTNEED entries, read from its mapped queues; the layout is
- * learnt from a ring of the same size): in_zap[p] is 1 for the newest
- * zap, 2 for the one before, ..., 0 for none. A page of a zap in flight is
- * among them, still present and frozen.
+ * The pages of the region under the ring's last `last` zaps (MADV_DONTNEED
+ * entries, read from its mapped queues; the layout is learnt from a ring
+ * of the same size): in_zap[p] is 1 for the newest zap, 2 for the one
+ * before, ..., 0 for none. Returns how many pages are under two or more.
  */
-static void pages_in_zaps(int fd, unsigned int *in_zap)
+static __u64 pages_in_zaps(int fd, long last, unsigned int *in_zap)
 {
 	struct io_uring_params p;
 	const struct io_uring_sqe *sqes;
@@ -117,6 +129,7 @@ static void pages_in_zaps(int fd, unsigned int *in_zap)
 	size_t sq_len, sqes_len;
 	unsigned int tail, mask;
 	const unsigned int *array;
+	__u64 twice = 0;
 	int probe;
 
 	memset(&p, 0, sizeof(p));
@@ -133,17 +146,22 @@ static void pages_in_zaps(int fd, unsigned int *in_zap)
 	mask = *(const unsigned int *)(sq + p.sq_off.ring_mask);
 	array = (const unsigned int *)(sq + p.sq_off.array);
 	memset(in_zap, 0, NPG * sizeof(*in_zap));
-	for (unsigned int i = tail - (tail < p.sq_entries ? tail : p.sq_entries); i != tail; i++) {
+	if (last > (long)p.sq_entries)
+		last = p.sq_entries;
+	for (unsigned int i = tail - (tail < last ? tail : (unsigned int)last); i != tail; i++) {
 		const struct io_uring_sqe *e = &sqes[array[i & mask] & mask];
 
 		if (e->opcode != IORING_OP_MADVISE)
 			continue;
 		for (__u64 a = e->addr; a < e->addr + e->len; a += PG)
-			if (a >= (uintptr_t)mem && a < (uintptr_t)mem + NPG * PG)
+			if (a >= (uintptr_t)mem && a < (uintptr_t)mem + NPG * PG) {
+				twice += in_zap[(a - (uintptr_t)mem) / PG] != 0;
 				in_zap[(a - (uintptr_t)mem) / PG] = tail - i;
+			}
 	}
 	munmap((void *)sq, sq_len);
 	munmap((void *)sqes, sqes_len);
+	return twice;
 }
 
 /* Completions posted to the ring and not reaped: CQ tail less CQ head (fdinfo). */
@@ -223,7 +241,7 @@ static long stop_with_zaps_in_flight(long min, int *tries, int *poked)
 		 * worker), and wait there.
 		 */
 		n = th_frozen_pages(getpid(), mem, NPG, frozen);
-		pages_in_zaps(fd, in_zap);
+		pages_in_zaps(fd, inflight, in_zap);
 		for (unsigned int rank = 1; rank <= NPF_EVICT_RING_ENTRIES && *poked < POKERS;
 		     rank++)
 			for (__u64 i = 0; i < n; i++)
@@ -239,6 +257,162 @@ static long stop_with_zaps_in_flight(long min, int *tries, int *poked)
 		return inflight;
 	}
 	return 0;
+}
+
+/*
+ * The gate: an MADV_DONTNEED the test queues on the client's SQPOLL thread
+ * through a ring of its own attached to it (IORING_SETUP_ATTACH_WQ: the
+ * same thread, the same io-wq and its one worker), on a page registered
+ * with a userfaultfd of the test's own for REMOVE events. The worker waits
+ * in it until the test reads that REMOVE, and every zap npfd queues
+ * meanwhile waits unstarted behind it. The REMOVE is not libnpf's: its
+ * userfaultfd lets unprotects through as usual.
+ */
+struct gate {
+	struct io_uring ring;
+	int uffd;
+	char *page;
+};
+
+/* Closed: returns once the ring's worker waits in the gate. */
+static void gate_close(struct gate *g, int evict_ring_fd)
+{
+	struct uffdio_api api = {.api = UFFD_API, .features = UFFD_FEATURE_EVENT_REMOVE};
+	struct uffdio_register reg = {.mode = UFFDIO_REGISTER_MODE_MISSING};
+	struct io_uring_params p = {.flags = IORING_SETUP_SQPOLL | IORING_SETUP_ATTACH_WQ,
+				    .wq_fd = (__u32)evict_ring_fd};
+	struct io_uring_sqe *sqe;
+	struct pollfd pfd;
+	int err;
+
+	g->page = mmap(NULL, PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	TH_ASSERT(g->page != MAP_FAILED, "mmap: %s", strerror(errno));
+	g->uffd = (int)syscall(__NR_userfaultfd,
+			       O_CLOEXEC | O_NONBLOCK); /* poll() says POLLERR otherwise */
+	TH_ASSERT(g->uffd >= 0 && !ioctl(g->uffd, UFFDIO_API, &api), "the gate's userfaultfd: %s",
+		  strerror(errno));
+	reg.range.start = (uintptr_t)g->page;
+	reg.range.len = PG;
+	TH_ASSERT(!ioctl(g->uffd, UFFDIO_REGISTER, &reg), "UFFDIO_REGISTER: %s", strerror(errno));
+	err = io_uring_queue_init_params(4, &g->ring, &p);
+	TH_ASSERT(!err, "a ring attached to the eviction ring's SQPOLL thread: %s", strerror(-err));
+	sqe = io_uring_get_sqe(&g->ring);
+	io_uring_prep_madvise(sqe, g->page, PG, MADV_DONTNEED);
+	TH_ASSERT(io_uring_submit(&g->ring) == 1, "submit the gate");
+	pfd = (struct pollfd){.fd = g->uffd, .events = POLLIN};
+	TH_ASSERT(poll(&pfd, 1, 10000) == 1, "the ring's worker did not reach the gate in 10 s");
+}
+
+/* Opened: the worker goes on to the zaps behind the gate. */
+static void gate_open(struct gate *g)
+{
+	struct io_uring_cqe *cqe;
+	struct uffd_msg msg;
+
+	TH_ASSERT(read(g->uffd, &msg, sizeof(msg)) == sizeof(msg) && msg.event == UFFD_EVENT_REMOVE,
+		  "the gate's REMOVE");
+	TH_ASSERT(!io_uring_wait_cqe(&g->ring, &cqe) && cqe->res == 0, "the gate's completion");
+	io_uring_cqe_seen(&g->ring, cqe);
+	io_uring_queue_exit(&g->ring);
+	close(g->uffd);
+	munmap(g->page, PG);
+}
+
+enum gated { NPFD_LIVES, NEW_NPFD, FALLBACK };
+
+/*
+ * Zaps held unstarted behind the gate, the pokers writing to their frozen
+ * pages, and npfd handling those writes before the gate opens: a write
+ * let through lands, and the zap behind the gate then drops it.
+ * - NPFD_LIVES: npfd itself, its batches running out of time (their zaps
+ *   late) while it goes on evicting. A late page it took again would have
+ *   a second zap queued behind the first, which would drop the write the
+ *   first one's REMOVE let through: no page may be under two zaps.
+ * - NEW_NPFD: npfd killed, and a new one adopts the region.
+ * - FALLBACK: npfd killed, and libnpf's fallback serves for a while first.
+ * Returns the pages written to.
+ */
+static int gated(struct npf_client *c, int id, enum gated how)
+{
+	static const char *const what[] = {"npfd lives", "a new npfd adopts",
+					   "the fallback serves"};
+	static __u64 frozen[NPG];
+	static unsigned int in_zap[NPG];
+	int fd = th_evict_ring_fd(), poked = 0, k0 = rs_fallbacks;
+	struct gate g;
+	long inflight = 0, sq_then;
+	__u64 n, twice;
+
+	TH_ASSERT(fd >= 0, "this process has no eviction ring");
+	gate_close(&g, fd);
+	/* npfd goes on evicting: its zaps wait behind the gate */
+	for (double t0 = th_now(); (inflight = th_zaps_in_flight(fd)) < 2; usleep(10000))
+		TH_ASSERT(th_now() - t0 < 20, "npfd queued no zaps behind the gate in 20 s");
+	/*
+	 * Batches run out of time (2 s each) and more start: npfd's late
+	 * pages, and for the next npfd a region most of whose present pages
+	 * are under the earlier one's zaps.
+	 */
+	if (how != FALLBACK)
+		sleep(how == NPFD_LIVES ? 5 : 3);
+	rs_npfd_stop_signal(&d);
+	inflight = th_zaps_in_flight(fd);
+	sq_then = (long)th_ring_field(fd, "SqTail");
+	n = th_frozen_pages(getpid(), mem, NPG, frozen);
+	twice = pages_in_zaps(fd, inflight, in_zap);
+	for (unsigned int rank = 1; rank <= NPF_EVICT_RING_ENTRIES && poked < POKERS; rank++)
+		for (__u64 i = 0; i < n; i++)
+			if (in_zap[frozen[i]] == rank) {
+				atomic_store(&poke[poked++], (long)frozen[i]);
+				break;
+			}
+	printf("gated (%s): %ld zaps behind the gate, %llu pages frozen, %llu pages under two zaps, %d written to\n",
+	       what[how], inflight, (unsigned long long)n, (unsigned long long)twice, poked);
+	TH_ASSERT(poked, "none of the %ld zaps behind the gate has a frozen page", inflight);
+	TH_ASSERT(!twice, "%llu pages are under two zaps in flight", (unsigned long long)twice);
+	if (how == NPFD_LIVES) {
+		kill(d.pid, SIGCONT);
+	} else {
+		rs_npfd_kill(&d, SIGKILL);
+		if (how == FALLBACK)
+			for (double t1 = th_now();
+			     __atomic_load_n(&rs_fallbacks, __ATOMIC_RELAXED) <= k0; usleep(10000))
+				TH_ASSERT(th_now() - t1 < 20, "libnpf's fallback did not start");
+		else {
+			rs_npfd_start(&d);
+			th_budget_again(c, id, BUDGET);
+		}
+	}
+	if (how == NEW_NPFD) {
+		/*
+		 * The new npfd's batches run out of time too (their pages
+		 * late: a REMOVE wakes their writers); none of its zaps may
+		 * take a page under one of the earlier npfd's (those the
+		 * queue still shows: its last NPF_EVICT_RING_ENTRIES).
+		 */
+		static unsigned int in_new_zap[NPG];
+		long added;
+		__u64 both = 0;
+
+		sleep(3);
+		added = (long)th_ring_field(fd, "SqTail") - sq_then;
+		twice = pages_in_zaps(fd, added, in_new_zap);
+		for (__u64 p = 0; p < NPG; p++)
+			both += in_zap[p] && in_new_zap[p];
+		printf("gated (%s): the new npfd queued %ld zaps behind the gate; %llu pages under two of them, %llu under the earlier npfd's too\n",
+		       what[how], added, (unsigned long long)twice, (unsigned long long)both);
+		TH_ASSERT(!twice && !both, "%llu pages are under two zaps in flight",
+			  (unsigned long long)(twice + both));
+	} else {
+		usleep(500000); /* the pokers' write faults are handled, the gate still closed */
+	}
+	gate_open(&g);
+	if (how == FALLBACK) {
+		sleep(1);
+		rs_npfd_start(&d);
+		th_budget_again(c, id, BUDGET);
+	}
+	return poked;
 }
 
 int main(void)
@@ -280,6 +454,10 @@ int main(void)
 		TH_ASSERT(!pthread_create(&th[t], NULL, t < WRITERS ? writer : poker,
 					  (void *)(t < WRITERS ? t : t - WRITERS)),
 			  "pthread_create");
+	/* 0. zaps held behind the gate: npfd lives; killed: a new npfd, the fallback */
+	pokes += gated(c, id, NPFD_LIVES);
+	pokes += gated(c, id, NEW_NPFD);
+	pokes += gated(c, id, FALLBACK);
 	/* 1. killed, and a new npfd adopts the region */
 	while (hits < HITS) {
 		/* the last UNREAPED kills leave a completion unreaped, zaps still in flight */
@@ -333,7 +511,7 @@ int main(void)
 	TH_ASSERT(pokes > 0,
 		  "no page of a zap in flight was found to write to: nothing was at stake");
 	/* 2. killed, and libnpf's fallback serves from npfd's store until the next npfd */
-	for (int k = 0; k < FALLBACKS; k++) {
+	for (int k = 0, k0 = rs_fallbacks; k < FALLBACKS; k++) {
 		unsigned long w0;
 		__u64 frozen;
 
@@ -347,13 +525,14 @@ int main(void)
 		w0 = atomic_load(&writes);
 		/* the fallback starts after FALLBACK_MS, and serves a second */
 		for (double t1 = th_now();
-		     __atomic_load_n(&rs_fallbacks, __ATOMIC_RELAXED) <= k && th_now() - t1 < 20;)
+		     __atomic_load_n(&rs_fallbacks, __ATOMIC_RELAXED) <= k0 + k &&
+		     th_now() - t1 < 20;)
 			usleep(10000);
 		sleep(1);
 		printf("fallback %d: %ld zaps in flight, %llu pages frozen, %d written to; %lu page writes under the fallback\n",
 		       k + 1, inflight, (unsigned long long)frozen, poked,
 		       atomic_load(&writes) - w0);
-		TH_ASSERT(__atomic_load_n(&rs_fallbacks, __ATOMIC_RELAXED) > k,
+		TH_ASSERT(__atomic_load_n(&rs_fallbacks, __ATOMIC_RELAXED) > k0 + k,
 			  "libnpf's fallback did not start");
 		TH_ASSERT(atomic_load(&writes) - w0 >= NPG,
 			  "the writers did not go round the region under the fallback");
