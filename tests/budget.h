@@ -142,8 +142,13 @@ static inline void th_budget_again(struct npf_client *c, int id, size_t budget)
 			free(bi);
 			break;
 		}
-	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, budget * 4096, NULL),
-		  "set the budget again after a restart: %s", npf_client__errmsg(c));
+	/* the ring comes right after the regions: until it has, a budget is refused */
+	for (double t0 = th_now();; usleep(10000)) {
+		if (!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, budget * 4096, NULL))
+			break;
+		TH_ASSERT(th_now() - t0 < 5, "set the budget again after a restart: %s",
+			  npf_client__errmsg(c));
+	}
 }
 
 /*
