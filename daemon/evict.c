@@ -88,6 +88,13 @@
 #define EVICT_ZAP_TIMEOUT_NS (2ULL * 1000 * 1000 * 1000)
 #define EVICT_HOLD_SLACK EVICT_BATCH /* pages over the high watermark before faults wait */
 #define EVICT_HOLD_NS (500ULL * 1000 * 1000)
+/*
+ * After a pick that found no victim (every installed page late, say: the
+ * client is stopped with its zaps), the region rests this long: a pick
+ * looks at up to EVICT_SCAN_MAX positions (2.5 ms), and without the rest
+ * it would look again after every event npfd handles, for every client.
+ */
+#define EVICT_REPICK_NS (50ULL * 1000 * 1000)
 #define ZAP_TAG 0x4e50460000000000ULL /* "NPF" in the top bytes of our SQEs' user_data */
 /* How long after adopting an address space a REMOVE may be an earlier npfd's zap. */
 #define OLD_ZAP_WINDOW_NS (10ULL * 1000 * 1000 * 1000)
@@ -109,6 +116,7 @@ struct evict_region {
 	bool writable;	  /* file-backed: npfd may write its file */
 	bool draining;	  /* went over the high watermark: evicting until the low one */
 	__u64 hold_since; /* ns: faults of the region wait for eviction (evict_hold()), or 0 */
+	__u64 pick_after; /* ns: its last pick found no victim; not looked at again before */
 	__u64 hold_count; /* installed pages when evict_hold() last looked */
 };
 
@@ -1488,11 +1496,12 @@ static struct npfd_region *over_budget(unsigned int *want)
 {
 	struct npfd_mm *mm;
 	struct npfd_region *r, *best = NULL;
-	__u64 most = 0;
+	__u64 most = 0, now = now_ns();
 
 	list_for_each_entry(mm, &mms, node) {
 		struct npfd_region *turn = NULL; /* the client's region whose turn it is */
 		__u64 total = 0, tres = 0, res;
+		bool resting;
 
 		if (mm->dead || !mm->evict_ring)
 			continue;
@@ -1504,7 +1513,8 @@ static struct npfd_region *over_budget(unsigned int *want)
 				continue;
 			res = r->ninstalled;
 			total += res;
-			if (res &&
+			resting = e->pick_after > now;
+			if (res && !resting &&
 			    (!turn || before_from(mm->evict_ring->last_id, r->id, turn->id))) {
 				tres = res;
 				turn = r;
@@ -1514,7 +1524,7 @@ static struct npfd_region *over_budget(unsigned int *want)
 				e->draining = true;
 			if (!bud || res <= bud * low_pct / 100)
 				e->draining = false;
-			if (e->draining)
+			if (e->draining && !resting)
 				candidate(r, res - bud * low_pct / 100, &best, &most);
 		}
 		if (client_budget && total > client_budget * high_pct / 100)
@@ -1682,8 +1692,10 @@ static void batch_start(struct npfd_region *r, unsigned int want)
 {
 	unsigned int i;
 
-	if (!pick(r, want))
+	if (!pick(r, want)) {
+		r->ev->pick_after = now_ns() + EVICT_REPICK_NS;
 		return;
+	}
 	b.r = r;
 	b.mm = r->mm;
 	b.tgid = r->mm->tgid;

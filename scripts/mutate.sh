@@ -167,6 +167,7 @@ fallback-takes-zaps-for-drops @@ client/libnpf.c @@ s{\tif \(zaps\)\n\t\treturn;
 adopted-frozen-write-let-through @@ daemon/evict.c @@ s{bit_test\(r->ev->stored, page_index\(r, page\)\) && old_zaps_pending\(mm\)}{0} @@ evict_adopt_frozen
 fallback-frozen-write-let-through @@ client/libnpf.c @@ s{!fallback_hold\(c, addr, zaps\) &&}{1 &&} @@ evict_adopt_frozen
 adoption-pagemap-read-whole @@ daemon/region.c @@ s{int err = mark_present_scan\(r, &found\);}{int err = -ENOTTY;} @@ restart_sparse
+repick-every-event @@ daemon/evict.c @@ s{\t\tr->ev->pick_after = now_ns\(\) \+ EVICT_REPICK_NS;\n}{} @@ evict_refuse
 victim-zap-queued-twice @@ daemon/evict.c @@ s{return bit_test\(r->ev->busy, i\) \|\| \(old_zaps && bit_test\(r->ev->stored, i\)\);}{return 0;} @@ evict_adopt_frozen
 old-victim-zap-queued-twice @@ daemon/evict.c @@ s{ \|\| \(old_zaps && bit_test\(r->ev->stored, i\)\);}{;} @@ evict_adopt_frozen
 stale-completions-counted @@ daemon/evict.c @@ s{\t__atomic_store_n\(cq->khead, cq_tail, __ATOMIC_RELEASE\);\n\t\*old}{\t*old} @@ evict_adopt_frozen

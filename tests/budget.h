@@ -6,7 +6,12 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <liburing.h>
+#include <linux/userfaultfd.h>
 #include "harness.h"
 #include "npf.h"
 
@@ -73,12 +78,6 @@ static inline int th_fd_of(const char *link_want)
 	return fd;
 }
 
-/* This process's io_uring (libnpf's eviction ring: npfd alone submits to it), or -1. */
-static inline int th_evict_ring_fd(void)
-{
-	return th_fd_of("anon_inode:[io_uring]");
-}
-
 /* A field of an io_uring's fdinfo ("SqTail", "CqHead", ...). */
 static inline unsigned int th_ring_field(int fd, const char *field)
 {
@@ -94,6 +93,36 @@ static inline unsigned int th_ring_field(int fd, const char *field)
 			break;
 		}
 	return v;
+}
+
+/*
+ * libnpf's eviction ring (npfd alone submits to it): this process's
+ * io_uring with a submission thread of this process's own (a forked
+ * child holds its parent's rings too), or -1.
+ */
+static inline int th_evict_ring_fd(void)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	struct dirent *e;
+	int fd = -1;
+
+	TH_ASSERT(dir, "opendir /proc/self/fd: %s", strerror(errno));
+	while (fd < 0 && (e = readdir(dir))) {
+		char path[300], link[64];
+		ssize_t len;
+		unsigned int thread;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		len = readlink(path, link, sizeof(link) - 1);
+		if (len <= 0 || (link[len] = 0, strcmp(link, "anon_inode:[io_uring]")))
+			continue;
+		thread = th_ring_field(atoi(e->d_name), "SqThread");
+		snprintf(path, sizeof(path), "/proc/self/task/%u", thread);
+		if (thread && !access(path, F_OK))
+			fd = atoi(e->d_name);
+	}
+	closedir(dir);
+	return fd;
 }
 
 /* Zaps the eviction ring took and has not completed: SQ tail less CQ tail (fdinfo). */
@@ -226,6 +255,78 @@ static inline __u64 th_budget_settle(struct npf_client *c, int id)
 		if (again.evicted_pages == bi.evicted_pages)
 			return again.evicted_pages;
 	}
+}
+
+/*
+ * A gate in front of npfd's zaps, which the test holds closed as long as
+ * it likes: an MADV_DONTNEED queued on the client's SQPOLL thread through
+ * a ring of the test's own attached to it (IORING_SETUP_ATTACH_WQ: the
+ * same thread, the same io-wq), on a page registered with a userfaultfd
+ * of the test's own for REMOVE events. With the io-wq given one worker,
+ * that worker waits in the gate until the test reads the REMOVE, and every
+ * zap npfd queues meanwhile waits unstarted behind it. The REMOVE is not
+ * libnpf's: its userfaultfd lets unprotects through as usual.
+ */
+struct th_gate {
+	struct io_uring ring;
+	int uffd;
+	char *page;
+};
+
+/* Closed: returns once the ring's worker waits in the gate. */
+static inline void th_gate_close(struct th_gate *g, int evict_ring_fd)
+{
+	struct uffdio_api api = {.api = UFFD_API, .features = UFFD_FEATURE_EVENT_REMOVE};
+	struct uffdio_register reg = {.mode = UFFDIO_REGISTER_MODE_MISSING};
+	struct io_uring_params p = {.flags = IORING_SETUP_SQPOLL | IORING_SETUP_ATTACH_WQ,
+				    .wq_fd = (__u32)evict_ring_fd};
+	struct io_uring_sqe *sqe;
+	struct pollfd pfd;
+	__u32 one[2] = {1, 1}; /* bounded and unbounded workers */
+	int err;
+
+	TH_ASSERT(!syscall(__NR_io_uring_register, evict_ring_fd, IORING_REGISTER_IOWQ_MAX_WORKERS,
+			   one, 2),
+		  "IORING_REGISTER_IOWQ_MAX_WORKERS: %s", strerror(errno));
+	g->page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	TH_ASSERT(g->page != MAP_FAILED, "mmap: %s", strerror(errno));
+	/*
+	 * O_NONBLOCK: poll() says POLLERR at once on a blocking userfaultfd.
+	 * User mode only: what an unprivileged client may have, and enough
+	 * for a REMOVE.
+	 */
+	g->uffd = (int)syscall(__NR_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+	TH_ASSERT(g->uffd >= 0 && !ioctl(g->uffd, UFFDIO_API, &api), "the gate's userfaultfd: %s",
+		  strerror(errno));
+	reg.range.start = (uintptr_t)g->page;
+	reg.range.len = 4096;
+	TH_ASSERT(!ioctl(g->uffd, UFFDIO_REGISTER, &reg), "UFFDIO_REGISTER: %s", strerror(errno));
+	err = io_uring_queue_init_params(4, &g->ring, &p);
+	TH_ASSERT(!err, "a ring attached to the eviction ring's SQPOLL thread: %s", strerror(-err));
+	/* the kernel makes a thread of its own, silently, for another process's ring */
+	TH_ASSERT(th_ring_field(g->ring.ring_fd, "SqThread") ==
+			  th_ring_field(evict_ring_fd, "SqThread"),
+		  "the gate's ring did not attach to the eviction ring's SQPOLL thread");
+	sqe = io_uring_get_sqe(&g->ring);
+	io_uring_prep_madvise(sqe, g->page, 4096, MADV_DONTNEED);
+	TH_ASSERT(io_uring_submit(&g->ring) == 1, "submit the gate");
+	pfd = (struct pollfd){.fd = g->uffd, .events = POLLIN};
+	TH_ASSERT(poll(&pfd, 1, 10000) == 1, "the ring's worker did not reach the gate in 10 s");
+}
+
+/* Opened: the worker goes on to the zaps behind the gate. */
+static inline void th_gate_open(struct th_gate *g)
+{
+	struct io_uring_cqe *cqe;
+	struct uffd_msg msg;
+
+	TH_ASSERT(read(g->uffd, &msg, sizeof(msg)) == sizeof(msg) && msg.event == UFFD_EVENT_REMOVE,
+		  "the gate's REMOVE");
+	TH_ASSERT(!io_uring_wait_cqe(&g->ring, &cqe) && cqe->res == 0, "the gate's completion");
+	io_uring_cqe_seen(&g->ring, cqe);
+	io_uring_queue_exit(&g->ring);
+	close(g->uffd);
+	munmap(g->page, 4096);
 }
 
 #endif

@@ -38,7 +38,6 @@
 #include <sys/syscall.h>
 #include <linux/io_uring.h>
 #include <linux/userfaultfd.h>
-#include <liburing.h>
 #include "budget.h"
 #include "restart_common.h"
 
@@ -259,65 +258,6 @@ static long stop_with_zaps_in_flight(long min, int *tries, int *poked)
 	return 0;
 }
 
-/*
- * The gate: an MADV_DONTNEED the test queues on the client's SQPOLL thread
- * through a ring of its own attached to it (IORING_SETUP_ATTACH_WQ: the
- * same thread, the same io-wq and its one worker), on a page registered
- * with a userfaultfd of the test's own for REMOVE events. The worker waits
- * in it until the test reads that REMOVE, and every zap npfd queues
- * meanwhile waits unstarted behind it. The REMOVE is not libnpf's: its
- * userfaultfd lets unprotects through as usual.
- */
-struct gate {
-	struct io_uring ring;
-	int uffd;
-	char *page;
-};
-
-/* Closed: returns once the ring's worker waits in the gate. */
-static void gate_close(struct gate *g, int evict_ring_fd)
-{
-	struct uffdio_api api = {.api = UFFD_API, .features = UFFD_FEATURE_EVENT_REMOVE};
-	struct uffdio_register reg = {.mode = UFFDIO_REGISTER_MODE_MISSING};
-	struct io_uring_params p = {.flags = IORING_SETUP_SQPOLL | IORING_SETUP_ATTACH_WQ,
-				    .wq_fd = (__u32)evict_ring_fd};
-	struct io_uring_sqe *sqe;
-	struct pollfd pfd;
-	int err;
-
-	g->page = mmap(NULL, PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	TH_ASSERT(g->page != MAP_FAILED, "mmap: %s", strerror(errno));
-	g->uffd = (int)syscall(__NR_userfaultfd,
-			       O_CLOEXEC | O_NONBLOCK); /* poll() says POLLERR otherwise */
-	TH_ASSERT(g->uffd >= 0 && !ioctl(g->uffd, UFFDIO_API, &api), "the gate's userfaultfd: %s",
-		  strerror(errno));
-	reg.range.start = (uintptr_t)g->page;
-	reg.range.len = PG;
-	TH_ASSERT(!ioctl(g->uffd, UFFDIO_REGISTER, &reg), "UFFDIO_REGISTER: %s", strerror(errno));
-	err = io_uring_queue_init_params(4, &g->ring, &p);
-	TH_ASSERT(!err, "a ring attached to the eviction ring's SQPOLL thread: %s", strerror(-err));
-	sqe = io_uring_get_sqe(&g->ring);
-	io_uring_prep_madvise(sqe, g->page, PG, MADV_DONTNEED);
-	TH_ASSERT(io_uring_submit(&g->ring) == 1, "submit the gate");
-	pfd = (struct pollfd){.fd = g->uffd, .events = POLLIN};
-	TH_ASSERT(poll(&pfd, 1, 10000) == 1, "the ring's worker did not reach the gate in 10 s");
-}
-
-/* Opened: the worker goes on to the zaps behind the gate. */
-static void gate_open(struct gate *g)
-{
-	struct io_uring_cqe *cqe;
-	struct uffd_msg msg;
-
-	TH_ASSERT(read(g->uffd, &msg, sizeof(msg)) == sizeof(msg) && msg.event == UFFD_EVENT_REMOVE,
-		  "the gate's REMOVE");
-	TH_ASSERT(!io_uring_wait_cqe(&g->ring, &cqe) && cqe->res == 0, "the gate's completion");
-	io_uring_cqe_seen(&g->ring, cqe);
-	io_uring_queue_exit(&g->ring);
-	close(g->uffd);
-	munmap(g->page, PG);
-}
-
 enum gated { NPFD_LIVES, NEW_NPFD, FALLBACK };
 
 /*
@@ -339,12 +279,12 @@ static int gated(struct npf_client *c, int id, enum gated how)
 	static __u64 frozen[NPG];
 	static unsigned int in_zap[NPG];
 	int fd = th_evict_ring_fd(), poked = 0, k0 = rs_fallbacks;
-	struct gate g;
+	struct th_gate g;
 	long inflight = 0, sq_then;
 	__u64 n, twice;
 
 	TH_ASSERT(fd >= 0, "this process has no eviction ring");
-	gate_close(&g, fd);
+	th_gate_close(&g, fd);
 	/* npfd goes on evicting: its zaps wait behind the gate */
 	for (double t0 = th_now(); (inflight = th_zaps_in_flight(fd)) < 2; usleep(10000))
 		TH_ASSERT(th_now() - t0 < 20, "npfd queued no zaps behind the gate in 20 s");
@@ -406,7 +346,7 @@ static int gated(struct npf_client *c, int id, enum gated how)
 	} else {
 		usleep(500000); /* the pokers' write faults are handled, the gate still closed */
 	}
-	gate_open(&g);
+	th_gate_open(&g);
 	if (how == FALLBACK) {
 		sleep(1);
 		rs_npfd_start(&d);

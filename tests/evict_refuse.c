@@ -17,7 +17,11 @@
  *    another request while the client keeps writing so);
  *  - a budget on a sparse 16 TiB region with 64 pages installed: each
  *    look of the eviction's hand is bounded, so npfd still answers another
- *    request, and spends little CPU, while it cannot find its victims.
+ *    request, and spends little CPU, while it cannot find its victims;
+ *  - the same region with every installed page late (the client holds
+ *    its zaps behind a gate of its own): a pick that finds no victim is
+ *    not tried again after every event npfd handles, so a request paced
+ *    at a millisecond costs npfd little CPU.
  */
 #include <grp.h>
 #include <linux/io_uring.h>
@@ -28,10 +32,12 @@
 #include <stdint.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <dirent.h>
 #include "harness.h"
 #include "adv.h"
+#include "budget.h"
 #include "npf.h"
 
 #define PG 4096UL
@@ -245,6 +251,65 @@ static void sparse_budget(void *arg)
 	munmap(sparse_mem, len);
 }
 
+/*
+ * As nobody: the sparse region's installed pages all late -- frozen by
+ * batches whose zaps the client holds (th_gate_close()) and that ran out
+ * of time -- so that no pick finds a victim. A pick looks at 2^20
+ * positions (2.5 ms): tried again after every event npfd handles, every
+ * other request would pay for it (mutate entry repick-every-event).
+ */
+static void late_budget(void *arg)
+{
+	const size_t len = 1ULL << 44;
+	NPF_OPTS(npf_client_opts, co, .socket_path = sock_path, .timeout_ms = 60000);
+	struct npf_client *c = npf_client__connect(&co);
+	struct npf_budget_info bi;
+	struct npf_status st;
+	struct th_gate g;
+	int id, asked = 0;
+	double t0;
+	char *mem;
+	long cpu;
+
+	(void)arg;
+	/* its own pagemap (th_frozen_pages()): the change of user cleared it */
+	TH_ASSERT(!prctl(PR_SET_DUMPABLE, 1), "PR_SET_DUMPABLE: %s", strerror(errno));
+	mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		   -1, 0);
+	if (mem == MAP_FAILED) {
+		printf("late budget part skipped: mmap 16 TiB: %s\n", strerror(errno));
+		return;
+	}
+	TH_ASSERT(c, "connect: %s", strerror(errno));
+	id = npf_client__register(c, mem, len, NULL);
+	TH_ASSERT(id > 0, "register 16 TiB: %s", npf_client__errmsg(c));
+	for (int p = 0; p < 64; p++)
+		mem[(size_t)p * PG] = 1;
+	th_gate_close(&g, th_evict_ring_fd());
+	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, 16 * PG, NULL),
+		  "budget: %s", npf_client__errmsg(c));
+	for (t0 = th_now();; usleep(10000)) {
+		bi = th_budget(c, id);
+		if (bi.resident_pages &&
+		    th_frozen_pages(getpid(), mem, 1024, NULL) >= bi.resident_pages)
+			break;
+		TH_ASSERT(th_now() - t0 < 20,
+			  "npfd did not freeze the %llu installed pages in 20 s",
+			  (unsigned long long)bi.resident_pages);
+	}
+	sleep(3); /* the last batch runs out of time (2 s): every page late */
+	cpu = npfd_cpu_ms();
+	for (t0 = th_now(); th_now() - t0 < 1; asked++, usleep(1000))
+		TH_ASSERT(!npf_client__status(c, &st), "status: %s", npf_client__errmsg(c));
+	cpu = npfd_cpu_ms() - cpu;
+	printf("%-44s -> %d answered; npfd used %ld ms of CPU in 1 s\n",
+	       "requests while no installed page can go", asked, cpu);
+	TH_ASSERT(cpu < 500, "npfd spent %ld ms of CPU in 1 s looking for victims", cpu);
+	th_gate_open(&g);
+	npf_client__close(c);
+	munmap(mem, len);
+}
+
 /* As nobody: rings whose memory the attacker wrote over. */
 static void ring_scribbler(void *arg)
 {
@@ -382,6 +447,8 @@ int main(void)
 		  "npfd took a ring's words as the attacker wrote them");
 	TH_ASSERT(adv_run_as_attacker(sparse_budget, NULL, 60) == 0,
 		  "a budget on a sparse region held npfd");
+	TH_ASSERT(adv_run_as_attacker(late_budget, NULL, 60) == 0,
+		  "a budget with no page that can go held npfd");
 	TH_ASSERT(th_npfd_alive(&d), "npfd died");
 	npf_client__close(c);
 	close(fd);
