@@ -849,6 +849,7 @@ void evict_region_adopted(struct npfd_region *r, __u32 old_id)
 	struct evict_region *e;
 	__u64 found = 0;
 	off_t data, hole = 0;
+	bool evicted;
 	int fd;
 
 	if (!r->mm->evict_ring && !r->mm->old_zaps_until)
@@ -858,8 +859,14 @@ void evict_region_adopted(struct npfd_region *r, __u32 old_id)
 	fd = swapstore_find(r->mm->tgid, old_id, name);
 	if (fd < 0)
 		return;
-	e = region_ev(r, err, sizeof(err));
-	if (!e) {
+	/*
+	 * Nothing evicted (the store is made at the registration): no
+	 * per-page state until a budget comes. A 64 TiB region's is 80 GiB
+	 * of counters (tests/restart_sparse).
+	 */
+	evicted = lseek(fd, 0, SEEK_DATA) >= 0;
+	e = evicted ? region_ev(r, err, sizeof(err)) : NULL;
+	if (evicted && !e) {
 		/* the file stays: an npfd with memory to spare may adopt it */
 		pr_err("region %u: %s: its evicted pages in the swap store %s cannot be read back",
 		       r->id, err, name);
@@ -870,6 +877,8 @@ void evict_region_adopted(struct npfd_region *r, __u32 old_id)
 		swapstore_rename(name, r->mm->tgid, r->id);
 	r->store_fd = fd;
 	memcpy(r->store_name, name, sizeof(name));
+	if (!evicted)
+		return;
 	while ((data = lseek(fd, hole, SEEK_DATA)) >= 0) {
 		__u64 i;
 

@@ -20,8 +20,10 @@ mkdir -p "$logs"
 # Leaks are reported too: npfd frees what it owns on a clean stop. With both
 # runtimes linked, UBSAN_OPTIONS is parsed last and its log_path wins, so both
 # name the same one; halt_on_error there would lose the report file
-# (-fno-sanitize-recover already stops at the first UBSan error).
-ASAN_OPTIONS="log_path=$logs/san:detect_leaks=1" \
+# (-fno-sanitize-recover already stops at the first UBSan error). A failed
+# allocation returns NULL, as libc's does (a huge region's per-page state
+# the kernel will not lend): npfd's out-of-memory paths run, not an abort.
+ASAN_OPTIONS="log_path=$logs/san:detect_leaks=1:allocator_may_return_null=1" \
 UBSAN_OPTIONS="log_path=$logs/san:print_stacktrace=1" \
 O="$O" sh tests/run.sh "$@" || rc=$?
 
