@@ -1624,9 +1624,13 @@ static void batch_end(void)
 		 * with its stored copy, until it does: its REMOVE evicts it
 		 * (evict_range_removed()); if it fails instead, late_settle()
 		 * lets the page go once the ring's late zaps are all done.
+		 * Whatever pagemap says now: a page being migrated (compaction)
+		 * reads not present for a moment, and taken for gone it would
+		 * be unfrozen and written before its zap ran, and that zap's
+		 * REMOVE, taken for the process's own drop, would punch its
+		 * stored copy (the page would read zeros).
 		 */
-		if (zaps_pending && i < b.zap_next && b.zapped[i] && !b.removed[i] &&
-		    page_present(b.mm, page)) {
+		if (zaps_pending && i < b.zap_next && b.zapped[i] && !b.removed[i]) {
 			bit_set(r->ev->late, page_index(r, page), true);
 			late++;
 			continue;

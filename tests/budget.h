@@ -57,8 +57,11 @@ static inline __u64 th_frozen_pages(pid_t pid, const char *mem, __u64 npg, __u64
 	return n;
 }
 
-/* This process's descriptor whose /proc link is link (an anon inode), or -1. */
-static inline int th_fd_of(const char *link_want)
+/*
+ * This process's first descriptor whose /proc link is link_want (an anon
+ * inode) and that ok() accepts (any, if ok is NULL), or -1.
+ */
+static inline int th_fd_where(const char *link_want, bool (*ok)(int fd))
 {
 	DIR *dir = opendir("/proc/self/fd");
 	struct dirent *e;
@@ -71,11 +74,17 @@ static inline int th_fd_of(const char *link_want)
 
 		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
 		len = readlink(path, link, sizeof(link) - 1);
-		if (len > 0 && (link[len] = 0, !strcmp(link, link_want)))
+		if (len > 0 && (link[len] = 0, !strcmp(link, link_want)) &&
+		    (!ok || ok(atoi(e->d_name))))
 			fd = atoi(e->d_name);
 	}
 	closedir(dir);
 	return fd;
+}
+
+static inline int th_fd_of(const char *link_want)
+{
+	return th_fd_where(link_want, NULL);
 }
 
 /* A field of an io_uring's fdinfo ("SqTail", "CqHead", ...). */
@@ -95,6 +104,16 @@ static inline unsigned int th_ring_field(int fd, const char *field)
 	return v;
 }
 
+/* Has the io_uring fd a submission thread of this process's own? */
+static inline bool th_ring_ours(int fd)
+{
+	char path[64];
+	unsigned int thread = th_ring_field(fd, "SqThread");
+
+	snprintf(path, sizeof(path), "/proc/self/task/%u", thread);
+	return thread && !access(path, F_OK);
+}
+
 /*
  * libnpf's eviction ring (npfd alone submits to it): this process's
  * io_uring with a submission thread of this process's own (a forked
@@ -102,27 +121,7 @@ static inline unsigned int th_ring_field(int fd, const char *field)
  */
 static inline int th_evict_ring_fd(void)
 {
-	DIR *dir = opendir("/proc/self/fd");
-	struct dirent *e;
-	int fd = -1;
-
-	TH_ASSERT(dir, "opendir /proc/self/fd: %s", strerror(errno));
-	while (fd < 0 && (e = readdir(dir))) {
-		char path[300], link[64];
-		ssize_t len;
-		unsigned int thread;
-
-		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-		len = readlink(path, link, sizeof(link) - 1);
-		if (len <= 0 || (link[len] = 0, strcmp(link, "anon_inode:[io_uring]")))
-			continue;
-		thread = th_ring_field(atoi(e->d_name), "SqThread");
-		snprintf(path, sizeof(path), "/proc/self/task/%u", thread);
-		if (thread && !access(path, F_OK))
-			fd = atoi(e->d_name);
-	}
-	closedir(dir);
-	return fd;
+	return th_fd_where("anon_inode:[io_uring]", th_ring_ours);
 }
 
 /* Zaps the eviction ring took and has not completed: SQ tail less CQ tail (fdinfo). */
