@@ -848,7 +848,7 @@ void evict_region_adopted(struct npfd_region *r, __u32 old_id)
 	char name[SWAPSTORE_NAME_LEN], err[NPF_ERRMSG_LEN];
 	struct evict_region *e;
 	__u64 found = 0;
-	off_t data, hole = 0;
+	off_t data, hole;
 	bool evicted;
 	int fd;
 
@@ -864,7 +864,8 @@ void evict_region_adopted(struct npfd_region *r, __u32 old_id)
 	 * per-page state until a budget comes. A 64 TiB region's is 80 GiB
 	 * of counters (tests/restart_sparse).
 	 */
-	evicted = lseek(fd, 0, SEEK_DATA) >= 0;
+	data = lseek(fd, 0, SEEK_DATA);
+	evicted = data >= 0;
 	e = evicted ? region_ev(r, err, sizeof(err)) : NULL;
 	if (evicted && !e) {
 		/* the file stays: an npfd with memory to spare may adopt it */
@@ -879,7 +880,7 @@ void evict_region_adopted(struct npfd_region *r, __u32 old_id)
 	memcpy(r->store_name, name, sizeof(name));
 	if (!evicted)
 		return;
-	while ((data = lseek(fd, hole, SEEK_DATA)) >= 0) {
+	for (; data >= 0; data = lseek(fd, hole, SEEK_DATA)) {
 		__u64 i;
 
 		hole = lseek(fd, data, SEEK_HOLE);

@@ -229,6 +229,16 @@ static inline int fx_pair(fx_side_fn a, fx_side_fn b, void *arg, int timeout_s)
 	return code;
 }
 
+/* Both sides run side (fx_me tells them apart); PASS and what it showed when both passed. */
+static inline int fx_pair_same(fx_side_fn side, int timeout_s, const char *shown)
+{
+	int r = fx_pair(side, side, NULL, timeout_s);
+
+	if (!r)
+		printf("PASS: %s\n", shown);
+	return r;
+}
+
 /* ---- two network namespaces joined by a veth pair ----------------------------------------- */
 
 static char fx_ns[2][32];

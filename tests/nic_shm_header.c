@@ -72,9 +72,5 @@ static int side(int sock, void *arg)
 
 int main(void)
 {
-	int r = fx_pair(side, side, NULL, 25);
-
-	if (!r)
-		printf("PASS: the rings' geometry is what was checked at connect\n");
-	return r;
+	return fx_pair_same(side, 25, "the rings' geometry is what was checked at connect");
 }
