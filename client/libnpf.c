@@ -54,10 +54,13 @@
 #define UFFD_USER_MODE_ONLY 1
 #endif
 
-/* What npfd needs to follow the mm; EVENT_FORK is optional (see uffd_api()). */
+/*
+ * What npfd needs to follow the mm. Not EVENT_FORK: a forked child
+ * registers its copies of the regions itself (fork_child()).
+ */
 #define NPF_UFFD_FEATURES                                                                          \
-	(UFFD_FEATURE_EVENT_FORK | UFFD_FEATURE_EVENT_REMAP | UFFD_FEATURE_EVENT_REMOVE |          \
-	 UFFD_FEATURE_EVENT_UNMAP | UFFD_FEATURE_THREAD_ID)
+	(UFFD_FEATURE_EVENT_REMAP | UFFD_FEATURE_EVENT_REMOVE | UFFD_FEATURE_EVENT_UNMAP |         \
+	 UFFD_FEATURE_THREAD_ID)
 
 #define offsetofend(TYPE, FIELD) (offsetof(TYPE, FIELD) + sizeof(((TYPE *)0)->FIELD))
 
@@ -67,6 +70,7 @@
 #define RECONNECT_MIN_MS 10 /* backoff between attempts to reach a restarted npfd */
 #define RECONNECT_MAX_MS 200
 #define PROBE_EVERY_MS 1000 /* in fallback with npfd connected: is it answering again? */
+#define FORK_WAIT_MS 30000  /* the parent's fork() waits that long for the child's registration */
 
 /* A region as this process registered it: what a new npfd is given to adopt. */
 struct lib_region {
@@ -105,8 +109,9 @@ struct npf_client {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int timeout_ms, fallback_ms;
 	__u32 fallback;
-	int connected;	/* 0 once npfd's end closed; set again by reconnect() */
-	__u32 conn_gen; /* bumped by every reconnect() */
+	__u32 fork_mode; /* enum npf_fork */
+	int connected;	 /* 0 once npfd's end closed; set again by reconnect() */
+	__u32 conn_gen;	 /* bumped by every reconnect() */
 
 	/* What was registered, for adoption; also read by the fallback (tab_lock). */
 	pthread_mutex_t tab_lock;
@@ -138,6 +143,10 @@ struct npf_client {
 	/* pages whose write the fallback holds until no zap can run (fallback_hold()) */
 	__u64 *held;
 	size_t nheld, held_cap;
+	/* fork(): every client of the process (fork_prepare()), and the fork under way */
+	struct npf_client *next_client;
+	bool forking; /* npfd keeps copies of the stores for the child, named by fork_token */
+	__u8 fork_token[NPF_FORK_TOKEN_LEN];
 };
 
 static npf_print_fn_t print_fn;
@@ -251,10 +260,12 @@ static int open_socket(const char *path)
 	return fd;
 }
 
+static void clients_add(struct npf_client *c);
+
 struct npf_client *npf_client__connect(const struct npf_client_opts *opts)
 {
 	const char *path = OPTS_GET(opts, struct npf_client_opts, socket_path, NULL);
-	const char *fb_env = getenv("NPF_FALLBACK");
+	const char *fb_env = getenv("NPF_FALLBACK"), *fork_env = getenv("NPF_FORK");
 	struct npf_client *c;
 	int fd;
 
@@ -284,7 +295,12 @@ struct npf_client *npf_client__connect(const struct npf_client_opts *opts)
 	if (c->fallback == NPF_FALLBACK_DEFAULT)
 		c->fallback = fb_env && !strcasecmp(fb_env, "sigbus") ? NPF_FALLBACK_SIGBUS :
 									NPF_FALLBACK_SERVE;
-	if (c->fallback != NPF_FALLBACK_SERVE && c->fallback != NPF_FALLBACK_SIGBUS) {
+	c->fork_mode = OPTS_GET(opts, struct npf_client_opts, fork, NPF_FORK_DEFAULT);
+	if (c->fork_mode == NPF_FORK_DEFAULT)
+		c->fork_mode = fork_env && !strcasecmp(fork_env, "dontfork") ? NPF_FORK_DONTFORK :
+									       NPF_FORK_COPY;
+	if ((c->fallback != NPF_FALLBACK_SERVE && c->fallback != NPF_FALLBACK_SIGBUS) ||
+	    (c->fork_mode != NPF_FORK_COPY && c->fork_mode != NPF_FORK_DONTFORK)) {
 		free(c);
 		errno = EINVAL;
 		return NULL;
@@ -307,6 +323,7 @@ struct npf_client *npf_client__connect(const struct npf_client_opts *opts)
 	c->connected = 1;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->tab_lock, NULL);
+	clients_add(c);
 	pr_debug("connected to npfd at %s", path);
 	return c;
 }
@@ -591,6 +608,20 @@ static void device_forget(struct npf_client *c, size_t i);
 static void fallback_settle_drops(struct npf_client *c);
 static void evict_ring_offer(struct npf_client *c);
 
+/* The request that registers r again (an adoption, a forked child's copy). */
+static struct npf_region_req region_req_of(const struct lib_region *r)
+{
+	struct npf_region_req req = {.start = r->start,
+				     .length = r->length,
+				     .file_offset = r->file_offset,
+				     .backing = r->backing,
+				     .flags = r->flags,
+				     .fault_around_kib = r->fault_around_kib};
+
+	memcpy(req.name, r->name, sizeof(req.name));
+	return req;
+}
+
 /*
  * A new connection to npfd, and everything this process had registered
  * handed to it. Called with c->lock held, when the old connection is gone.
@@ -617,19 +648,13 @@ static int reconnect(struct npf_client *c)
 	fallback_settle_drops(c);
 	for (i = 0; i < c->nregions;) {
 		struct lib_region *r = &c->regions[i];
-		struct npf_region_adopt_req req = {
-			.region = {.start = r->start,
-				   .length = r->length,
-				   .file_offset = r->file_offset,
-				   .backing = r->backing,
-				   .flags = r->flags,
-				   .fault_around_kib = r->fault_around_kib},
-			.region_id = r->npfd_id,
-			.flags = i + 1 < c->nregions ? NPF_ADOPT_MORE : 0};
+		struct npf_region_adopt_req req = {.region = region_req_of(r),
+						   .region_id = r->npfd_id,
+						   .flags = i + 1 < c->nregions ? NPF_ADOPT_MORE :
+										  0};
 		struct npf_region_info info;
 		int fds[2] = {c->uffd, r->fd}, store;
 
-		memcpy(req.region.name, r->name, sizeof(req.region.name));
 		err = request_one_raw(c, NPF_MSG_REGION_ADOPT, &req, sizeof(req), fds,
 				      r->backing == NPF_BACKING_FILE ? 2 : 1, &info, sizeof(info));
 		if (err == -ECONNRESET || err == -ETIMEDOUT || err == -EPROTO)
@@ -837,19 +862,6 @@ static int client_uffd(struct npf_client *c)
 				"cannot create a userfaultfd: %s (run as root, grant access to /dev/userfaultfd, or set vm.unprivileged_userfaultfd=1)",
 			strerror(-fd));
 	err = uffd_api(fd, NPF_UFFD_FEATURES);
-	if (err == -EPERM) {
-		/*
-		 * EVENT_FORK needs CAP_SYS_PTRACE. Without it npfd still
-		 * serves this process; a forked child just does not inherit
-		 * the registration. Use a fresh descriptor for the retry.
-		 */
-		pr_debug("UFFDIO_API with EVENT_FORK: %s; continuing without it", strerror(-err));
-		close(fd);
-		fd = create_uffd();
-		if (fd < 0)
-			return set_err(c, -fd, "cannot create a userfaultfd: %s", strerror(-fd));
-		err = uffd_api(fd, NPF_UFFD_FEATURES & ~(__u64)UFFD_FEATURE_EVENT_FORK);
-	}
 	if (err) {
 		close(fd);
 		return set_err(
@@ -887,6 +899,13 @@ static void device_put(struct lib_device *d)
 	if (d->map)
 		munmap(d->map, d->map_len);
 	close(d->fd);
+}
+
+/* No longer a region: with NPF_FORK_DONTFORK, a child has the memory again. */
+static void region_dofork(const struct npf_client *c, const struct lib_region *r)
+{
+	if (c->fork_mode == NPF_FORK_DONTFORK)
+		madvise((void *)(unsigned long)r->start, r->length, MADV_DOFORK);
 }
 
 static void region_forget(struct npf_client *c, size_t i)
@@ -1363,10 +1382,6 @@ static void fallback_serve(struct npf_client *c)
 						   m->arg.remap.from + m->arg.remap.len);
 				pr_warn("a registered range moved (mremap) while npfd was away: it is no longer served");
 				break;
-			case UFFD_EVENT_FORK:
-				pr_warn("fork() while npfd was away: the child's registration is dropped (its untouched pages read as zeros)");
-				close((int)m->arg.fork.ufd);
-				break;
 			default:
 				break;
 			}
@@ -1578,12 +1593,324 @@ static int monitor_start(struct npf_client *c)
 	return 0;
 }
 
+/* ---- fork(): the child registers its copies of the regions ---- */
+
+/*
+ * Without UFFD_FEATURE_EVENT_FORK (which needs CAP_SYS_PTRACE) the kernel
+ * gives a child no userfaultfd: its copy of a region is plain memory, and
+ * a page npfd had evicted reads zeros there. So, from pthread_atfork()
+ * handlers (npf_abi.h NPF_MSG_FORK_PREPARE): before fork() npfd stops
+ * evicting this process and copies its stores; the child registers its
+ * copies with a userfaultfd of its own and gets those copies; the parent's
+ * fork() returns once the child is done, and eviction goes on. A client
+ * whose npfd cannot do that (away, refused) has its child read in, at
+ * once, the pages it lacks (fork_fill()).
+ */
+static pthread_mutex_t clients_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct npf_client *clients;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static int fork_pipe[2] = {-1, -1}; /* the child closes its end when it is done */
+
+static int fork_ask(struct npf_client *c)
+{
+	__u64 deadline = deadline_of(c, c->timeout_ms);
+	struct npf_fork_info fi;
+	int err;
+
+	for (;;) {
+		err = request_one_raw(c, NPF_MSG_FORK_PREPARE, NULL, 0, NULL, 0, &fi, sizeof(fi));
+		/* an eviction under way ends within its 2 s deadline */
+		if (err != -EAGAIN || (deadline && now_ms() >= deadline))
+			break;
+		usleep(1000);
+	}
+	if (err) {
+		pr_warn("fork(): npfd at %s cannot keep this process's evicted pages for the child: %s",
+			c->path, c->errmsg);
+		return err;
+	}
+	memcpy(c->fork_token, fi.token, sizeof(c->fork_token));
+	return 0;
+}
+
+static void fork_prepare(void)
+{
+	struct npf_client *c;
+	bool regions = false;
+
+	pthread_mutex_lock(&clients_lock);
+	for (c = clients; c; c = c->next_client) {
+		/* held until the fork is over: nothing of c changes meanwhile */
+		pthread_mutex_lock(&c->lock);
+		c->forking = c->nregions && c->fork_mode == NPF_FORK_COPY &&
+			     __atomic_load_n(&c->connected, __ATOMIC_ACQUIRE) && !fork_ask(c);
+		regions |= c->nregions && c->fork_mode == NPF_FORK_COPY;
+		pthread_mutex_lock(&c->tab_lock);
+	}
+	if (regions && pipe2(fork_pipe, O_CLOEXEC))
+		fork_pipe[0] = fork_pipe[1] = -1;
+}
+
+static void fork_parent(void)
+{
+	struct npf_client *c;
+
+	if (fork_pipe[1] >= 0) {
+		struct pollfd p = {.fd = fork_pipe[0], .events = POLLIN};
+		__u64 deadline = now_ms() + FORK_WAIT_MS;
+		int n;
+
+		close(fork_pipe[1]);
+		/* the child's end closes when it has registered its copies (or exits) */
+		while ((n = poll(&p, 1, (int)(deadline - now_ms()))) < 0 && errno == EINTR &&
+		       now_ms() < deadline)
+			;
+		if (n == 0)
+			pr_warn("fork(): the child did not register its copy of the regions in %d s: going on",
+				FORK_WAIT_MS / 1000);
+		close(fork_pipe[0]);
+		fork_pipe[0] = fork_pipe[1] = -1;
+	}
+	for (c = clients; c; c = c->next_client) {
+		pthread_mutex_unlock(&c->tab_lock);
+		if (c->forking) {
+			struct npf_fork_req req;
+
+			memcpy(req.token, c->fork_token, sizeof(req.token));
+			if (request_raw(c, NPF_MSG_FORK_DONE, &req, sizeof(req), NULL, 0, 0, NULL,
+					NULL, c->timeout_ms))
+				pr_debug("fork(): npfd did not take the end of the fork: %s",
+					 c->errmsg);
+			c->forking = false;
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&clients_lock);
+}
+
+/* Does this process have the page at addr (present or swapped), by its pagemap? */
+static bool page_had(int pagemap, __u64 addr)
+{
+	__u64 ent = 0;
+
+	if (pread(pagemap, &ent, sizeof(ent), (off_t)(addr / NPF_PAGE_SIZE * sizeof(ent))) !=
+	    sizeof(ent))
+		return true; /* unknown: never overwritten */
+	return (ent >> 63) & 1 || (ent >> 62) & 1;
+}
+
+/* Read the page at off of fd into addr, unless the process has it. */
+static bool fill_page(int pagemap, int fd, off_t off, __u64 addr)
+{
+	return !page_had(pagemap, addr) &&
+	       pread(fd, (void *)(unsigned long)addr, NPF_PAGE_SIZE, off) > 0;
+}
+
+/*
+ * In the child, a region npfd does not serve for it: plain memory, whose
+ * pages it does not have read zeros. Read in now what npfd would have
+ * served: an anonymous region's stored pages (the parent's stores do not
+ * change until its fork() returns, which waits for this), a file-backed
+ * region's bytes. How many pages.
+ */
+static __u64 fork_fill(struct npf_client *c, const struct lib_region *r, int pagemap)
+{
+	__u64 filled = 0, addr, end = r->start + r->length;
+	off_t data, hole;
+	struct stat st;
+
+	if (pagemap < 0)
+		return 0;
+	if (r->backing == NPF_BACKING_FILE) {
+		if (r->fd < 0 || fstat(r->fd, &st) || (__u64)st.st_size <= r->file_offset)
+			return 0;
+		if ((__u64)st.st_size - r->file_offset < r->length)
+			end = r->start + (__u64)st.st_size - r->file_offset;
+		for (addr = r->start; addr < end; addr += NPF_PAGE_SIZE)
+			filled += fill_page(pagemap, r->fd,
+					    (off_t)(r->file_offset + (addr - r->start)), addr);
+		return filled;
+	}
+	for (data = r->store_fd < 0 ? -1 : lseek(r->store_fd, 0, SEEK_DATA); data >= 0;
+	     data = lseek(r->store_fd, hole, SEEK_DATA)) {
+		hole = lseek(r->store_fd, data, SEEK_HOLE);
+		if (hole < 0)
+			break;
+		for (data &= ~(off_t)(NPF_PAGE_SIZE - 1); data < hole; data += NPF_PAGE_SIZE) {
+			addr = r->store_origin + (__u64)data;
+			if (addr < r->start || addr >= end)
+				continue;
+			if (!dropped(c, addr))
+				filled += fill_page(pagemap, r->store_fd, data, addr);
+		}
+	}
+	return filled;
+}
+
+/* In the child: register r's copy with npfd, which gives it the parent's stored pages. */
+static int fork_claim(struct npf_client *c, struct lib_region *r)
+{
+	struct npf_region_forked_req req = {.region = region_req_of(r),
+					    .parent_region_id = r->npfd_id};
+	int fds[2] = {c->uffd, r->fd}, err;
+	struct npf_region_info info;
+
+	memcpy(req.token, c->fork_token, sizeof(req.token));
+	err = request_one_raw(c, NPF_MSG_REGION_FORKED, &req, sizeof(req), fds,
+			      r->backing == NPF_BACKING_FILE ? 2 : 1, &info, sizeof(info));
+	if (err)
+		return err;
+	if (!info.region_id || info.region_id > (__u32)0x7fffffff)
+		return set_err(c, EPROTO, "malformed reply from npfd: region id %u",
+			       info.region_id);
+	r->npfd_id = info.region_id;
+	if (r->store_fd >= 0)
+		close(r->store_fd);
+	r->store_fd = reply_take_fd(c, info.flags);
+	r->store_origin = r->start;
+	return 0;
+}
+
+/*
+ * In the child (one thread; its locks as they were at the fork, taken by
+ * fork_prepare()): the parent's connection, monitor, eviction ring and
+ * devices are not this process's. Its regions are registered again.
+ */
+static void fork_child_client(struct npf_client *c)
+{
+	int parent_uffd = c->uffd, pagemap = -1, err = 0;
+	size_t i;
+
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->tab_lock, NULL);
+	if (c->monitor_running) {
+		close(c->wake_fd);
+		c->wake_fd = -1;
+		free(c->page);
+		c->page = NULL;
+		c->monitor_running = false;
+	}
+	c->serving = 0;
+	close(c->sock);
+	c->sock = -1;
+	__atomic_store_n(&c->connected, 0, __ATOMIC_RELEASE);
+	c->conn_gen++;
+	if (c->ring_map)
+		munmap(c->ring_map, c->ring_map_len);
+	c->ring_map = NULL;
+	if (c->evict_ring >= 0)
+		close(c->evict_ring);
+	c->evict_ring = -1;
+	c->evict_ring_gen = 0;
+	if (c->reply_fd >= 0)
+		close(c->reply_fd);
+	c->reply_fd = -1;
+	while (c->ndevices)
+		device_forget(c, c->ndevices - 1);
+	c->nheld = 0;
+	c->uffd = -1;
+	if (parent_uffd >= 0)
+		close(parent_uffd);
+	if (c->fork_mode == NPF_FORK_DONTFORK)
+		while (c->nregions) /* not in the child's address space */
+			region_forget(c, c->nregions - 1);
+
+	if (c->nregions && c->forking) {
+		int fd = open_socket(c->path);
+
+		err = fd < 0 ? set_err(c, -fd, "cannot connect to npfd at %s: %s", c->path,
+				       strerror(-fd)) :
+			       client_uffd(c);
+		if (fd >= 0) {
+			c->sock = fd;
+			__atomic_store_n(&c->connected, 1, __ATOMIC_RELEASE);
+		}
+	} else if (c->nregions) {
+		err = set_err(c, ENOTCONN, "npfd kept nothing for this child at the fork");
+	}
+	for (i = 0; i < c->nregions;) {
+		struct lib_region *r = &c->regions[i];
+		__u64 filled;
+
+		if (!err) {
+			int e = fork_claim(c, r);
+
+			if (!e) {
+				i++;
+				continue;
+			}
+			if (e == -ECONNRESET || e == -ETIMEDOUT || e == -EPROTO)
+				err = e; /* the connection failed: no more tries */
+		}
+		if (pagemap < 0)
+			pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+		filled = fork_fill(c, r, pagemap);
+		pr_warn("fork(): the child's copy of region %u is not npfd's (%s): it has what it lacked (%llu pages) read in, and is plain memory",
+			r->id, c->errmsg, (unsigned long long)filled);
+		region_forget(c, i);
+	}
+	if (pagemap >= 0)
+		close(pagemap);
+	c->ndropped = 0;
+	c->forking = false;
+}
+
+static void fork_child(void)
+{
+	struct npf_client *c;
+
+	for (c = clients; c; c = c->next_client)
+		fork_child_client(c);
+	/* the copies are registered: the parent's fork() returns, its eviction goes on */
+	if (fork_pipe[0] >= 0)
+		close(fork_pipe[0]);
+	if (fork_pipe[1] >= 0)
+		close(fork_pipe[1]);
+	fork_pipe[0] = fork_pipe[1] = -1;
+	for (c = clients; c; c = c->next_client)
+		if (c->nregions && !monitor_start(c))
+			evict_ring_offer(c);
+	pthread_mutex_init(&clients_lock, NULL);
+}
+
+static void atfork_register(void)
+{
+	int err = pthread_atfork(fork_prepare, fork_parent, fork_child);
+
+	if (err)
+		pr_warn("pthread_atfork: %s: a forked child's copies of regions read evicted pages as zeros",
+			strerror(err));
+}
+
+static void clients_add(struct npf_client *c)
+{
+	pthread_once(&atfork_once, atfork_register);
+	pthread_mutex_lock(&clients_lock);
+	c->next_client = clients;
+	clients = c;
+	pthread_mutex_unlock(&clients_lock);
+}
+
+static void clients_remove(struct npf_client *c)
+{
+	struct npf_client **p;
+
+	pthread_mutex_lock(&clients_lock);
+	for (p = &clients; *p; p = &(*p)->next_client)
+		if (*p == c) {
+			*p = c->next_client;
+			break;
+		}
+	pthread_mutex_unlock(&clients_lock);
+}
+
 void npf_client__close(struct npf_client *c)
 {
 	size_t i;
 
 	if (!c)
 		return;
+	clients_remove(c);
 	if (c->monitor_running) {
 		__u64 one = 1;
 
@@ -1602,6 +1929,7 @@ void npf_client__close(struct npf_client *c)
 					     .len = c->regions[i].length};
 
 		ioctl(c->uffd, UFFDIO_UNREGISTER, &range);
+		region_dofork(c, &c->regions[i]);
 		if (c->regions[i].fd >= 0)
 			close(c->regions[i].fd);
 		if (c->regions[i].store_fd >= 0)
@@ -1678,6 +2006,11 @@ int npf_client__register(struct npf_client *c, void *addr, size_t len,
 	err = client_uffd(c);
 	if (err)
 		goto out;
+	if (c->fork_mode == NPF_FORK_DONTFORK && madvise(addr, len, MADV_DONTFORK)) {
+		err = set_err(c, errno, "madvise(MADV_DONTFORK) of %p+0x%zx: %s", addr, len,
+			      strerror(errno));
+		goto out;
+	}
 	/* Kept for a restarted npfd, and for the fallback: the caller may close its own. */
 	if (req.backing == NPF_BACKING_FILE) {
 		dup_fd = fcntl(backing_fd, F_DUPFD_CLOEXEC, 0);
@@ -1750,6 +2083,7 @@ int npf_client__unregister(struct npf_client *c, __u32 region_id)
 	if (!err)
 		for (i = 0; i < c->nregions; i++)
 			if (c->regions[i].id == region_id) {
+				region_dofork(c, &c->regions[i]);
 				region_forget(c, i);
 				break;
 			}

@@ -50,6 +50,24 @@ enum npf_fallback {
 	NPF_FALLBACK_SIGBUS = 2,  /* send SIGBUS to the faulting thread, after a message */
 };
 
+/* What a fork() child gets of the regions (npf_client_opts.fork; libnpf(3), FORK). */
+enum npf_fork {
+	NPF_FORK_DEFAULT = 0, /* $NPF_FORK ("copy" or "dontfork"), else COPY */
+	/*
+	 * The child's copy of each region is what the region held at the
+	 * fork, evicted pages included, and is registered by the child (its
+	 * own client). Each fork() pays a copy of what npfd evicted.
+	 */
+	NPF_FORK_COPY = 1,
+	/*
+	 * The regions are MADV_DONTFORK: the child has none (a touch is
+	 * SIGSEGV), as with rdma-core's ibv_fork_init(). For processes whose
+	 * children exec or never touch the regions: their fork() costs
+	 * nothing more.
+	 */
+	NPF_FORK_DONTFORK = 2,
+};
+
 struct npf_client_opts {
 	size_t sz;
 	const char *socket_path; /* NULL: $NPF_SOCKET, else NPF_DEFAULT_SOCKET */
@@ -66,6 +84,7 @@ struct npf_client_opts {
 	 */
 	int fallback_ms;
 	__u32 fallback; /* enum npf_fallback */
+	__u32 fork;	/* enum npf_fork */
 };
 
 /*

@@ -154,7 +154,7 @@ static void uid_usage(uid_t uid, struct uid_usage *u)
 	list_for_each_entry(mm, &mms, node) {
 		if (mm->uid != uid || mm->dead)
 			continue;
-		u->fds += 1 + (mm->pidfd >= 0) + (mm->pagemap_fd >= 0) + device_fds(mm);
+		u->fds += 1 + (mm->pagemap_fd >= 0) + device_fds(mm) + evict_fork_fds(mm);
 		list_for_each_entry(r, &mm->regions, node) {
 			u->regions++;
 			u->fds += (r->file_fd >= 0) + (r->store_fd >= 0);
@@ -348,22 +348,13 @@ static void client_drop(struct npfd_client *c)
 	c->wait = NULL;
 	list_del_init(&c->resume);
 	list_for_each_entry_safe(mm, tmp, &mms, node) {
-		if (mm->owner != c)
-			continue;
 		/*
-		 * The client's own mm goes with it. A forked child that has
-		 * shown itself lives on (its pidfd says when it ends); one that
-		 * never faulted is dropped with its parent.
+		 * The client's mm goes with it. npfd stopping: the client's
+		 * ranges stay registered with its userfaultfd, for libnpf to
+		 * hand them to the next npfd (or serve them itself meanwhile).
 		 */
-		if (mm == c->mm || !mm->tgid)
-			/*
-			 * npfd stopping: the client's ranges stay registered
-			 * with its userfaultfd, for libnpf to hand them to the
-			 * next npfd (or serve them itself meanwhile).
-			 */
+		if (mm->owner == c)
 			mm_destroy(mm, !loop_stopping());
-		else
-			mm->owner = NULL;
 	}
 	source_del(c->src);
 	/*
@@ -637,6 +628,16 @@ static void bad_message(struct npfd_client *c)
 }
 
 /* Handle one received message; returns -1 when the client must be dropped. */
+/* A region registered (adopted, forked): its info, and its store for the process to read */
+static void reply_region(struct reply *rp, struct npf_region_info *info)
+{
+	/* its process reads its evicted pages there if npfd dies */
+	rp->fd = evict_store_reader(region_find_id(info->region_id));
+	if (rp->fd >= 0)
+		info->flags |= NPF_REGION_STORE_FD;
+	memcpy(reply_item(rp, sizeof(*info)), info, sizeof(*info));
+}
+
 static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags, int *fds, int nfds)
 {
 	struct npf_msg_hdr *hdr = (struct npf_msg_hdr *)buf;
@@ -778,6 +779,34 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 			if (rc)
 				pr_info_rl("client pid %d: eviction ring refused: %s", c->pid, err);
 			break;
+		case NPF_MSG_FORK_PREPARE: {
+			struct npf_fork_info fi = {};
+
+			rc = evict_fork_prepare(c, &fi, err, sizeof(err));
+			if (!rc)
+				memcpy(reply_item(&rp, sizeof(fi)), &fi, sizeof(fi));
+			break;
+		}
+		case NPF_MSG_FORK_DONE:
+			rc = evict_fork_done(c, body, err, sizeof(err));
+			break;
+		case NPF_MSG_REGION_FORKED: {
+			struct npf_region_forked_req *fr = body;
+			struct npf_region_info info;
+			struct fork_copy *copy;
+
+			rc = evict_fork_find(c, fr, &copy, err, sizeof(err));
+			if (!rc)
+				rc = region_register(c, &fr->region, fds, nfds, 0, &info, err,
+						     sizeof(err));
+			if (rc) {
+				pr_info_rl("client pid %d: forked region refused: %s", c->pid, err);
+				break;
+			}
+			evict_fork_take(region_find_id(info.region_id), copy);
+			reply_region(&rp, &info);
+			break;
+		}
 		case NPF_MSG_POLICY_ENABLE:
 			if (!c->privileged) {
 				rc = -EPERM;
@@ -812,11 +841,7 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 			if (hdr->type == NPF_MSG_REGION_ADOPT && c->mm)
 				c->mm->adopting = (ar->flags & NPF_ADOPT_MORE) != 0;
 			if (!rc) {
-				/* its process reads its evicted pages there if npfd dies */
-				rp.fd = evict_store_reader(region_find_id(info.region_id));
-				if (rp.fd >= 0)
-					info.flags |= NPF_REGION_STORE_FD;
-				memcpy(reply_item(&rp, sizeof(info)), &info, sizeof(info));
+				reply_region(&rp, &info);
 			} else {
 				pr_info_rl("client pid %d: region refused: %s", c->pid, err);
 			}

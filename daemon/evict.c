@@ -339,13 +339,11 @@ static struct evict_region *region_ev(struct npfd_region *r, char *err, size_t e
 /* Can npfd evict r's pages at all? 0, or -errno with the reason. */
 static int evictable(struct npfd_region *r, char *err, size_t errlen)
 {
-	if (r->mm->forked || !r->mm->evict_ring)
+	if (!r->mm->evict_ring)
 		return refuse(
 			err, errlen, EOPNOTSUPP,
-			"region %u: pid %d gave npfd no eviction ring (%s): its pages cannot be taken away",
-			r->id, r->mm->tgid,
-			r->mm->forked ? "a forked child" :
-					"libnpf older than eviction, or io_uring SQPOLL refused");
+			"region %u: pid %d gave npfd no eviction ring (libnpf older than eviction, or io_uring SQPOLL refused): its pages cannot be taken away",
+			r->id, r->mm->tgid);
 	if (!r->installed)
 		return refuse(err, errlen, ENOMEM, "region %u has no page bitmap", r->id);
 	if (r->backing == NPF_BACKING_FILE && r->ev && !r->ev->writable)
@@ -747,14 +745,12 @@ static void free_slots(struct npfd_region *r, __u64 first, __u64 last)
 /*
  * The region's store, made when it was registered or adopted
  * (evict_store_reader()), or else with its first stored page: named, so
- * that the next npfd finds it if this one dies, unless the process is a
- * forked child (it cannot adopt a region: libnpf in it has no connection).
+ * that the next npfd finds it if this one dies.
  */
 static int store_open(struct npfd_region *r)
 {
 	if (r->store_fd < 0)
-		r->store_fd =
-			swapstore_create(r->mm->forked ? 0 : r->mm->tgid, r->id, r->store_name);
+		r->store_fd = swapstore_create(r->mm->tgid, r->id, r->store_name);
 	return r->store_fd < 0 ? r->store_fd : 0;
 }
 
@@ -763,8 +759,7 @@ int evict_store_reader(struct npfd_region *r)
 	char path[32];
 	int fd;
 
-	if (!r || r->backing != NPF_BACKING_ANON || !swapstore_ready() || r->mm->forked ||
-	    store_open(r))
+	if (!r || r->backing != NPF_BACKING_ANON || !swapstore_ready() || store_open(r))
 		return -1;
 	/* a new open of the same file, read-only: the process cannot write through it */
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", r->store_fd);
@@ -836,6 +831,33 @@ void evict_region_gone(struct npfd_region *r, bool stopping, struct npfd_wait *w
 }
 
 /*
+ * The pages r's store (r->store_fd) holds, from its first data at data
+ * on: stored (SEEK_DATA / SEEK_HOLE say where). How many were not yet.
+ */
+static __u64 store_scan(struct npfd_region *r, struct evict_region *e, off_t data)
+{
+	__u64 found = 0;
+	off_t hole;
+
+	for (; data >= 0; data = lseek(r->store_fd, hole, SEEK_DATA)) {
+		__u64 i;
+
+		hole = lseek(r->store_fd, data, SEEK_HOLE);
+		if (hole < 0)
+			break;
+		for (i = (__u64)data >> NPF_PAGE_SHIFT;
+		     i < ((__u64)hole + NPF_PAGE_SIZE - 1) >> NPF_PAGE_SHIFT && i < e->npages; i++)
+			if (!bit_test(e->stored, i)) {
+				bit_set(e->stored, i, true);
+				found++;
+			}
+	}
+	if (r->budget_info)
+		r->budget_info->stored_pages += found;
+	return found;
+}
+
+/*
  * Find the store the earlier npfd left, and which pages it holds: the
  * data in it (SEEK_DATA / SEEK_HOLE). A page both there and in the process
  * (the earlier npfd died before a refault punched its hole, or kept a
@@ -847,8 +869,8 @@ void evict_region_adopted(struct npfd_region *r, __u32 old_id)
 {
 	char name[SWAPSTORE_NAME_LEN], err[NPF_ERRMSG_LEN];
 	struct evict_region *e;
-	__u64 found = 0;
-	off_t data, hole;
+	__u64 found;
+	off_t data;
 	bool evicted;
 	int fd;
 
@@ -880,80 +902,236 @@ void evict_region_adopted(struct npfd_region *r, __u32 old_id)
 	memcpy(r->store_name, name, sizeof(name));
 	if (!evicted)
 		return;
-	for (; data >= 0; data = lseek(fd, hole, SEEK_DATA)) {
-		__u64 i;
-
-		hole = lseek(fd, data, SEEK_HOLE);
-		if (hole < 0)
-			break;
-		for (i = (__u64)data >> NPF_PAGE_SHIFT;
-		     i < ((__u64)hole + NPF_PAGE_SIZE - 1) >> NPF_PAGE_SHIFT && i < e->npages; i++)
-			if (!bit_test(e->stored, i)) {
-				bit_set(e->stored, i, true);
-				found++;
-			}
-	}
-	if (r->budget_info)
-		r->budget_info->stored_pages += found;
+	found = store_scan(r, e, data);
 	pr_info("region %u: %llu evicted pages found in the swap store %s", r->id,
 		(unsigned long long)found, r->store_name);
 }
 
-/* Is any byte of p[0..n) not zero? */
-static bool any_byte_set(const __u8 *p, size_t n)
+/*
+ * Copy the pages r's store holds to page i of the file to (at byte i *
+ * 4096), a run of stored pages at a time. copy_file_range() lets the file
+ * system share the blocks where it can. 0, or -errno.
+ */
+static int store_copy(const struct npfd_region *r, int to, __u64 *copied)
 {
-	for (size_t i = 0; i < n; i++)
-		if (p[i])
-			return true;
+	const struct evict_region *e = r->ev;
+	__u64 i, n;
+
+	*copied = 0;
+	for (i = 0; e && e->stored && i < e->npages; i += n) {
+		loff_t from_off = (loff_t)store_offset(e, i),
+		       to_off = (loff_t)(i << NPF_PAGE_SHIFT);
+		size_t len;
+
+		for (n = 0;
+		     i + n < e->npages && bit_test(e->stored, i + n) == bit_test(e->stored, i); n++)
+			;
+		if (!bit_test(e->stored, i))
+			continue;
+		for (len = (size_t)(n << NPF_PAGE_SHIFT); len;) {
+			ssize_t got = copy_file_range(r->store_fd, &from_off, to, &to_off, len, 0);
+
+			if (got <= 0)
+				return got ? -errno : -EIO;
+			len -= (size_t)got;
+		}
+		*copied += n;
+	}
+	return 0;
+}
+
+/* ---- fork() of a client (npf_abi.h NPF_MSG_FORK_PREPARE) ---- */
+
+/* What a client's fork() keeps for its child: copies of its stores, as they were. */
+struct evict_fork {
+	__u8 token[NPF_FORK_TOKEN_LEN];
+	unsigned int n;
+	struct fork_copy {
+		__u32 region_id; /* the parent's region */
+		__u64 start, length;
+		int fd; /* -1 once the child took it */
+	} copy[];
+};
+
+static void fork_free(struct npfd_mm *mm)
+{
+	struct evict_fork *f = mm->fork;
+
+	mm->fork_hold_until = 0;
+	mm->fork = NULL;
+	for (unsigned int i = 0; f && i < f->n; i++)
+		if (f->copy[i].fd >= 0)
+			close(f->copy[i].fd);
+	free(f);
+}
+
+unsigned int evict_fork_fds(const struct npfd_mm *mm)
+{
+	unsigned int n = 0;
+
+	for (unsigned int i = 0; mm->fork && i < mm->fork->n; i++)
+		n += mm->fork->copy[i].fd >= 0;
+	return n;
+}
+
+/* Does mm's fork still hold its eviction? Past NPF_FORK_HOLD_MS it ends by itself. */
+static bool fork_holds(struct npfd_mm *mm, __u64 now)
+{
+	if (!mm->fork_hold_until)
+		return false;
+	if (now < mm->fork_hold_until)
+		return true;
+	pr_warn("pid %d: no end of its fork() in %d s: evicting its pages again", mm->tgid,
+		NPF_FORK_HOLD_MS / 1000);
+	fork_free(mm);
 	return false;
 }
 
-void evict_region_forked(struct npfd_region *parent, struct npfd_region *child)
+int evict_fork_prepare(struct npfd_client *c, struct npf_fork_info *out, char *err, size_t errlen)
 {
-	struct evict_region *pe = parent->ev, *e;
-	char err[NPF_ERRMSG_LEN];
-	__u64 i, copied = 0;
+	struct npfd_mm *mm = c->mm;
+	struct npfd_region *r;
+	struct evict_fork *f;
+	unsigned int n = 0;
 
-	/* (the store exists from the registration on: whether it holds a page says more) */
-	if (!pe || !pe->stored || parent->store_fd < 0 ||
-	    !any_byte_set(pe->stored, pe->npages / 8 + 1))
-		return;
+	if (!mm)
+		return refuse(err, errlen, ENOENT,
+			      "no region registered: nothing to keep for a child");
+	fork_free(mm);
+	/* from now on no batch of mm starts (over_budget()) */
+	mm->fork_hold_until = now_ns() + NPF_FORK_HOLD_MS * 1000000ULL;
 	/*
-	 * The child has no eviction ring: it only reads its evicted pages
-	 * back, from a copy of the parent's (the parent may write and
-	 * evict a page again meanwhile, or go). copy_file_range() lets the
-	 * file system share the blocks where it can.
+	 * A batch whose victims' copies are not all in the store yet must
+	 * end first: its zap may run before the fork. One that is zapping
+	 * has written them (B_ZAP), and a page it has not zapped yet the
+	 * child gets with the process's memory.
 	 */
-	e = region_ev(child, err, sizeof(err));
-	if (e && store_open(child))
-		snprintf(err, sizeof(err), "no swap store");
-	if (!e || child->store_fd < 0) {
-		pr_warn("forked region %u: %s: its evicted pages read as zeros", child->id, err);
+	if ((b.state == B_ACK || b.state == B_WRITE) && b.mm == mm)
+		return refuse(err, errlen, EAGAIN,
+			      "an eviction of this process is under way: ask again");
+	list_for_each_entry(r, &mm->regions, node)
+		n += r->ev && r->ev->stored && r->store_fd >= 0;
+	f = calloc(1, sizeof(*f) + n * sizeof(f->copy[0]));
+	if (!f || getrandom(f->token, sizeof(f->token), 0) != sizeof(f->token)) {
+		free(f);
+		mm->fork_hold_until = 0;
+		return refuse(err, errlen, ENOMEM, "out of memory");
+	}
+	mm->fork = f;
+	list_for_each_entry(r, &mm->regions, node) {
+		struct fork_copy *cp = &f->copy[f->n];
+		char name[SWAPSTORE_NAME_LEN];
+		__u64 copied;
+		int ret;
+
+		if (!r->ev || !r->ev->stored || r->store_fd < 0)
+			continue;
+		*cp = (struct fork_copy){
+			.region_id = r->id, .start = r->start, .length = r->length, .fd = -1};
+		f->n++;
+		cp->fd = swapstore_create(0, r->id, name);
+		ret = cp->fd < 0 ? cp->fd : store_copy(r, cp->fd, &copied);
+		if (ret) {
+			fork_free(mm);
+			return refuse(err, errlen, -ret,
+				      "cannot copy region %u's evicted pages for the child: %s",
+				      r->id, strerror(-ret));
+		}
+		pr_debug("pid %d forks: %llu evicted pages of region %u copied for the child",
+			 mm->tgid, (unsigned long long)copied, r->id);
+	}
+	memcpy(out->token, f->token, sizeof(out->token));
+	out->regions = f->n;
+	return 0;
+}
+
+/* Equal tokens, in a time that does not tell how much of one matched. */
+static bool token_equal(const __u8 *a, const __u8 *b)
+{
+	__u8 d = 0;
+
+	for (size_t i = 0; i < NPF_FORK_TOKEN_LEN; i++)
+		d |= a[i] ^ b[i];
+	return !d;
+}
+
+int evict_fork_done(struct npfd_client *c, const struct npf_fork_req *req, char *err, size_t errlen)
+{
+	if (!c->mm || !c->mm->fork || !token_equal(c->mm->fork->token, req->token))
+		return refuse(err, errlen, ENOENT, "no fork() of this process under way");
+	fork_free(c->mm);
+	return 0;
+}
+
+int evict_fork_find(const struct npfd_client *c, const struct npf_region_forked_req *req,
+		    struct fork_copy **copy, char *err, size_t errlen)
+{
+	struct npfd_mm *mm;
+
+	*copy = NULL;
+	if (req->pad)
+		return refuse(err, errlen, EINVAL, "a forked region's request has padding set");
+	list_for_each_entry(mm, &mms, node)
+		if (!mm->dead && mm->fork && token_equal(mm->fork->token, req->token))
+			break;
+	if (&mm->node == &mms)
+		return refuse(
+			err, errlen, ENOENT,
+			"no fork() under way with this token (the parent's fork ended, or npfd restarted)");
+	if (mm->uid != c->uid || mm == c->mm || mm->tgid == c->pid)
+		return refuse(err, errlen, EPERM,
+			      "the fork() of pid %d is not this process's (pid %d, uid %u)",
+			      mm->tgid, c->pid, c->uid);
+	for (unsigned int i = 0; i < mm->fork->n; i++) {
+		struct fork_copy *cp = &mm->fork->copy[i];
+
+		if (cp->region_id != req->parent_region_id)
+			continue;
+		if (cp->start != req->region.start || cp->length != req->region.length ||
+		    req->region.backing != NPF_BACKING_ANON)
+			return refuse(
+				err, errlen, EINVAL,
+				"region %u of the parent was 0x%llx-0x%llx (anonymous): the child's copy is the same",
+				cp->region_id, (unsigned long long)cp->start,
+				(unsigned long long)(cp->start + cp->length));
+		if (cp->fd < 0)
+			return refuse(err, errlen, EBUSY, "region %u's copy was taken already",
+				      cp->region_id);
+		*copy = cp;
+	}
+	return 0; /* not there: nothing of it was stored at the fork */
+}
+
+void evict_fork_take(struct npfd_region *r, struct fork_copy *copy)
+{
+	char err[NPF_ERRMSG_LEN];
+	struct evict_region *e;
+	__u64 found;
+
+	region_mark_present(r);
+	if (!copy)
+		return;
+	e = region_ev(r, err, sizeof(err));
+	if (!e) {
+		pr_err("region %u: %s: the evicted pages it had at the fork read as zeros", r->id,
+		       err);
 		return;
 	}
-	for (i = 0; i < e->npages && i < pe->npages; i++) {
-		loff_t from = (loff_t)store_offset(pe, i), to = (loff_t)store_offset(e, i);
-
-		if (!bit_test(pe->stored, i))
-			continue;
-		if (copy_file_range(parent->store_fd, &from, child->store_fd, &to, NPF_PAGE_SIZE,
-				    0) != (ssize_t)NPF_PAGE_SIZE) {
-			pr_warn_rl(
-				"forked region %u: cannot copy its evicted page %llu: %s: it reads as zeros",
-				child->id, (unsigned long long)i, strerror(errno));
-			continue;
-		}
-		bit_set(e->stored, i, true);
-		copied++;
-		if (child->budget_info)
-			child->budget_info->stored_pages++;
+	if (r->store_fd >= 0) {
+		swapstore_remove(r->store_name);
+		close(r->store_fd);
 	}
-	pr_debug("forked region %u: %llu evicted pages copied from region %u", child->id,
-		 (unsigned long long)copied, parent->id);
+	r->store_fd = copy->fd;
+	copy->fd = -1;
+	swapstore_link(r->store_fd, r->mm->tgid, r->id, r->store_name);
+	found = store_scan(r, e, lseek(r->store_fd, 0, SEEK_DATA));
+	pr_info("region %u: %llu evicted pages of region %u at the fork", r->id,
+		(unsigned long long)found, copy->region_id);
 }
 
 void evict_mm_gone(struct npfd_mm *mm)
 {
+	fork_free(mm);
 	if (b.state != B_IDLE && b.mm == mm) {
 		/*
 		 * The process is gone: nothing to put back, nobody to wake.
@@ -1513,7 +1691,7 @@ static struct npfd_region *over_budget(unsigned int *want)
 		__u64 total = 0, tres = 0, res;
 		bool resting;
 
-		if (mm->dead || !mm->evict_ring)
+		if (mm->dead || !mm->evict_ring || fork_holds(mm, now))
 			continue;
 		list_for_each_entry(r, &mm->regions, node) {
 			__u64 bud = region_budget(r);

@@ -45,6 +45,26 @@ int evict_ring_adopt(struct npfd_client *c, const struct npf_evict_ring_req *req
 void evict_budget_list(__u32 region_id, void (*emit)(const struct npf_budget_info *, void *),
 		       void *arg);
 
+/*
+ * fork() of a client (npf_abi.h NPF_MSG_FORK_PREPARE): the parent's
+ * eviction stops and its stores are copied for the child; done, the copies
+ * not taken go and eviction goes on.
+ */
+struct fork_copy;
+int evict_fork_prepare(struct npfd_client *c, struct npf_fork_info *out, char *err, size_t errlen);
+int evict_fork_done(struct npfd_client *c, const struct npf_fork_req *req, char *err,
+		    size_t errlen);
+/*
+ * The child's region req: checked against the fork under way, and *copy
+ * is what it gets (NULL: the parent's region had nothing stored).
+ */
+int evict_fork_find(const struct npfd_client *c, const struct npf_region_forked_req *req,
+		    struct fork_copy **copy, char *err, size_t errlen);
+/* r, just registered by the child, takes copy (the pages it has are installed ones). */
+void evict_fork_take(struct npfd_region *r, struct fork_copy *copy);
+/* The copies a fork of mm keeps open (per-uid descriptor limits). */
+unsigned int evict_fork_fds(const struct npfd_mm *mm);
+
 /* Region and address-space life (region.c's hooks). */
 void evict_region_registered(struct npfd_region *r);
 /*
@@ -60,8 +80,6 @@ void evict_region_adopted(struct npfd_region *r, __u32 old_id);
  * soon as it has the answer.
  */
 void evict_region_gone(struct npfd_region *r, bool stopping, struct npfd_wait *w);
-/* The process forked: child's copy of parent's region reads the same stored pages. */
-void evict_region_forked(struct npfd_region *parent, struct npfd_region *child);
 void evict_mm_gone(struct npfd_mm *mm);
 /*
  * A read-only descriptor of anonymous region r's swap store for its

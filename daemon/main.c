@@ -160,7 +160,6 @@ static void wire(void)
 		.dropped = evict_range_removed,
 		.cut = evict_region_cut,
 		.unmapping = evict_range_unmapped,
-		.forked = evict_region_forked,
 		.mm_going = mm_going,
 		.mm_gone = mm_gone,
 	};

@@ -409,8 +409,8 @@ static bool in_cgroup(const struct npfd_mm *mm, const char *dir)
 {
 	char d[PATH_MAX];
 
-	return !mm->dead && !mm->forked && mm->tgid && mm->evict_ring &&
-	       !client_dir(mm->tgid, d, sizeof(d)) && !strcmp(d, dir);
+	return !mm->dead && mm->tgid && mm->evict_ring && !client_dir(mm->tgid, d, sizeof(d)) &&
+	       !strcmp(d, dir);
 }
 
 void memcg_region_registered(struct npfd_region *r)
@@ -425,7 +425,7 @@ void memcg_region_registered(struct npfd_region *r)
 	unsigned int clients = 0;
 	int ret, gi;
 
-	if (mm->forked || !mm->tgid || !mm->evict_ring || !find_mount())
+	if (!mm->tgid || !mm->evict_ring || !find_mount())
 		return; /* without the ring no budget can apply (evict.c says why) */
 	ret = client_dir(mm->tgid, dir, sizeof(dir));
 	if (ret) {

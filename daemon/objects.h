@@ -21,6 +21,7 @@ struct npfd_mm;
 struct nic_probe;
 struct evict_region;
 struct evict_ring;
+struct evict_fork;
 
 /* A swap store's file name (swapstore.c): BOOT.PID.START.REGION */
 #define SWAPSTORE_NAME_LEN 96
@@ -62,7 +63,7 @@ struct npfd_region {
 	 * Anonymous: its swap store (evict.c, swapstore.c), made when it is
 	 * registered so that its process can be handed a read-only descriptor
 	 * (libnpf's fallback reads it if npfd dies). -1 / "": none; "" with a
-	 * descriptor: unnamed (a forked child's).
+	 * descriptor: unnamed (not yet given its name, swapstore_link()).
 	 */
 	int store_fd;
 	char store_name[SWAPSTORE_NAME_LEN];
@@ -73,23 +74,22 @@ struct npfd_mm {
 	struct list_head node; /* in region.c's list of address spaces (mms) */
 	int uffd;
 	ino_t uffd_ino;
-	pid_t tgid;		   /* 0: forked child not yet seen faulting */
+	pid_t tgid;
 	uid_t uid;		   /* of the client that registered it: per-uid limits */
-	int pidfd;		   /* forked children: tells npfd when the child exits */
-	pid_t parent_tgid;	   /* forked children: the parent's, among whose children it is */
 	struct npfd_client *owner; /* control connection that answers for it, or NULL */
 	struct list_head regions;
 	__u32 nr_regions;
-	bool forked;
-	bool dead;     /* torn down; freed at the end of the loop iteration */
-	bool adopting; /* more regions are being adopted: faults outside them wait */
-	int src;       /* event-loop source id of uffd */
-	int pid_src;
-	struct nic_probe *nic_probe;   /* the uprobe on its executable's npf_nic_fault_report() */
-	int pagemap_fd;		       /* /proc/PID/pagemap, opened for device requests */
+	bool dead;		     /* torn down; freed at the end of the loop iteration */
+	bool adopting;		     /* more regions are being adopted: faults outside them wait */
+	int src;		     /* event-loop source id of uffd */
+	struct nic_probe *nic_probe; /* the uprobe on its executable's npf_nic_fault_report() */
+	int pagemap_fd;		     /* /proc/PID/pagemap, opened for device requests */
 	struct evict_ring *evict_ring; /* the client's ring that drops its pages (evict.c) */
 	__u64 old_zaps_until; /* adopted, no ring yet: an earlier zap may run until then (evict.c) */
 	bool late_unsettled; /* pages held for zaps still to run wait for late_settle() (evict.c) */
+	/* a fork() under way: no eviction until then, copies of its stores for the child (evict.c) */
+	__u64 fork_hold_until;
+	struct evict_fork *fork;
 };
 
 struct npfd_client {

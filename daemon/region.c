@@ -52,14 +52,6 @@ static void mm_ready(void *arg)
 	hooks.uffd_ready(arg);
 }
 
-static void mm_child_exited(void *arg)
-{
-	struct npfd_mm *mm = arg;
-
-	pr_info("forked child %d exited: dropping its %u regions", mm->tgid, mm->nr_regions);
-	mm_destroy(mm, false);
-}
-
 struct npfd_mm *mm_new(int uffd, ino_t ino, pid_t tgid, struct npfd_client *owner)
 {
 	struct npfd_mm *mm = calloc(1, sizeof(*mm));
@@ -70,8 +62,6 @@ struct npfd_mm *mm_new(int uffd, ino_t ino, pid_t tgid, struct npfd_client *owne
 	mm->uffd_ino = ino;
 	mm->tgid = tgid;
 	mm->owner = owner;
-	mm->pidfd = -1;
-	mm->pid_src = -1;
 	mm->pagemap_fd = -1;
 	INIT_LIST_HEAD(&mm->regions);
 	mm->src = source_add(uffd, POLLIN, mm_ready, mm);
@@ -151,9 +141,6 @@ void mm_destroy(struct npfd_mm *mm, bool unregister_ranges)
 	collect_filter_remove(mm->tgid);
 	collect_nic_uprobe_put(mm);
 	source_del(mm->src);
-	source_del(mm->pid_src);
-	if (mm->pidfd >= 0)
-		close(mm->pidfd);
 	if (mm->pagemap_fd >= 0)
 		close(mm->pagemap_fd);
 	/* Closing the last reference wakes every thread still blocked on it. */
@@ -346,6 +333,11 @@ static int check_uffd(struct npfd_client *c, int uffd, ino_t *ino, char *err, si
 			err, errlen, EINVAL,
 			"the userfaultfd lacks features npfd needs (EVENT_REMAP, EVENT_REMOVE, EVENT_UNMAP): got 0x%llx",
 			(unsigned long long)features);
+	/* a child's copies register themselves (npf_abi.h NPF_MSG_FORK_PREPARE) */
+	if (features & UFFD_FEATURE_EVENT_FORK)
+		return refuse(
+			err, errlen, EINVAL,
+			"the userfaultfd follows fork() (EVENT_FORK), which npfd does not: a forked child registers its copies of the regions itself (NPF_MSG_REGION_FORKED)");
 	if (fstat(uffd, &st))
 		return refuse(err, errlen, errno, "cannot stat the userfaultfd: %s",
 			      strerror(errno));
@@ -368,7 +360,7 @@ static struct npfd_mm *mm_hand_over(struct npfd_client *c, ino_t ino)
 	struct npfd_mm *mm;
 
 	list_for_each_entry(mm, &mms, node) {
-		if (mm->dead || mm->uffd_ino != ino || mm->tgid != c->pid || mm->forked)
+		if (mm->dead || mm->uffd_ino != ino || mm->tgid != c->pid)
 			continue;
 		if (mm->owner && mm->owner != c && mm->owner->mm == mm)
 			mm->owner->mm = NULL;
@@ -580,12 +572,13 @@ static int mark_present_scan(struct npfd_region *r, __u64 *found)
 
 /*
  * An adopted region's pages that the process has (the earlier npfd
- * installed them, or the CPU wrote them before it registered) are
+ * installed them, or the CPU wrote them before it registered), or a forked
+ * child's (copied at the fork), are
  * installed as far as this npfd is concerned: they count against a budget
  * and eviction may take them. PAGEMAP_SCAN finds them; a kernel without it
  * has them read from pagemap (bit 63: present in RAM), entry by entry.
  */
-static void mark_present(struct npfd_region *r)
+void region_mark_present(struct npfd_region *r)
 {
 	__u64 ent[512], i, j, n, npages = r->length >> NPF_PAGE_SHIFT, found = 0;
 	int err = mark_present_scan(r, &found);
@@ -763,7 +756,7 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 		return refuse(err, errlen, ENOSPC, "cannot add the region to the BPF maps");
 	}
 	if (adopt_id)
-		mark_present(r);
+		region_mark_present(r);
 	if (adopt_id && hooks.adopted)
 		hooks.adopted(r, adopt_id);
 	if (hooks.registered)
@@ -934,179 +927,4 @@ void mm_remapped(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len)
 		}
 	}
 	collect_filter_update(mm->tgid, mm);
-}
-
-/*
- * fork() of a served process: the kernel made a userfaultfd for the child
- * and registered the same ranges in it. Serve the child with the parent's
- * regions until it exits; its pid is learnt from its first fault (the fork
- * event does not carry it).
- */
-void mm_forked(struct npfd_mm *parent, int child_uffd)
-{
-	struct npfd_region *pr;
-	struct npfd_mm *mm;
-	struct stat st;
-
-	if (fstat(child_uffd, &st) || fcntl(child_uffd, F_SETFL, O_NONBLOCK)) {
-		pr_warn("pid %d forked: cannot use the child's userfaultfd: %s", parent->tgid,
-			strerror(errno));
-		close(child_uffd);
-		return;
-	}
-	mm = mm_new(child_uffd, st.st_ino, 0, parent->owner);
-	if (!mm) {
-		close(child_uffd);
-		return;
-	}
-	mm->forked = true;
-	mm->parent_tgid = parent->tgid;
-	mm->uid = parent->uid;
-	list_for_each_entry(pr, &parent->regions, node) {
-		struct npfd_region *r = calloc(1, sizeof(*r));
-
-		if (!r)
-			break;
-		*r = *pr;
-		r->mm = mm;
-		r->id = id_alloc(ID_REGION);
-		r->file_fd = pr->file_fd >= 0 ? fcntl(pr->file_fd, F_DUPFD_CLOEXEC, 0) : -1;
-		r->stats = NULL;
-		r->budget_info = NULL;
-		r->ev = NULL; /* eviction state is the parent's (hooks.forked shares what it can) */
-		r->evicting = NULL;
-		r->install_clean = false;
-		r->map = NULL; /* the child's region maps the file afresh if it needs to */
-		r->ws_fd = -1;
-		r->ws_failed = true; /* a child does not record its parent's working set */
-		r->store_fd = -1;    /* a copy of the parent's store is made (hooks.forked) */
-		r->store_name[0] = '\0';
-		/* What the parent had installed, the child has too (copied at fork). */
-		r->installed = calloc((r->length >> NPF_PAGE_SHIFT) / 8 + 1, 1);
-		if (r->installed && pr->installed) {
-			memcpy(r->installed, pr->installed, (r->length >> NPF_PAGE_SHIFT) / 8 + 1);
-			r->ninstalled = pr->ninstalled;
-		}
-		list_add_tail(&r->node, &mm->regions);
-		mm->nr_regions++;
-		nr_regions++;
-		if (collect_slot_alloc(r))
-			pr_warn("child region %u has no stats slot", r->id);
-		if (hooks.forked)
-			hooks.forked(pr, r);
-	}
-	pr_info("pid %d forked: serving the child's %u regions", parent->tgid, mm->nr_regions);
-}
-
-/* The last pid of a /proc status file's NSpid line: the task's in its own pid namespace. */
-static pid_t innermost_pid(const char *status)
-{
-	char line[256], *s, *save;
-	pid_t pid = 0;
-	FILE *f = fopen(status, "re");
-
-	while (f && fgets(line, sizeof(line), f)) {
-		if (strncmp(line, "NSpid:", 6))
-			continue;
-		for (s = strtok_r(line + 6, " \t\n", &save); s; s = strtok_r(NULL, " \t\n", &save))
-			pid = atoi(s);
-		break;
-	}
-	if (f)
-		fclose(f);
-	return pid;
-}
-
-/*
- * The first of pid's threads (their ids in npfd's namespace, as /proc/PID/task
- * names them) for which fn says true, or 0.
- */
-static pid_t find_task(pid_t pid, bool (*fn)(pid_t pid, const char *task, void *arg), void *arg)
-{
-	char path[64];
-	struct dirent *e;
-	pid_t found = 0;
-	DIR *dir;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", pid);
-	dir = opendir(path);
-	while (dir && !found && (e = readdir(dir)))
-		if (e->d_name[0] != '.' && fn(pid, e->d_name, arg))
-			found = atoi(e->d_name);
-	if (dir)
-		closedir(dir);
-	return found;
-}
-
-/* Is the task's pid in its own namespace *(pid_t *)tid? */
-static bool task_has_nspid(pid_t pid, const char *task, void *tid)
-{
-	char status[300];
-
-	snprintf(status, sizeof(status), "/proc/%d/task/%s/status", pid, task);
-	return innermost_pid(status) == *(pid_t *)tid;
-}
-
-struct child_search {
-	pid_t tid;   /* the thread's id in its own namespace */
-	pid_t child; /* found: the child's pid in npfd's */
-};
-
-/* Has one of the task's children a thread whose pid in its own namespace is cs->tid? */
-static bool task_child_has_thread(pid_t pid, const char *task, void *arg)
-{
-	struct child_search *cs = arg;
-	char children[300];
-	FILE *f;
-	int c;
-
-	snprintf(children, sizeof(children), "/proc/%d/task/%s/children", pid, task);
-	f = fopen(children, "re");
-	while (f && !cs->child && fscanf(f, "%d", &c) == 1)
-		if (find_task(c, task_has_nspid, &cs->tid))
-			cs->child = c;
-	if (f)
-		fclose(f);
-	return cs->child;
-}
-
-/* The child of parent (npfd's pids) with a thread tid (in its own namespace), or 0. */
-static pid_t child_with_thread(pid_t parent, pid_t tid)
-{
-	struct child_search cs = {.tid = tid};
-
-	find_task(parent, task_child_has_thread, &cs);
-	return cs.child;
-}
-
-/*
- * The fault's thread id is in the faulting thread's pid namespace, which
- * need not be npfd's: a client in a container, or one in a namespace of
- * its own (unshare -Urp), whose child's thread id named another process
- * here (found by an adversarial review: npfd took that process's place in
- * the fault filter, and dropped its NIC's page requests once the child
- * exited). So the child is looked for among its parent's children, by
- * the pid each of their threads has in its own namespace; a child not
- * found there (its parent gone) is served without knowing its pid.
- */
-void mm_learn_tgid(struct npfd_mm *mm, pid_t tid)
-{
-	pid_t tgid;
-
-	if (mm->parent_tgid <= 0)
-		return; /* looked for once already */
-	tgid = child_with_thread(mm->parent_tgid, tid);
-	if (tgid <= 0) {
-		pr_warn("forked child (thread %d in its namespace) is no child of pid %d any more: served without its pid",
-			tid, mm->parent_tgid);
-		mm->parent_tgid = 0;
-		return;
-	}
-	mm->tgid = tgid;
-	mm->pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
-	if (mm->pidfd >= 0)
-		mm->pid_src = source_add(mm->pidfd, POLLIN, mm_child_exited, mm);
-	if (collect_filter_update(tgid, mm))
-		pr_warn("forked child %d: cannot add it to the fault filter", tgid);
-	pr_info("forked child is pid %d", tgid);
 }

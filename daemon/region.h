@@ -23,7 +23,7 @@ struct region_hooks {
 	/* May uid hold that much more? 0, or -errno with the reason in err. */
 	int (*uid_limit)(uid_t uid, unsigned int more_regions, unsigned int more_fds, char *err,
 			 size_t errlen);
-	/* r was registered (not for a forked child's copies). */
+	/* r was registered (or adopted, or a forked child's copy). */
 	void (*registered)(struct npfd_region *r);
 	/* r was adopted: an earlier npfd served it as old_id (before registered()). */
 	void (*adopted)(struct npfd_region *r, __u32 old_id);
@@ -49,8 +49,6 @@ struct region_hooks {
 	void (*unmapping)(struct npfd_mm *mm, __u64 start, __u64 end);
 	/* munmap cut r's first shift pages off: page-indexed state moves with its start. */
 	void (*cut)(struct npfd_region *r, __u64 shift);
-	/* fork: child is the child's copy of parent (the child's pages are the parent's). */
-	void (*forked)(struct npfd_region *parent, struct npfd_region *child);
 	/* mm is being torn down: before its regions go, and after. */
 	void (*mm_going)(struct npfd_mm *mm);
 	void (*mm_gone)(struct npfd_mm *mm);
@@ -74,8 +72,6 @@ void region_remove(struct npfd_region *r, bool unregister_range);
 void region_info(const struct npfd_region *r, struct npf_region_info *out);
 
 /* The userfaultfd's events, read by the resolver. */
-void mm_forked(struct npfd_mm *parent, int child_uffd);
-void mm_learn_tgid(struct npfd_mm *mm, pid_t tid);
 void mm_unmapped(struct npfd_mm *mm, __u64 start, __u64 end);
 void mm_remapped(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len);
 void mm_range_removed(struct npfd_mm *mm, __u64 start, __u64 end);
@@ -83,6 +79,8 @@ void mm_range_removed(struct npfd_mm *mm, __u64 start, __u64 end);
 /* Installed pages: set by the resolver, read by prefetch and devices. */
 bool region_page_installed(const struct npfd_region *r, __u64 page);
 void region_mark_installed(struct npfd_region *r, __u64 start, __u64 npages);
+/* The pages the process has in r count as installed (an adopted region, a forked child's). */
+void region_mark_present(struct npfd_region *r);
 /* The /proc/PID/pagemap entries of n pages from va into ent; false if unreadable. */
 bool mm_pagemap_read(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n);
 /* [start, end) of r left the address space (eviction took it): not installed any more. */

@@ -325,13 +325,8 @@ void resolve_uffd_ready(void *arg)
 						hooks.wp_fault(mm, m->arg.pagefault.address);
 					break;
 				}
-				if (!mm->tgid && m->arg.pagefault.feat.ptid)
-					mm_learn_tgid(mm, (pid_t)m->arg.pagefault.feat.ptid);
 				cpu_fault(mm, m->arg.pagefault.address, m->arg.pagefault.feat.ptid,
 					  t, m->arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WRITE);
-				break;
-			case UFFD_EVENT_FORK:
-				mm_forked(mm, (int)m->arg.fork.ufd);
 				break;
 			case UFFD_EVENT_REMAP:
 				mm_remapped(mm, m->arg.remap.from, m->arg.remap.to,

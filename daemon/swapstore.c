@@ -64,8 +64,8 @@ static void store_name(char name[SWAPSTORE_NAME_LEN], pid_t pid, __u64 start, __
 
 /*
  * A hole must say "not stored" to the next npfd: the file system must punch
- * holes and find them (SEEK_DATA), and make unnamed files for forked
- * children. Tried once on an unnamed file.
+ * holes and find them (SEEK_DATA), and make unnamed files (copies for forked
+ * children, named later). Tried once on an unnamed file.
  */
 static int probe_holes(void)
 {
@@ -241,6 +241,28 @@ int swapstore_rename(char name[SWAPSTORE_NAME_LEN], pid_t pid, __u32 id)
 		return -errno;
 	}
 	memcpy(name, to, SWAPSTORE_NAME_LEN);
+	return 0;
+}
+
+int swapstore_link(int fd, pid_t pid, __u32 id, char name[SWAPSTORE_NAME_LEN])
+{
+	__u64 start = process_start_time(pid);
+	char path[32];
+
+	name[0] = '\0';
+	if (dir_fd < 0 || !start)
+		return -ESRCH;
+	store_name(name, pid, start, id);
+	unlinkat(dir_fd, name, 0); /* stale: as in swapstore_create() */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	if (linkat(AT_FDCWD, path, dir_fd, name, AT_SYMLINK_FOLLOW)) {
+		int err = -errno;
+
+		pr_warn_rl("swap store: cannot name a store %s/%s: %s", store_dir, name,
+			   strerror(errno));
+		name[0] = '\0';
+		return err;
+	}
 	return 0;
 }
 

@@ -26,8 +26,8 @@ bool swapstore_ready(void);
 /*
  * A new store for region id of process pid, named after the process (pid
  * and start time: a later process with the same pid does not find it) and
- * the region; pid 0 makes an unnamed one (a forked child's, which nobody
- * can adopt). The descriptor, or -errno (logged); name gets the file's
+ * the region; pid 0 makes an unnamed one (a copy for a forked child, named
+ * once the child takes it: swapstore_link()). The descriptor, or -errno (logged); name gets the file's
  * name ("" for an unnamed one).
  */
 int swapstore_create(pid_t pid, __u32 id, char name[SWAPSTORE_NAME_LEN]);
@@ -35,6 +35,11 @@ int swapstore_create(pid_t pid, __u32 id, char name[SWAPSTORE_NAME_LEN]);
 int swapstore_find(pid_t pid, __u32 id, char name[SWAPSTORE_NAME_LEN]);
 /* The store now belongs to region id (adopted under another id): name is updated. */
 int swapstore_rename(char name[SWAPSTORE_NAME_LEN], pid_t pid, __u32 id);
+/*
+ * An unnamed store (pid 0 above) becomes region id of process pid's: it
+ * gets that name, so that the next npfd finds it. 0 or -errno (logged).
+ */
+int swapstore_link(int fd, pid_t pid, __u32 id, char name[SWAPSTORE_NAME_LEN]);
 /* Delete a store by name (a descriptor of it stays usable until closed). */
 void swapstore_remove(const char *name);
 /* The page at off is not stored any more: its blocks go back (a hole reads zeros). */

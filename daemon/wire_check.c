@@ -34,6 +34,7 @@ long wire_body_size(__u16 type)
 {
 	switch (type) {
 	case NPF_MSG_STATUS:
+	case NPF_MSG_FORK_PREPARE:
 	case NPF_MSG_REGION_LIST:
 	case NPF_MSG_DEVICE_LIST:
 	case NPF_MSG_POLICY_LIST:
@@ -64,6 +65,10 @@ long wire_body_size(__u16 type)
 		return sizeof(struct npf_region_id_req);
 	case NPF_MSG_EVICT_RING:
 		return sizeof(struct npf_evict_ring_req);
+	case NPF_MSG_FORK_DONE:
+		return sizeof(struct npf_fork_req);
+	case NPF_MSG_REGION_FORKED:
+		return sizeof(struct npf_region_forked_req);
 	}
 	return -1;
 }
@@ -74,6 +79,7 @@ static int max_fds(__u16 type)
 	switch (type) {
 	case NPF_MSG_REGION_REGISTER:
 	case NPF_MSG_REGION_ADOPT:
+	case NPF_MSG_REGION_FORKED:
 		return 2; /* userfaultfd, backing file */
 	case NPF_MSG_DEVICE_ATTACH:
 	case NPF_MSG_DEVICE_ADOPT:

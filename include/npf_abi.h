@@ -358,7 +358,11 @@ enum npf_msg_type {
 	NPF_MSG_REGION_SET = 17,  /* npf_region_set_req -> npf_budget_info */
 	NPF_MSG_BUDGET_LIST = 18, /* npf_region_id_req (0: all) -> npf_budget_info[] */
 	NPF_MSG_EVICT_RING = 19,  /* npf_evict_ring_req -> nothing (libnpf sends it) */
-	NPF_MSG_REPLY = 0x8000,	  /* OR-ed into the request type */
+	/* fork() of a client (added in version 1 too; libnpf sends them, see below) */
+	NPF_MSG_FORK_PREPARE = 20,  /* nothing -> npf_fork_info */
+	NPF_MSG_FORK_DONE = 21,	    /* npf_fork_req -> nothing */
+	NPF_MSG_REGION_FORKED = 22, /* npf_region_forked_req + fds as REGISTER -> npf_region_info */
+	NPF_MSG_REPLY = 0x8000,	    /* OR-ed into the request type */
 };
 
 struct npf_msg_hdr {
@@ -431,6 +435,45 @@ struct npf_region_adopt_req {
 	struct npf_region_req region;
 	__u32 region_id; /* the id the earlier npfd gave */
 	__u32 flags;	 /* NPF_ADOPT_* */
+};
+
+/*
+ * fork() of a client whose pages npfd evicts. The child's copy of a
+ * region is not registered with any userfaultfd (the kernel drops the
+ * registration of a child without UFFD_FEATURE_EVENT_FORK), so the pages
+ * that were evicted at the fork would read as zeros in it. libnpf, from
+ * pthread_atfork() handlers:
+ * - the parent, before fork(), sends NPF_MSG_FORK_PREPARE. npfd starts no
+ *   eviction of the process (an eviction under way must end first:
+ *   EAGAIN, ask again), copies what its swap stores hold and answers a
+ *   token, a random secret;
+ * - the child registers each region anew with NPF_MSG_REGION_FORKED,
+ *   naming the parent's region and the token, with a userfaultfd of its
+ *   own: its region starts with the copy of the parent's stored pages;
+ * - the parent, after fork(), sends NPF_MSG_FORK_DONE: eviction goes on,
+ *   and copies not taken are dropped. npfd also drops them when the
+ *   parent's connection closes, and goes on evicting by itself after
+ *   NPF_FORK_HOLD_MS.
+ * A child must be of the same user as the parent.
+ */
+#define NPF_FORK_TOKEN_LEN 16
+#define NPF_FORK_HOLD_MS 30000
+
+struct npf_fork_info {
+	__u8 token[NPF_FORK_TOKEN_LEN];
+	__u32 regions; /* regions of which a copy of stored pages was made */
+	__u32 pad;
+};
+
+struct npf_fork_req {
+	__u8 token[NPF_FORK_TOKEN_LEN];
+};
+
+struct npf_region_forked_req {
+	struct npf_region_req region; /* the child's copy: the same range as the parent's */
+	__u32 parent_region_id;	      /* the parent's region (npfd's id) */
+	__u32 pad;		      /* 0 */
+	__u8 token[NPF_FORK_TOKEN_LEN];
 };
 
 /*

@@ -155,7 +155,16 @@ unmapped-page-put-back @@ daemon/evict.c @@ s{\t\tif \(b.unmapped\[i\]\)\n\t\t\t
 budget-hold-off @@ daemon/main.c @@ s{return evict_hold\(r, npages\) \|\|}{return 0 ||} @@ evict_hard
 store-not-found-at-adoption @@ daemon/evict.c @@ s{fd = swapstore_find\(r->mm->tgid, old_id, name\);}{fd = -ENOENT;} @@ evict_crash evict_crash_storm
 old-zaps-not-awaited @@ daemon/evict.c @@ s{if \(old_zap && bit_test}{if (0 && old_zap && bit_test} @@ evict_crash_storm evict_adopt_frozen
-fork-store-not-copied @@ daemon/evict.c @@ s{if \(!pe \|\| !pe->stored \|\| parent->store_fd < 0 \|\|}{if (1 ||} @@ evict_fork
+fork-copy-not-given @@ daemon/evict.c @@ s{\t\t\*copy = cp;\n}{\t\t*copy = NULL;\n} @@ evict_fork
+fork-hold-ignored @@ daemon/evict.c @@ s{ \|\| fork_holds\(mm, now\)\)}{)} @@ evict_fork
+fork-fill-skipped @@ client/libnpf.c @@ s{\tif \(pagemap < 0\)\n\t\treturn 0;}{\treturn 0;} @@ evict_fork
+fork-parent-does-not-wait @@ client/libnpf.c @@ s{\tif \(fork_pipe\[1\] >= 0\) \{\n\t\tstruct pollfd}{\tif (0) \{\n\t\tstruct pollfd} @@ evict_fork
+dontfork-ignored @@ client/libnpf.c @@ s{c->fork_mode == NPF_FORK_DONTFORK && madvise\(addr, len, MADV_DONTFORK\)}{0} @@ evict_fork
+fork-claim-any-uid @@ daemon/evict.c @@ s{if \(mm->uid != c->uid \|\| mm == c->mm}{if (mm == c->mm} @@ adv_fork
+fork-copy-taken-twice @@ daemon/evict.c @@ s{\t\tif \(cp->fd < 0\)\n\t\t\treturn refuse}{\t\tif (0)\n\t\t\treturn refuse} @@ adv_fork
+fork-range-unchecked @@ daemon/evict.c @@ s{if \(cp->start != req->region.start \|\| cp->length != req->region.length \|\|}{if (0 &&} @@ adv_fork
+fork-token-outlives-done @@ daemon/evict.c @@ s{\tfork_free\(c->mm\);\n\treturn 0;}{\tc->mm->fork_hold_until = 0;\n\treturn 0;} @@ adv_fork
+event-fork-accepted @@ daemon/region.c @@ s{\tif \(features & UFFD_FEATURE_EVENT_FORK\)\n}{\tif (0)\n} @@ adv_fork
 late-zap-pages-let-go @@ daemon/evict.c @@ s{bool zaps_pending = b.zaps && }{bool zaps_pending = 0 && b.zaps && } @@ evict_zap_late
 late-remove-taken-as-drop @@ daemon/evict.c @@ s{\t\tif \(bit_test\(r->ev->late, i\)\) \{}{\t\tif (0 && bit_test(r->ev->late, i)) \{} @@ evict_zap_late
 late-page-write-let-through @@ daemon/evict.c @@ s{\tif \(r && r->ev && bit_test\(r->ev->late, page_index\(r, page\)\)\)\n\t\treturn;}{} @@ evict_zap_late
@@ -184,7 +193,6 @@ udp-any-port @@ nic/nic_wire.c @@ s{from.sin_port != w->peer.sin_port\)\n}{0)\n}
 shm-rx-header-believed @@ nic/nic_wire.c @@ s{pkt = ring_slot\(r, w->rx_nslots, w->rx_slot_size, head\);}{pkt = ring_slot(r, r->nslots, r->slot_size, head);} @@ nic_shm_header
 ws-record-shared-by-users @@ daemon/wsstore.c @@ s{"%s/%u.%s.ws", ws_dir, \(unsigned int\)r->mm->uid, r->name\)}{"%s/%s.ws", ws_dir, r->name)} @@ policy_load
 evict-scan-unbounded @@ daemon/evict.c @@ s{ && scanned < EVICT_SCAN_MAX\) \{}{) \{} @@ evict_refuse
-child-pid-from-its-namespace @@ daemon/region.c @@ s{tgid = child_with_thread\(mm->parent_tgid, tid\);}{tgid = tid;} @@ fork_pid_ns
 userns-caps-count @@ daemon/control.c @@ s{f = same_user_ns\(cred->pid\) \? fopen\(path, "re"\) : NULL;}{f = fopen(path, "re");} @@ adv_policy
 unregister-answered-before-zaps @@ daemon/evict.c @@ s{\tif \(w && batch_or_zaps\(r->mm\)\) \{}{\tif (0 && w && batch_or_zaps(r->mm)) \{} @@ evict_unmap_remap
 partial-install-not-reported @@ daemon/resolve.c @@ s{\t\t\t\treport_partial\(rn\);\n}{} @@ evict_policy_faults

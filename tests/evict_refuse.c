@@ -367,7 +367,8 @@ int main(void)
 	th_npfd_start(&d, NULL);
 	adv_open_to_group(&d);
 	sock_path = d.sock;
-	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock);
+	/* the attackers are forks of this process: none of them has root's regions */
+	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock, .fork = NPF_FORK_DONTFORK);
 	c = npf_client__connect(&co);
 	TH_ASSERT(c, "connect: %s", strerror(errno));
 	mem = mmap(NULL, 256 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

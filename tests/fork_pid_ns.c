@@ -1,17 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * A forked child's pid, learned from its first fault, when the client is
- * in a pid namespace of its own (a container): it registers a region,
- * forks, and the child faults on it. The fault's thread id is the child's
- * pid in that namespace (a small number), which names another process in
- * npfd's: npfd used to take it for the child's, and so gave the child's
- * faults that process's place in the fault filter (and dropped the
- * other's entry when the child exited; found by an adversarial review).
- * npfd must list the child's copy of the region under the child's own
- * pid. The client is root: the fork event npfd needs
- * (UFFD_FEATURE_EVENT_FORK) takes CAP_SYS_PTRACE in the initial user
- * namespace, which no unprivileged user has, in a user namespace of its
- * own or not.
+ * A forked child's copy of a region when the client is in a pid namespace
+ * of its own (a container): it registers a region, forks, and the child
+ * faults on it. The child's pid there (a small number) names another
+ * process in npfd's namespace. npfd once learnt a child's pid from its
+ * fault's thread id, which is the namespace's, and so gave the child's
+ * faults that other process's place in the fault filter (found by an
+ * adversarial review). Now libnpf in the child registers its copy over a
+ * connection of its own, whose pid the kernel gives npfd in npfd's
+ * namespace: npfd must list the child's copy under the child's own pid.
  */
 #include <sched.h>
 #include <stdint.h>

@@ -4,7 +4,7 @@
  * - MADV_DONTNEED (UFFD_EVENT_REMOVE): the page refaults and reads the file again;
  * - mremap (UFFD_EVENT_REMAP): the region moves and is filled at its new place
  *   with the right file offsets;
- * - fork (UFFD_EVENT_FORK): the child is served too, with file data;
+ * - fork: the child (its copies registered by libnpf) is served too, with file data;
  * - munmap (UFFD_EVENT_UNMAP): the region disappears from npfd's table.
  */
 #include <fcntl.h>

@@ -54,9 +54,10 @@ static inline void rs_npfd_start(struct rs_npfd *d)
 	snprintf(bin, sizeof(bin), "%s/npfd", th_bin_dir());
 	fflush(stdout);
 	/*
-	 * vfork, not fork: this process is an npf client, and a fork() of a
-	 * client whose userfaultfd has EVENT_FORK waits until its fork event is
-	 * read -- by the npfd this fork is about to start. vfork copies no mm.
+	 * vfork, not fork: this process is an npf client, and libnpf's
+	 * pthread_atfork() handlers would register the child's copies of its
+	 * regions (the child only runs npfd). vfork runs no handlers and copies
+	 * no mm.
 	 */
 	d->pid = vfork();
 	TH_ASSERT(d->pid >= 0, "vfork: %s", strerror(errno));
