@@ -70,7 +70,7 @@
 #define RECONNECT_MIN_MS 10 /* backoff between attempts to reach a restarted npfd */
 #define RECONNECT_MAX_MS 200
 #define PROBE_EVERY_MS 1000 /* in fallback with npfd connected: is it answering again? */
-#define FORK_WAIT_MS 30000  /* the parent's fork() waits that long for the child's registration */
+#define FORK_WAIT_MS 30000  /* fork(): the most it waits for npfd's copies, then for the child */
 
 /* A region as this process registered it: what a new npfd is given to adopt. */
 struct lib_region {
@@ -1613,16 +1613,20 @@ static int fork_pipe[2] = {-1, -1}; /* the child closes its end when it is done 
 
 static int fork_ask(struct npf_client *c)
 {
-	__u64 deadline = deadline_of(c, c->timeout_ms);
+	__u64 deadline = now_ms() + FORK_WAIT_MS;
 	struct npf_fork_info fi;
 	int err;
 
+	/*
+	 * EAGAIN: npfd copies a bounded part of the stores per request (it
+	 * serves others between them), or an eviction under way must end
+	 * first (within its 2 s deadline).
+	 */
 	for (;;) {
 		err = request_one_raw(c, NPF_MSG_FORK_PREPARE, NULL, 0, NULL, 0, &fi, sizeof(fi));
-		/* an eviction under way ends within its 2 s deadline */
-		if (err != -EAGAIN || (deadline && now_ms() >= deadline))
+		if (err != -EAGAIN || now_ms() >= deadline)
 			break;
-		usleep(1000);
+		usleep(200);
 	}
 	if (err) {
 		pr_warn("fork(): npfd at %s cannot keep this process's evicted pages for the child: %s",

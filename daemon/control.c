@@ -516,16 +516,27 @@ static void wait_answer(struct npfd_wait *w)
 
 /*
  * After each pass of the loop: read the clients whose waiting request was
- * answered (their requests queued behind it raise no new readiness).
+ * answered (their requests queued behind it raise no new readiness), and
+ * those that may have more than the one request read in the pass. Only
+ * the ones listed when the pass ended: one read again now is read next
+ * pass, after the others' events.
  */
 void control_flush(void)
 {
-	while (!list_empty(&resume)) {
-		struct npfd_client *c = list_entry(resume.next, struct npfd_client, resume);
+	struct list_head now = LIST_HEAD_INIT(now);
+
+	list_splice_init(&resume, &now);
+	while (!list_empty(&now)) {
+		struct npfd_client *c = list_entry(now.next, struct npfd_client, resume);
 
 		list_del_init(&c->resume);
 		client_ready(c);
 	}
+}
+
+bool control_pending(void)
+{
+	return !list_empty(&resume);
 }
 
 static void do_status(struct reply *rp)
@@ -870,6 +881,17 @@ static void client_ready(void *arg)
 {
 	struct npfd_client *c = arg;
 	char buf[NPF_REQ_MAX];
+	union {
+		char buf[NPF_FDPASS_SPACE];
+		struct cmsghdr align;
+	} cbuf;
+	struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = cbuf.buf,
+			    .msg_controllen = sizeof(cbuf.buf)};
+	int fds[MAX_FDS], nfds, i, rc;
+	ssize_t n;
 
 	if (c->wait) {
 		/*
@@ -883,41 +905,37 @@ static void client_ready(void *arg)
 			client_drop(c);
 		return;
 	}
-	while (!c->dead && !c->wait) {
-		union {
-			char buf[NPF_FDPASS_SPACE];
-			struct cmsghdr align;
-		} cbuf;
-		struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
-		struct msghdr mh = {.msg_iov = &iov,
-				    .msg_iovlen = 1,
-				    .msg_control = cbuf.buf,
-				    .msg_controllen = sizeof(cbuf.buf)};
-		int fds[MAX_FDS], nfds, i, rc;
-		ssize_t n;
-
-		n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			return;
-		/*
-		 * Descriptors first, whatever the message: an empty message
-		 * (n == 0) may carry some too, and they are npfd's to close.
-		 * Only an empty message with no control data is the end of the
-		 * connection.
-		 */
-		nfds = n >= 0 ? npf_fdpass_take(&mh, fds, MAX_FDS) : 0;
-		if (n < 0 || (n == 0 && !mh.msg_controllen && !(mh.msg_flags & MSG_CTRUNC))) {
-			client_drop(c);
-			return;
-		}
-		rc = handle_message(c, buf, (size_t)n, mh.msg_flags, fds, nfds);
-		/* Descriptors a request did not keep are closed here, whatever happened. */
-		for (i = 0; i < nfds; i++)
-			if (fds[i] >= 0)
-				close(fds[i]);
-		if (rc) {
-			client_drop(c);
-			return;
-		}
+	if (c->dead)
+		return;
+	n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	/*
+	 * Descriptors first, whatever the message: an empty message
+	 * (n == 0) may carry some too, and they are npfd's to close.
+	 * Only an empty message with no control data is the end of the
+	 * connection.
+	 */
+	nfds = n >= 0 ? npf_fdpass_take(&mh, fds, MAX_FDS) : 0;
+	if (n < 0 || (n == 0 && !mh.msg_controllen && !(mh.msg_flags & MSG_CTRUNC))) {
+		client_drop(c);
+		return;
 	}
+	rc = handle_message(c, buf, (size_t)n, mh.msg_flags, fds, nfds);
+	/* Descriptors a request did not keep are closed here, whatever happened. */
+	for (i = 0; i < nfds; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	if (rc) {
+		client_drop(c);
+		return;
+	}
+	/*
+	 * One request a pass: a client that sends its next one as soon as
+	 * it has an answer would otherwise be served until it stops, and
+	 * every other client wait (tests/adv_fork: a fork's copy, asked
+	 * for again and again, made another client wait 2 s).
+	 */
+	if (!c->dead && !c->wait && list_empty(&c->resume))
+		list_add_tail(&c->resume, &resume);
 }

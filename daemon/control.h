@@ -28,5 +28,7 @@ int control_open(const char *path, const char *pin_dir, __u64 started_ns);
 void control_close(void);
 /* After each loop pass: read the clients whose waiting request was answered. */
 void control_flush(void);
+/* Clients with requests to read in the next pass (the loop must not sleep). */
+bool control_pending(void);
 
 #endif

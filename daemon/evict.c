@@ -907,44 +907,21 @@ void evict_region_adopted(struct npfd_region *r, __u32 old_id)
 		(unsigned long long)found, r->store_name);
 }
 
-/*
- * Copy the pages r's store holds to page i of the file to (at byte i *
- * 4096), a run of stored pages at a time. copy_file_range() lets the file
- * system share the blocks where it can. 0, or -errno.
- */
-static int store_copy(const struct npfd_region *r, int to, __u64 *copied)
-{
-	const struct evict_region *e = r->ev;
-	__u64 i, n;
-
-	*copied = 0;
-	for (i = 0; e && e->stored && i < e->npages; i += n) {
-		loff_t from_off = (loff_t)store_offset(e, i),
-		       to_off = (loff_t)(i << NPF_PAGE_SHIFT);
-		size_t len;
-
-		for (n = 0;
-		     i + n < e->npages && bit_test(e->stored, i + n) == bit_test(e->stored, i); n++)
-			;
-		if (!bit_test(e->stored, i))
-			continue;
-		for (len = (size_t)(n << NPF_PAGE_SHIFT); len;) {
-			ssize_t got = copy_file_range(r->store_fd, &from_off, to, &to_off, len, 0);
-
-			if (got <= 0)
-				return got ? -errno : -EIO;
-			len -= (size_t)got;
-		}
-		*copied += n;
-	}
-	return 0;
-}
-
 /* ---- fork() of a client (npf_abi.h NPF_MSG_FORK_PREPARE) ---- */
+
+/*
+ * Store pages copied for a fork at one request (NPF_MSG_FORK_PREPARE is
+ * asked again until all are): about 5 ms of npfd's loop on this machine,
+ * however much the process evicted (tests/adv_fork).
+ */
+#define FORK_COPY_STEP 4096
 
 /* What a client's fork() keeps for its child: copies of its stores, as they were. */
 struct evict_fork {
 	__u8 token[NPF_FORK_TOKEN_LEN];
+	bool ready;	 /* every copy made: the token was answered */
+	unsigned int at; /* the copy being made */
+	__u64 next;	 /* its region's next page to look at */
 	unsigned int n;
 	struct fork_copy {
 		__u32 region_id; /* the parent's region */
@@ -987,16 +964,69 @@ static bool fork_holds(struct npfd_mm *mm, __u64 now)
 	return false;
 }
 
-int evict_fork_prepare(struct npfd_client *c, struct npf_fork_info *out, char *err, size_t errlen)
+/*
+ * Copy up to FORK_COPY_STEP more of the pages mm's stores hold (the data
+ * SEEK_DATA finds, of pages stored). 1: every copy is made, 0: more to do,
+ * or -errno.
+ */
+static int fork_copy_step(struct npfd_mm *mm)
 {
-	struct npfd_mm *mm = c->mm;
+	struct evict_fork *f = mm->fork;
+	__u64 left = FORK_COPY_STEP;
+
+	while (f->at < f->n && left) {
+		struct fork_copy *cp = &f->copy[f->at];
+		struct npfd_region *r = region_find_id(cp->region_id);
+		struct evict_region *e = r && r->mm == mm && r->start == cp->start ? r->ev : NULL;
+		off_t data = -1, hole;
+		__u64 i, end;
+
+		if (e && e->stored && r->store_fd >= 0 && f->next < e->npages)
+			data = lseek(r->store_fd, (off_t)store_offset(e, f->next), SEEK_DATA);
+		/* gone meanwhile (its child does not have it either), or nothing more stored */
+		if (data < 0 || (__u64)data / NPF_PAGE_SIZE - e->store_base >= e->npages) {
+			f->at++;
+			f->next = 0;
+			continue;
+		}
+		hole = lseek(r->store_fd, data, SEEK_HOLE);
+		i = (__u64)data / NPF_PAGE_SIZE - e->store_base;
+		end = hole < 0 ? i + 1 :
+				 ((__u64)hole + NPF_PAGE_SIZE - 1) / NPF_PAGE_SIZE - e->store_base;
+		if (end > e->npages)
+			end = e->npages;
+		if (end - i > left)
+			end = i + left;
+		left -= end - i;
+		f->next = end;
+		for (__u64 n; i < end; i += n) {
+			loff_t from = (loff_t)store_offset(e, i),
+			       to = (loff_t)(i << NPF_PAGE_SHIFT);
+			bool stored = bit_test(e->stored, i);
+			size_t len;
+
+			for (n = 1; i + n < end && bit_test(e->stored, i + n) == stored; n++)
+				;
+			for (len = stored ? (size_t)(n << NPF_PAGE_SHIFT) : 0; len;) {
+				ssize_t got =
+					copy_file_range(r->store_fd, &from, cp->fd, &to, len, 0);
+
+				if (got <= 0)
+					return got ? -errno : -EIO;
+				len -= (size_t)got;
+			}
+		}
+	}
+	return f->at >= f->n;
+}
+
+/* A new fork of mm: eviction held, the copies' files made, none filled yet. */
+static int fork_start(struct npfd_mm *mm, char *err, size_t errlen)
+{
 	struct npfd_region *r;
 	struct evict_fork *f;
 	unsigned int n = 0;
 
-	if (!mm)
-		return refuse(err, errlen, ENOENT,
-			      "no region registered: nothing to keep for a child");
 	fork_free(mm);
 	/* from now on no batch of mm starts (over_budget()) */
 	mm->fork_hold_until = now_ns() + NPF_FORK_HOLD_MS * 1000000ULL;
@@ -1021,8 +1051,6 @@ int evict_fork_prepare(struct npfd_client *c, struct npf_fork_info *out, char *e
 	list_for_each_entry(r, &mm->regions, node) {
 		struct fork_copy *cp = &f->copy[f->n];
 		char name[SWAPSTORE_NAME_LEN];
-		__u64 copied;
-		int ret;
 
 		if (!r->ev || !r->ev->stored || r->store_fd < 0)
 			continue;
@@ -1030,18 +1058,43 @@ int evict_fork_prepare(struct npfd_client *c, struct npf_fork_info *out, char *e
 			.region_id = r->id, .start = r->start, .length = r->length, .fd = -1};
 		f->n++;
 		cp->fd = swapstore_create(0, r->id, name);
-		ret = cp->fd < 0 ? cp->fd : store_copy(r, cp->fd, &copied);
-		if (ret) {
+		if (cp->fd < 0) {
 			fork_free(mm);
-			return refuse(err, errlen, -ret,
-				      "cannot copy region %u's evicted pages for the child: %s",
-				      r->id, strerror(-ret));
+			return refuse(err, errlen, -cp->fd,
+				      "cannot make a copy of region %u's store: %s", r->id,
+				      strerror(-cp->fd));
 		}
-		pr_debug("pid %d forks: %llu evicted pages of region %u copied for the child",
-			 mm->tgid, (unsigned long long)copied, r->id);
 	}
-	memcpy(out->token, f->token, sizeof(out->token));
-	out->regions = f->n;
+	return 0;
+}
+
+int evict_fork_prepare(struct npfd_client *c, struct npf_fork_info *out, char *err, size_t errlen)
+{
+	struct npfd_mm *mm = c->mm;
+	int ret;
+
+	if (!mm)
+		return refuse(err, errlen, ENOENT,
+			      "no region registered: nothing to keep for a child");
+	/* asked again while its copies are made: go on with them */
+	if (!mm->fork || mm->fork->ready) {
+		ret = fork_start(mm, err, errlen);
+		if (ret)
+			return ret;
+	}
+	ret = fork_copy_step(mm);
+	if (ret < 0) {
+		fork_free(mm);
+		return refuse(err, errlen, -ret, "cannot copy the evicted pages for the child: %s",
+			      strerror(-ret));
+	}
+	if (!ret)
+		return refuse(err, errlen, EAGAIN,
+			      "copying the evicted pages for the child: ask again");
+	mm->fork->ready = true;
+	pr_debug("pid %d forks: copies of %u regions' stores made", mm->tgid, mm->fork->n);
+	memcpy(out->token, mm->fork->token, sizeof(out->token));
+	out->regions = mm->fork->n;
 	return 0;
 }
 
@@ -1057,7 +1110,8 @@ static bool token_equal(const __u8 *a, const __u8 *b)
 
 int evict_fork_done(struct npfd_client *c, const struct npf_fork_req *req, char *err, size_t errlen)
 {
-	if (!c->mm || !c->mm->fork || !token_equal(c->mm->fork->token, req->token))
+	if (!c->mm || !c->mm->fork || !c->mm->fork->ready ||
+	    !token_equal(c->mm->fork->token, req->token))
 		return refuse(err, errlen, ENOENT, "no fork() of this process under way");
 	fork_free(c->mm);
 	return 0;
@@ -1072,7 +1126,8 @@ int evict_fork_find(const struct npfd_client *c, const struct npf_region_forked_
 	if (req->pad)
 		return refuse(err, errlen, EINVAL, "a forked region's request has padding set");
 	list_for_each_entry(mm, &mms, node)
-		if (!mm->dead && mm->fork && token_equal(mm->fork->token, req->token))
+		if (!mm->dead && mm->fork && mm->fork->ready &&
+		    token_equal(mm->fork->token, req->token))
 			break;
 	if (&mm->node == &mms)
 		return refuse(

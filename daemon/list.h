@@ -39,6 +39,18 @@ static inline int list_empty(const struct list_head *h)
 	return h->next == h;
 }
 
+/* Move every entry of from to the end of to; from is left empty. */
+static inline void list_splice_init(struct list_head *from, struct list_head *to)
+{
+	if (list_empty(from))
+		return;
+	from->next->prev = to->prev;
+	to->prev->next = from->next;
+	from->prev->next = to;
+	to->prev = from->prev;
+	INIT_LIST_HEAD(from);
+}
+
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 #define list_entry(ptr, type, member) container_of(ptr, type, member)
 

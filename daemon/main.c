@@ -68,12 +68,13 @@ static void loop_after(bool polling)
 
 /*
  * A batch left work for later (a userfaultfd said EAGAIN while an mm event
- * was pending), a device request waits for its policy's decision, or an
- * eviction batch for an acknowledgement, its writes or its zap.
+ * was pending), a device request waits for its policy's decision, an
+ * eviction batch for an acknowledgement, its writes or its zap, or a
+ * client has more requests than the one read in the pass.
  */
 static bool loop_pending(void)
 {
-	return resolve_pending() || device_awaiting() || evict_busy();
+	return resolve_pending() || device_awaiting() || evict_busy() || control_pending();
 }
 
 /*

@@ -165,6 +165,8 @@ fork-copy-taken-twice @@ daemon/evict.c @@ s{\t\tif \(cp->fd < 0\)\n\t\t\treturn
 fork-range-unchecked @@ daemon/evict.c @@ s{if \(cp->start != req->region.start \|\| cp->length != req->region.length \|\|}{if (0 &&} @@ adv_fork
 fork-token-outlives-done @@ daemon/evict.c @@ s{\tfork_free\(c->mm\);\n\treturn 0;}{\tc->mm->fork_hold_until = 0;\n\treturn 0;} @@ adv_fork
 event-fork-accepted @@ daemon/region.c @@ s{\tif \(features & UFFD_FEATURE_EVENT_FORK\)\n}{\tif (0)\n} @@ adv_fork
+fork-copy-unbounded @@ daemon/evict.c @@ s{#define FORK_COPY_STEP 4096}{#define FORK_COPY_STEP (1ULL << 40)} @@ adv_fork
+control-client-drained @@ daemon/control.c @@ s{\t\tlist_add_tail\(&c->resume, &resume\);\n\}}{\t\tclient_ready(c);\n\}} @@ adv_fork
 late-zap-pages-let-go @@ daemon/evict.c @@ s{bool zaps_pending = b.zaps && }{bool zaps_pending = 0 && b.zaps && } @@ evict_zap_late
 late-remove-taken-as-drop @@ daemon/evict.c @@ s{\t\tif \(bit_test\(r->ev->late, i\)\) \{}{\t\tif (0 && bit_test(r->ev->late, i)) \{} @@ evict_zap_late
 late-page-write-let-through @@ daemon/evict.c @@ s{\tif \(r && r->ev && bit_test\(r->ev->late, page_index\(r, page\)\)\)\n\t\treturn;}{} @@ evict_zap_late

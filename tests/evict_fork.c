@@ -194,7 +194,7 @@ static void npfd_killed(bool kill_first)
 
 struct churn {
 	const char *mem;
-	volatile bool stop;
+	bool stop; /* __atomic: a volatile bool's load was hoisted out of the loop under UBSan */
 	__u64 reads;
 };
 
@@ -204,7 +204,7 @@ static void *churn(void *arg)
 	struct churn *ch = arg;
 	__u64 p = 0, sum = 0;
 
-	while (!ch->stop) {
+	while (!__atomic_load_n(&ch->stop, __ATOMIC_RELAXED)) {
 		p = (p * 2862933555777941757ULL + 3037000493ULL) % NPG;
 		sum += *(const volatile __u64 *)(const void *)(ch->mem + p * PG);
 		ch->reads++;
@@ -240,7 +240,7 @@ static void forks_under_eviction(void)
 		failed += child_status(child) != 0;
 	}
 	widen_ms = 0;
-	ch.stop = true;
+	__atomic_store_n(&ch.stop, true, __ATOMIC_RELAXED);
 	pthread_join(t, NULL);
 	after = th_budget(c, id).evicted_pages;
 	printf("20 forks while %llu pages were evicted and %llu read: %d children read wrong bytes\n",
