@@ -38,7 +38,8 @@ evict:--size=64 --rounds=3
 evict_mechanism:
 overcommit_startup:--use=256
 kv_overcommit:
-kv_hotswap:"
+kv_hotswap:
+fork:--size=64 --reps=20"
 
 want=${*:-}
 runs=$(echo "$standard" | while IFS=: read -r name args; do
