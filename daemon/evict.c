@@ -1279,15 +1279,18 @@ void evict_wp_fault(struct npfd_mm *mm, __u64 addr)
 	if (r && r->ev && bit_test(r->ev->late, page_index(r, page)))
 		return;
 	/*
-	 * Write-protected and stored, with the earlier npfd's zaps still to
-	 * run: it may be one of its victims, frozen, its copy stored, its
-	 * zap not run yet (npfd was killed in between). Let through now, the
-	 * write would be destroyed by that zap and the page read back from
-	 * its copy without it (tests/evict_crash_storm). So it waits as a
-	 * late page does: the zap's REMOVE evicts it, or late_settle() lets
-	 * it go once no earlier zap can run.
+	 * Write-protected, with the earlier npfd's zaps still to run: it may
+	 * be one of its victims, its zap not run yet (npfd was killed in
+	 * between) -- frozen with its copy stored, or write-protected clean
+	 * and dropped as such, with no copy at all (a page installed as zeros
+	 * and not written since). Let through now, the write would be
+	 * destroyed by that zap and the page read back without it: from its
+	 * copy (tests/evict_crash_storm), or as zeros (evict_adopt_frozen,
+	 * rarely: a victim never stored). So it waits as a late page does:
+	 * the zap's REMOVE evicts it, or late_settle() lets it go once no
+	 * earlier zap can run.
 	 */
-	if (r && r->ev && bit_test(r->ev->stored, page_index(r, page)) && old_zaps_pending(mm)) {
+	if (r && r->ev && old_zaps_pending(mm)) {
 		bit_set(r->ev->late, page_index(r, page), true);
 		bit_set(r->ev->busy, page_index(r, page), true);
 		mm->late_unsettled = true;

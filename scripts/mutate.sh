@@ -175,7 +175,7 @@ store-fd-not-sent @@ daemon/control.c @@ s{rp.fd = evict_store_reader\(region_fi
 fallback-drops-not-tracked @@ client/libnpf.c @@ s{\t\t\t\tfallback_dropped\(c, m->arg.remove.start, m->arg.remove.end, zaps\);\n}{} @@ evict_fallback
 fallback-drops-not-settled @@ client/libnpf.c @@ s{\tfallback_settle_drops\(c\);\n\tfor}{\tfor} @@ evict_fallback
 fallback-takes-zaps-for-drops @@ client/libnpf.c @@ s{\tif \(zaps\)\n\t\treturn;\n}{} @@ evict_fallback_zaps
-adopted-frozen-write-let-through @@ daemon/evict.c @@ s{bit_test\(r->ev->stored, page_index\(r, page\)\) && old_zaps_pending\(mm\)}{0} @@ evict_adopt_frozen
+adopted-frozen-write-let-through @@ daemon/evict.c @@ s{\tif \(r && r->ev && old_zaps_pending\(mm\)\) \{}{\tif (0) \{} @@ evict_adopt_frozen
 fallback-frozen-write-let-through @@ client/libnpf.c @@ s{!fallback_hold\(c, addr, zaps\) &&}{1 &&} @@ evict_adopt_frozen
 adoption-pagemap-read-whole @@ daemon/region.c @@ s{int err = mark_present_scan\(r, &found\);}{int err = -ENOTTY;} @@ restart_sparse
 repick-every-event @@ daemon/evict.c @@ s{\t\tr->ev->pick_after = now_ns\(\) \+ EVICT_REPICK_NS;\n}{} @@ evict_refuse
