@@ -261,17 +261,19 @@ static void prepare_storm(int sock, int uffd)
 	       status_n, status_max_ms);
 	TH_ASSERT(forks, "no fork of %d MiB evicted prepared in 2 s", BIG_MIB);
 	/*
-	 * A copy is made in parts (mutate entry fork-copy-unbounded: one
-	 * request), and another client waits for a request or two of the
-	 * parent's, not for all of them (control-client-drained: it waited
-	 * for the whole storm). Against this run's own request times (the
-	 * time between two of the parent's answers).
+	 * A copy is made in parts (mutate entry fork-copy-unbounded: in one
+	 * request), and another client is answered while the parent asks
+	 * (control-client-drained: its first request waited for the whole
+	 * storm, 2 s). Counted, not timed: on a loaded machine the other
+	 * client's own thread waits for a CPU too (CI under AddressSanitizer:
+	 * 217 ms once, with the parent's requests at 60 ms).
 	 */
 	TH_ASSERT(cycle_steps >= 8, "a fork of %d MiB evicted was prepared in %lu requests",
 		  BIG_MIB, cycle_steps);
-	TH_ASSERT(status_max_ms <= 3 * step_max + 10,
-		  "another client waited %.1f ms while the parent's requests took %.1f ms at most",
-		  status_max_ms, step_max);
+	TH_ASSERT(
+		status_n >= 10 && status_max_ms < 1000,
+		"another client had %lu answers in 2 s, the slowest in %.1f ms, while the parent asked for forks",
+		status_n, status_max_ms);
 	munmap(big, len);
 }
 
