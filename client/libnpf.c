@@ -1246,7 +1246,7 @@ static void fallback_unmap(struct npf_client *c, __u64 start, __u64 end)
  * clean with no copy at all (installed as zeros, dropped as such). Made
  * writable now, the write would be dropped by that zap and the page read
  * back without it, from its copy or as zeros (tests/evict_adopt_frozen
- * read 136 pages of zeros so, in 1 run of 3 of its fallback phase). So the
+ * read 136 pages of zeros so, in 1 of 20 runs of its fallback phase). So the
  * writer waits: the zap's REMOVE wakes it (it faults the page in again and
  * writes there), or fallback_release() lets the page go once no zap can
  * run. False if it cannot be held (out of memory): made writable.
