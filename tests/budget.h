@@ -58,8 +58,9 @@ static inline __u64 th_frozen_pages(pid_t pid, const char *mem, __u64 npg, __u64
 }
 
 /*
- * This process's first descriptor whose /proc link is link_want (an anon
- * inode) and that ok() accepts (any, if ok is NULL), or -1.
+ * This process's first descriptor whose /proc link begins with link_want
+ * (an anon inode's name, a directory's path) and that ok() accepts (any,
+ * if ok is NULL), or -1.
  */
 static inline int th_fd_where(const char *link_want, bool (*ok)(int fd))
 {
@@ -69,12 +70,12 @@ static inline int th_fd_where(const char *link_want, bool (*ok)(int fd))
 
 	TH_ASSERT(dir, "opendir /proc/self/fd: %s", strerror(errno));
 	while (fd < 0 && (e = readdir(dir))) {
-		char path[300], link[64];
+		char path[300], link[300];
 		ssize_t len;
 
 		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
 		len = readlink(path, link, sizeof(link) - 1);
-		if (len > 0 && (link[len] = 0, !strcmp(link, link_want)) &&
+		if (len > 0 && (link[len] = 0, !strncmp(link, link_want, strlen(link_want))) &&
 		    (!ok || ok(atoi(e->d_name))))
 			fd = atoi(e->d_name);
 	}

@@ -261,21 +261,8 @@ static long stop_with_zaps_in_flight(long min, int *tries, int *poked)
 /* libnpf's descriptor of the region's swap store (it changes with each npfd): found anew */
 static int store_fd(void)
 {
-	DIR *dir = opendir("/proc/self/fd");
-	struct dirent *e;
-	int store = -1;
+	int store = th_fd_of(d.swap);
 
-	TH_ASSERT(dir, "opendir /proc/self/fd: %s", strerror(errno));
-	while (store < 0 && (e = readdir(dir))) {
-		char path[300], link[300];
-		ssize_t len;
-
-		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-		len = readlink(path, link, sizeof(link) - 1);
-		if (len > 0 && (link[len] = 0, !strncmp(link, d.swap, strlen(d.swap))))
-			store = atoi(e->d_name);
-	}
-	closedir(dir);
 	TH_ASSERT(store >= 0, "no descriptor of the region's swap store in this process");
 	return store;
 }
