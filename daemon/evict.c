@@ -1972,6 +1972,21 @@ static void batch_start(struct npfd_region *r, unsigned int want)
 }
 
 /*
+ * The batch ends at its first n pages: the others were never frozen, and
+ * are not its victims any more. Left marked busy, they would never be
+ * picked again, nor mapped for a device (region_page_evicting()): a
+ * freeze refused for a moment (EAGAIN, a REMOVE waiting to be read) left
+ * 1450 of 2048 pages so, and the region stuck over its budget for good
+ * (tests/evict_adopt_frozen).
+ */
+static void batch_truncate(unsigned int n)
+{
+	for (unsigned int i = n; i < b.n; i++)
+		bit_set(b.r->ev->busy, page_index(b.r, b.page[i]), false);
+	b.n = n;
+}
+
+/*
  * 2. The devices acknowledged: freeze the victims (a CPU write now waits
  * for the batch's end). Not before: a device's DMA in flight is a CPU
  * write in the software NIC, and it would wait here for the batch whose
@@ -1995,7 +2010,7 @@ static bool freeze(void)
 					"region %u: cannot write-protect 0x%llx+%llu for eviction: %s",
 					b.r->id, (unsigned long long)wp.range.start,
 					(unsigned long long)wp.range.len, strerror(errno));
-			b.n = i; /* the batch goes on with the pages frozen so far */
+			batch_truncate(i); /* the batch goes on with the pages frozen so far */
 			break;
 		}
 		i = j;
