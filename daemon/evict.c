@@ -111,6 +111,7 @@ struct evict_region {
 	__u8 *installs; /* per page: times installed since the budget came (at most 255) */
 	__u32 *touched; /* per page: start_ms() of its last install or write fault, 0: none */
 	__u8 *stored;	/* anonymous: its page is in the region's swap store */
+	__u8 *old_frozen; /* write-protected when an adoption's earlier zaps may run (old_frozen_scan()) */
 	__u64 store_base; /* the store's page index of page 0: pages a munmap cut off before */
 	bool wp;	  /* registered for write-protect faults too */
 	bool writable;	  /* file-backed: npfd may write its file */
@@ -287,6 +288,54 @@ static __u32 start_ms(void)
 	return (__u32)((t - t0) / 1000000) + 1;
 }
 
+/*
+ * May a zap of the npfd that served mm before this one adopted it still
+ * run? While the ring says so (its zaps not completed when it was
+ * adopted), or, until the process sends its ring, for a while after the
+ * adoption: libnpf sends it right after its regions.
+ */
+static bool old_zaps_pending(const struct npfd_mm *mm)
+{
+	if (mm->evict_ring)
+		return mm->evict_ring->old_zaps != 0;
+	return mm->old_zaps_until && now_ns() < mm->old_zaps_until;
+}
+
+static void found_old_frozen(struct npfd_region *r, __u64 start, __u64 npages, void *arg)
+{
+	__u8 *map = arg;
+
+	for (__u64 i = page_index(r, start), end = i + npages; i < end; i++)
+		bit_set(map, i, true);
+}
+
+/*
+ * r's page state is made while zaps of the npfd before this one may still
+ * run. A page write-protected now may be one of its victims whose zap has
+ * not run: frozen with its copy stored, or clean and dropped with no copy
+ * at all (installed as zeros or from its file and never written since).
+ * Taken again, it would have a second zap queued behind the first, which
+ * drops a write made between the two (zap_may_be_queued()). The stored
+ * bits know only the first kind, and a file-backed region has none: the
+ * kernel's write-protect bits know both. A page stops being one when a
+ * REMOVE (its zap's) reaches it. Unreadable: every page counts as one.
+ */
+static int old_frozen_scan(struct npfd_region *r, struct evict_region *e)
+{
+	int err;
+
+	e->old_frozen = calloc(e->npages / 8 + 1, 1);
+	if (!e->old_frozen)
+		return -ENOMEM;
+	err = region_scan_present(r, true, found_old_frozen, e->old_frozen);
+	if (err) {
+		pr_warn("region %u: cannot read which pages of pid %d are write-protected: %s (none is evicted until the earlier npfd's zaps are done)",
+			r->id, r->mm->tgid, strerror(-err));
+		memset(e->old_frozen, 0xff, e->npages / 8 + 1);
+	}
+	return 0;
+}
+
 static void ev_free(struct evict_region *e)
 {
 	free(e->clean);
@@ -296,6 +345,7 @@ static void ev_free(struct evict_region *e)
 	free(e->installs);
 	free(e->touched);
 	free(e->stored);
+	free(e->old_frozen);
 	free(e);
 }
 
@@ -322,6 +372,11 @@ static struct evict_region *region_ev(struct npfd_region *r, char *err, size_t e
 		e->stored = calloc(n / 8 + 1, 1);
 	if (!e->clean || !e->ref || !e->busy || !e->late || !e->installs || !e->touched ||
 	    (r->backing == NPF_BACKING_ANON && !e->stored)) {
+		ev_free(e);
+		refuse(err, errlen, ENOMEM, "out of memory for region %u's page state", r->id);
+		return NULL;
+	}
+	if (old_zaps_pending(r->mm) && old_frozen_scan(r, e)) {
 		ev_free(e);
 		refuse(err, errlen, ENOMEM, "out of memory for region %u's page state", r->id);
 		return NULL;
@@ -652,19 +707,6 @@ static bool batch_or_zaps(const struct npfd_mm *mm)
 	const struct evict_ring *er = mm->evict_ring;
 
 	return er && ((b.state != B_IDLE && b.mm == mm) || er->late_zaps || er->old_zaps);
-}
-
-/*
- * May a zap of the npfd that served mm before this one adopted it still
- * run? While the ring says so (its zaps not completed when it was
- * adopted), or, until the process sends its ring, for a while after the
- * adoption: libnpf sends it right after its regions.
- */
-static bool old_zaps_pending(const struct npfd_mm *mm)
-{
-	if (mm->evict_ring)
-		return mm->evict_ring->old_zaps != 0;
-	return mm->old_zaps_until && now_ns() < mm->old_zaps_until;
 }
 
 /* unregisters waiting in rings' lists: they are answered soon after the last zap */
@@ -1336,6 +1378,7 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 		__u64 i = page_index(r, p);
 		unsigned int at;
 
+		bit_set(r->ev->old_frozen, i, false); /* its zap, if it had one, has run */
 		if (in_batch(r, p, &at)) {
 			b.removed[at] = b.zapped[at];
 			continue;
@@ -1406,12 +1449,14 @@ void evict_region_cut(struct npfd_region *r, __u64 shift)
 		bit_set(e->ref, i, bit_test(e->ref, i + shift));
 		bit_set(e->stored, i, bit_test(e->stored, i + shift));
 		bit_set(e->late, i, bit_test(e->late, i + shift));
+		bit_set(e->old_frozen, i, bit_test(e->old_frozen, i + shift));
 	}
 	for (; i < e->npages; i++) {
 		bit_set(e->clean, i, false);
 		bit_set(e->ref, i, false);
 		bit_set(e->stored, i, false);
 		bit_set(e->late, i, false);
+		bit_set(e->old_frozen, i, false);
 	}
 	e->hand = 0;
 }
@@ -1575,15 +1620,17 @@ static int by_score(const void *a, const void *b2)
 /*
  * May page i not be a victim now? A page whose zap is still to run
  * (late, or in this batch: busy), or that may be a victim of the npfd
- * before this one whose zap is still to run (stored, with its zaps in
+ * before this one whose zap is still to run (stored, or write-protected
+ * when the page state was made: old_frozen_scan(); with its zaps in
  * flight): a second zap queued behind the first would drop a write made
  * between the two -- the first zap's REMOVE evicts the page, its writer
- * reads the copy back and writes, and the second destroys that write
- * (tests/evict_adopt_frozen, the gated kills).
+ * reads it back (its copy, or zeros) and writes, and the second destroys
+ * that write (tests/evict_adopt_frozen, the gated kills).
  */
 static bool zap_may_be_queued(const struct npfd_region *r, __u64 i, bool old_zaps)
 {
-	return bit_test(r->ev->busy, i) || (old_zaps && bit_test(r->ev->stored, i));
+	return bit_test(r->ev->busy, i) ||
+	       (old_zaps && (bit_test(r->ev->stored, i) || bit_test(r->ev->old_frozen, i)));
 }
 
 static unsigned int pick_by_policy(struct npfd_region *r, unsigned int want)

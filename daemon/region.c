@@ -523,28 +523,32 @@ struct pm_scan_arg {
 	__u64 return_mask;
 };
 
+#define PAGE_IS_WRITTEN (1 << 1)
 #define PAGE_IS_PRESENT (1 << 3)
 #define PAGEMAP_SCAN _IOWR('f', 16, struct pm_scan_arg)
 #endif
 
 /*
- * The present pages of r, marked installed by PAGEMAP_SCAN: the kernel
- * hands out the present ranges and skips page tables that were never
- * filled, so a sparse region costs what it holds, not its length (read
- * through pagemap, 2^32 entries of a 16 TiB region are 32 GiB of reads,
- * minutes in which npfd answers nobody). -errno if the kernel has no
- * PAGEMAP_SCAN (ENOTTY) or it fails.
+ * The pages of r that are present (and, wp_only, still write-protected by
+ * its userfaultfd: not written since), handed to found() in ranges.
+ * PAGEMAP_SCAN hands out the matching ranges and skips page tables that
+ * were never filled, so a sparse region costs what it holds, not its
+ * length (read through pagemap, 2^32 entries of a 16 TiB region are 32 GiB
+ * of reads, minutes in which npfd answers nobody). -errno if the kernel
+ * has no PAGEMAP_SCAN (ENOTTY) or it fails.
  */
-static int mark_present_scan(struct npfd_region *r, __u64 *found)
+static int scan_pagemap_scan(struct npfd_region *r, bool wp_only, region_scan_fn found, void *arg)
 {
 	struct page_region vec[256];
+	__u64 want = PAGE_IS_PRESENT | (wp_only ? PAGE_IS_WRITTEN : 0);
 	struct pm_scan_arg a = {.size = sizeof(a),
 				.start = r->start,
 				.end = r->start + r->length,
 				.vec = (__u64)(uintptr_t)vec,
 				.vec_len = sizeof(vec) / sizeof(vec[0]),
-				.category_mask = PAGE_IS_PRESENT,
-				.return_mask = PAGE_IS_PRESENT};
+				.category_inverted = wp_only ? PAGE_IS_WRITTEN : 0,
+				.category_mask = want,
+				.return_mask = want};
 	int fd = mm_pagemap_fd(r->mm);
 
 	if (fd < 0)
@@ -558,10 +562,8 @@ static int mark_present_scan(struct npfd_region *r, __u64 *found)
 			__u64 lo = vec[i].start < r->start ? r->start : vec[i].start;
 			__u64 hi = vec[i].end > a.end ? a.end : vec[i].end;
 
-			if (lo >= hi)
-				continue;
-			region_mark_installed(r, lo, (hi - lo) >> NPF_PAGE_SHIFT);
-			*found += (hi - lo) >> NPF_PAGE_SHIFT;
+			if (lo < hi)
+				found(r, lo, (hi - lo) >> NPF_PAGE_SHIFT, arg);
 		}
 		if (a.walk_end <= a.start)
 			return -EIO; /* no progress: never loop on it */
@@ -570,39 +572,51 @@ static int mark_present_scan(struct npfd_region *r, __u64 *found)
 	return 0;
 }
 
-/*
- * An adopted region's pages that the process has (the earlier npfd
- * installed them, or the CPU wrote them before it registered), or a forked
- * child's (copied at the fork), are
- * installed as far as this npfd is concerned: they count against a budget
- * and eviction may take them. PAGEMAP_SCAN finds them; a kernel without it
- * has them read from pagemap (bit 63: present in RAM), entry by entry.
- */
-void region_mark_present(struct npfd_region *r)
+int region_scan_present(struct npfd_region *r, bool wp_only, region_scan_fn found, void *arg)
 {
-	__u64 ent[512], i, j, n, npages = r->length >> NPF_PAGE_SHIFT, found = 0;
-	int err = mark_present_scan(r, &found);
+	__u64 ent[512], i, j, n, npages = r->length >> NPF_PAGE_SHIFT;
+	int err = scan_pagemap_scan(r, wp_only, found, arg);
 
 	if (!err)
-		goto out;
+		return 0;
 	if (err != -ENOTTY && err != -EINVAL)
 		pr_warn("region %u: PAGEMAP_SCAN of pid %d failed: %s (its pagemap is read instead)",
 			r->id, r->mm->tgid, strerror(-err));
-	found = 0;
+	/* entry by entry: bit 63 present, bit 57 write-protected by a userfaultfd */
 	for (i = 0; i < npages; i += n) {
 		n = npages - i < 512 ? npages - i : 512;
-		if (!mm_pagemap_read(r->mm, r->start + i * NPF_PAGE_SIZE, ent, n)) {
-			pr_warn("region %u: cannot read pid %d's pagemap: %s (its pages count as not resident until they fault)",
-				r->id, r->mm->tgid, strerror(errno));
-			return;
-		}
+		errno = 0;
+		if (!mm_pagemap_read(r->mm, r->start + i * NPF_PAGE_SIZE, ent, n))
+			return errno ? -errno : -EIO; /* a short read sets none */
 		for (j = 0; j < n; j++)
-			if (ent[j] >> 63) {
-				region_mark_installed(r, r->start + (i + j) * NPF_PAGE_SIZE, 1);
-				found++;
-			}
+			if (ent[j] >> 63 && (!wp_only || (ent[j] >> 57 & 1)))
+				found(r, r->start + (i + j) * NPF_PAGE_SIZE, 1, arg);
 	}
-out:
+	return 0;
+}
+
+static void found_present(struct npfd_region *r, __u64 start, __u64 npages, void *arg)
+{
+	region_mark_installed(r, start, npages);
+	*(__u64 *)arg += npages;
+}
+
+/*
+ * An adopted region's pages that the process has (the earlier npfd
+ * installed them, or the CPU wrote them before it registered), or a forked
+ * child's (copied at the fork), are installed as far as this npfd is
+ * concerned: they count against a budget and eviction may take them.
+ */
+void region_mark_present(struct npfd_region *r)
+{
+	__u64 found = 0;
+	int err = region_scan_present(r, false, found_present, &found);
+
+	if (err) {
+		pr_warn("region %u: cannot read pid %d's pagemap: %s (its pages count as not resident until they fault)",
+			r->id, r->mm->tgid, strerror(-err));
+		return;
+	}
 	pr_debug("region %u: %llu pages present at adoption", r->id, (unsigned long long)found);
 }
 

@@ -83,6 +83,9 @@ void region_mark_installed(struct npfd_region *r, __u64 start, __u64 npages);
 void region_mark_present(struct npfd_region *r);
 /* The /proc/PID/pagemap entries of n pages from va into ent; false if unreadable. */
 bool mm_pagemap_read(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n);
+typedef void (*region_scan_fn)(struct npfd_region *r, __u64 start, __u64 npages, void *arg);
+/* r's present pages (wp_only: only those still write-protected), in ranges; -errno */
+int region_scan_present(struct npfd_region *r, bool wp_only, region_scan_fn found, void *arg);
 /* [start, end) of r left the address space (eviction took it): not installed any more. */
 void region_forget_installed(struct npfd_region *r, __u64 start, __u64 end);
 /* Is page of r being evicted (devices must not map it meanwhile)? */
