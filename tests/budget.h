@@ -105,11 +105,26 @@ static inline unsigned int th_ring_field(int fd, const char *field)
 	return v;
 }
 
+/*
+ * The ring's SQPOLL thread (0: none). fdinfo says -1 while the ring's lock
+ * is taken (its SQPOLL thread submitting): read again then, for 1 s.
+ */
+static inline unsigned int th_ring_thread(int fd)
+{
+	unsigned int thread;
+
+	for (int tries = 0; (thread = th_ring_field(fd, "SqThread")) == (unsigned int)-1; tries++) {
+		TH_ASSERT(tries < 1000, "fdinfo of ring %d gave no SQPOLL thread in 1 s", fd);
+		usleep(1000);
+	}
+	return thread;
+}
+
 /* Has the io_uring fd a submission thread of this process's own? */
 static inline bool th_ring_ours(int fd)
 {
 	char path[64];
-	unsigned int thread = th_ring_field(fd, "SqThread");
+	unsigned int thread = th_ring_thread(fd);
 
 	snprintf(path, sizeof(path), "/proc/self/task/%u", thread);
 	return thread && !access(path, F_OK);
@@ -304,8 +319,7 @@ static inline void th_gate_close(struct th_gate *g, int evict_ring_fd)
 	err = io_uring_queue_init_params(4, &g->ring, &p);
 	TH_ASSERT(!err, "a ring attached to the eviction ring's SQPOLL thread: %s", strerror(-err));
 	/* the kernel makes a thread of its own, silently, for another process's ring */
-	TH_ASSERT(th_ring_field(g->ring.ring_fd, "SqThread") ==
-			  th_ring_field(evict_ring_fd, "SqThread"),
+	TH_ASSERT(th_ring_thread(g->ring.ring_fd) == th_ring_thread(evict_ring_fd),
 		  "the gate's ring did not attach to the eviction ring's SQPOLL thread");
 	sqe = io_uring_get_sqe(&g->ring);
 	io_uring_prep_madvise(sqe, g->page, 4096, MADV_DONTNEED);

@@ -44,6 +44,8 @@
 #define PG 4096UL
 #define NPG 2048UL
 #define BUDGET 512UL
+#define UNWRITTEN 8UL /* every 8th page is read, never written, until a poker writes it */
+#define GATED 3	      /* gated() phases: each has its own third of those pages */
 #define WRITERS 2
 #define POKERS 4      /* threads that write to pages of zaps in flight */
 #define HITS 8	      /* kills with zaps in flight wanted */
@@ -59,6 +61,7 @@ static atomic_bool stop;
 static atomic_ulong writes, stale;
 static atomic_long poke[POKERS];
 static atomic_flag visiting[NPG]; /* a page is visited by one thread at a time */
+static atomic_int reading = 1; /* the writers read the unwritten pages of gated() phases < this */
 
 /* Page p's words: the generation written last, checked; then the next one. */
 static void visit(uint64_t p)
@@ -84,14 +87,45 @@ static void visit(uint64_t p)
 	atomic_fetch_add(&writes, 1);
 }
 
-/* Thread t visits the pages p % WRITERS == t in turn. */
+/*
+ * Page p read, not written: it must still be zeros. Its read fault installs
+ * it write-protected and clean, and CLOCK does not see reads, so it becomes
+ * a victim with no stored copy -- the page gated() wants to write to. Not
+ * touched before its gated() phase: a page present when a new npfd adopts
+ * the region counts as dirty (npfd cannot tell), and gets a copy when it goes.
+ */
+static void look(uint64_t p)
+{
+	uint64_t bad = 0;
+
+	if ((int)(p / UNWRITTEN % GATED) >= atomic_load(&reading))
+		return;
+	while (atomic_flag_test_and_set(&visiting[p]))
+		sched_yield();
+	if (gen[p]) { /* a poker wrote it: written from now on */
+		atomic_flag_clear(&visiting[p]);
+		visit(p);
+		return;
+	}
+	for (uint64_t w = 0; w < PG / 8; w++)
+		bad += ((volatile uint64_t *)(mem + p * PG))[w] != 0;
+	if (bad && atomic_fetch_add(&stale, bad) == 0)
+		printf("page %llu: %llu words of a page never written are not zeros\n",
+		       (unsigned long long)p, (unsigned long long)bad);
+	atomic_flag_clear(&visiting[p]);
+}
+
+/* Thread t visits the pages p % WRITERS == t in turn (every UNWRITTEN-th only read). */
 static void *writer(void *arg)
 {
 	uint64_t t = (uintptr_t)arg;
 
 	while (!atomic_load(&stop))
 		for (uint64_t p = t; p < NPG && !atomic_load(&stop); p += WRITERS)
-			visit(p);
+			if (p % UNWRITTEN != UNWRITTEN - 1)
+				visit(p);
+			else
+				look(p);
 	return NULL;
 }
 
@@ -273,7 +307,51 @@ static bool page_stored(int store, __u64 p)
 	return lseek(store, (off_t)(p * PG), SEEK_DATA) == (off_t)(p * PG);
 }
 
-enum gated { NPFD_LIVES, NEW_NPFD, FALLBACK };
+/* How many of phase's unwritten pages still unwritten (gen 0) have a copy in the store? */
+static int unwritten_stored(int phase)
+{
+	int store = store_fd(), n = 0;
+
+	for (__u64 p = UNWRITTEN - 1; p < NPG; p += UNWRITTEN)
+		n += (int)(p / UNWRITTEN % GATED) == phase && !gen[p] && page_stored(store, p);
+	return n;
+}
+
+/*
+ * The unwritten pages of a gated() phase are dropped, and read from now
+ * on: installed clean with no copy, soon victims. Dropped, because a copy
+ * can be there: a page present when an npfd adopts the region counts as
+ * dirty (npfd cannot tell) and gets one when it goes, and fault-around of
+ * a write fault installs a page writable. A drop soon after an adoption
+ * may leave the copy (the earlier npfd's zaps may still run), so it is
+ * done again until no copy is left, or few.
+ */
+static void drop_unwritten(int phase)
+{
+	int left = 0;
+
+	for (double t0 = th_now(); th_now() - t0 < 15; usleep(200000)) {
+		int store = store_fd();
+
+		for (__u64 p = UNWRITTEN - 1; p < NPG; p += UNWRITTEN) {
+			if ((int)(p / UNWRITTEN % GATED) != phase)
+				continue;
+			while (atomic_flag_test_and_set(&visiting[p]))
+				sched_yield();
+			if (!gen[p] && (!left || page_stored(store, p)))
+				TH_ASSERT(!madvise(mem + p * PG, PG, MADV_DONTNEED),
+					  "MADV_DONTNEED: %s", strerror(errno));
+			atomic_flag_clear(&visiting[p]);
+		}
+		atomic_store(&reading, phase + 1);
+		left = unwritten_stored(phase);
+		if (left <= (int)(NPG / UNWRITTEN / GATED / 10))
+			break;
+	}
+	sleep(1); /* read, installed, and their references cleared by CLOCK */
+}
+
+enum gated { NPFD_LIVES, FALLBACK, NEW_NPFD };
 
 /*
  * Zaps held unstarted behind the gate, the pokers writing to their frozen
@@ -289,56 +367,67 @@ enum gated { NPFD_LIVES, NEW_NPFD, FALLBACK };
  */
 static int gated(struct npf_client *c, int id, enum gated how)
 {
-	static const char *const what[] = {"npfd lives", "a new npfd adopts",
-					   "the fallback serves"};
+	static const char *const what[] = {"npfd lives", "the fallback serves",
+					   "a new npfd adopts"};
 	static __u64 frozen[NPG];
 	static unsigned int in_zap[NPG];
+	__u64 target[POKERS / 2];
 	int fd = th_evict_ring_fd(), store = store_fd(), poked = 0, unstored = 0, k0 = rs_fallbacks;
 	struct th_gate g;
 	long inflight = 0, sq_then;
 	__u64 n, twice;
 
 	TH_ASSERT(fd >= 0, "this process has no eviction ring");
-	th_gate_close(&g, fd);
-	/* npfd goes on evicting: its zaps wait behind the gate */
-	for (double t0 = th_now(); (inflight = th_zaps_in_flight(fd)) < 2; usleep(10000))
-		TH_ASSERT(th_now() - t0 < 20, "npfd queued no zaps behind the gate in 20 s");
-	/*
-	 * Batches run out of time (2 s each) and more start: npfd's late
-	 * pages, and for the next npfd a region most of whose present pages
-	 * are under the earlier one's zaps.
-	 */
-	if (how != FALLBACK)
-		sleep(how == NPFD_LIVES ? 5 : 3);
-	rs_npfd_stop_signal(&d);
-	inflight = th_zaps_in_flight(fd);
-	sq_then = (long)th_ring_field(fd, "SqTail");
-	n = th_frozen_pages(getpid(), mem, NPG, frozen);
-	twice = pages_in_zaps(fd, inflight, in_zap);
-	/*
-	 * Half the pokers, if there are such pages, to pages of the zaps with
-	 * no copy in the store: victims dropped clean, never written (zero
-	 * pages installed write-protected around a read fault). A write let
-	 * through there read back as zeros when only pages with a copy were
-	 * held (136 pages, in a loop of this fallback phase run first). Not
-	 * every run has them: the writers soon write every page.
-	 */
-	for (__u64 i = 0; i < n && poked < POKERS / 2; i++)
-		if (in_zap[frozen[i]] && !page_stored(store, frozen[i])) {
-			atomic_store(&poke[poked++], (long)frozen[i]);
-			unstored++;
-		}
+	for (int attempt = 1;; attempt++) {
+		drop_unwritten((int)how);
+		th_gate_close(&g, fd);
+		/* npfd goes on evicting: its zaps wait behind the gate */
+		for (double t0 = th_now(); (inflight = th_zaps_in_flight(fd)) < 2; usleep(10000))
+			TH_ASSERT(th_now() - t0 < 20,
+				  "npfd queued no zaps behind the gate in 20 s");
+		/*
+		 * Batches run out of time (2 s each) and more start: npfd's late
+		 * pages, and for the next npfd a region most of whose present pages
+		 * are under the earlier one's zaps.
+		 */
+		if (how != FALLBACK)
+			sleep(how == NPFD_LIVES ? 5 : 3);
+		rs_npfd_stop_signal(&d);
+		inflight = th_zaps_in_flight(fd);
+		sq_then = (long)th_ring_field(fd, "SqTail");
+		n = th_frozen_pages(getpid(), mem, NPG, frozen);
+		twice = pages_in_zaps(fd, inflight, in_zap);
+		/*
+		 * Half the pokers to pages of the zaps with no copy in the
+		 * store: victims dropped clean, never written (the pages the
+		 * writers only read, UNWRITTEN). A write let through there read
+		 * back as zeros when only pages with a copy were held (136
+		 * pages, in 1 of 20 runs of this fallback phase, when the
+		 * writers' own pages happened to be such).
+		 */
+		for (__u64 i = 0; i < n && unstored < POKERS / 2; i++)
+			if (in_zap[frozen[i]] && !page_stored(store, frozen[i]))
+				target[unstored++] = frozen[i];
+		if (unstored || attempt == 3)
+			break;
+		printf("gated (%s): none of the %ld zaps behind the gate has a victim with no stored copy: again\n",
+		       what[how], inflight);
+		kill(d.pid, SIGCONT);
+		th_gate_open(&g);
+	}
+	TH_ASSERT(unstored,
+		  "in 3 tries, none of the zaps behind the gate had a victim with no stored copy");
+	for (poked = 0; poked < unstored; poked++)
+		atomic_store(&poke[poked], (long)target[poked]);
 	for (unsigned int rank = 1; rank <= NPF_EVICT_RING_ENTRIES && poked < POKERS; rank++)
 		for (__u64 i = 0; i < n; i++)
-			if (in_zap[frozen[i]] == rank &&
-			    (unstored || page_stored(store, frozen[i]))) {
+			if (in_zap[frozen[i]] == rank && page_stored(store, frozen[i])) {
 				atomic_store(&poke[poked++], (long)frozen[i]);
 				break;
 			}
 	printf("gated (%s): %ld zaps behind the gate, %llu pages frozen, %llu pages under two zaps, %d written to (%d with no stored copy)\n",
 	       what[how], inflight, (unsigned long long)n, (unsigned long long)twice, poked,
 	       unstored);
-	TH_ASSERT(poked, "none of the %ld zaps behind the gate has a frozen page", inflight);
 	TH_ASSERT(!twice, "%llu pages are under two zaps in flight", (unsigned long long)twice);
 	if (how == NPFD_LIVES) {
 		kill(d.pid, SIGCONT);
@@ -426,8 +515,9 @@ int main(void)
 			  "pthread_create");
 	/* 0. zaps held behind the gate: npfd lives; killed: a new npfd, the fallback */
 	pokes += gated(c, id, NPFD_LIVES);
-	pokes += gated(c, id, NEW_NPFD);
 	pokes += gated(c, id, FALLBACK);
+	pokes += gated(c, id, NEW_NPFD);
+	atomic_store(&reading, GATED);
 	/* 1. killed, and a new npfd adopts the region */
 	while (hits < HITS) {
 		/* the last UNREAPED kills leave a completion unreaped, zaps still in flight */
