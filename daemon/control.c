@@ -154,7 +154,8 @@ static void uid_usage(uid_t uid, struct uid_usage *u)
 	list_for_each_entry(mm, &mms, node) {
 		if (mm->uid != uid || mm->dead)
 			continue;
-		u->fds += 1 + (mm->pagemap_fd >= 0) + device_fds(mm) + evict_fork_fds(mm);
+		u->fds += 1 + (mm->pagemap_fd >= 0) + (mm->pidfd >= 0) + device_fds(mm) +
+			  evict_fork_fds(mm);
 		list_for_each_entry(r, &mm->regions, node) {
 			u->regions++;
 			u->fds += (r->file_fd >= 0) + (r->store_fd >= 0);

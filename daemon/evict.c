@@ -1888,7 +1888,7 @@ static void batch_end(void)
 		if (!r) {
 			/* below zap_next: handed to the ring (the others were never zapped) */
 			if (b.zapped[i] && i < b.zap_next && b.mm && !page_present(b.mm, page) &&
-			    !mm_find_region(b.mm, page)) {
+			    !mm_find_region(b.mm, page) && mm_alive(b.mm)) {
 				struct iovec l = {b.buf + (size_t)i * NPF_PAGE_SIZE, NPF_PAGE_SIZE};
 				struct iovec rv = {(void *)(uintptr_t)page, NPF_PAGE_SIZE};
 
@@ -2196,6 +2196,10 @@ static void read_out(void)
 		local[n] = (struct iovec){b.buf + (size_t)i * NPF_PAGE_SIZE, NPF_PAGE_SIZE};
 		remote[n] = (struct iovec){(void *)(uintptr_t)b.page[i], NPF_PAGE_SIZE};
 		map[n++] = i;
+	}
+	if (n && !mm_alive(b.mm)) {
+		batch_abort("the process exited"); /* its pid may be another's now */
+		return;
 	}
 	got = n ? process_vm_readv(b.tgid, local, n, remote, n, 0) : 0;
 	if (got < 0) {

@@ -517,7 +517,6 @@ static void swapin_start(struct npfd_region *r, __u64 va, __u64 n, unsigned int 
 {
 	struct io_uring_sqe *sqe;
 	struct swapin *s;
-	char path[64];
 
 	if (!swapin_ok || tries >= SWAPIN_TRIES) {
 		untracked += n;
@@ -534,8 +533,7 @@ static void swapin_start(struct npfd_region *r, __u64 va, __u64 n, unsigned int 
 	}
 	for (s = slots; s->n; s++) /* a free one exists: fewer than SWAPIN_MAX in flight */
 		;
-	snprintf(path, sizeof(path), "/proc/%d/mem", r->mm->tgid);
-	s->fd = open(path, O_RDONLY | O_CLOEXEC);
+	s->fd = mm_open_proc(r->mm, "mem", O_RDONLY);
 	if (s->fd < 0) {
 		io_uring_prep_nop(sqe); /* the sqe is taken: give it something harmless */
 		io_uring_sqe_set_data(sqe, NULL);

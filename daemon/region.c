@@ -63,9 +63,13 @@ struct npfd_mm *mm_new(int uffd, ino_t ino, pid_t tgid, struct npfd_client *owne
 	mm->tgid = tgid;
 	mm->owner = owner;
 	mm->pagemap_fd = -1;
+	/* the process is there now: it is on the other end of the request */
+	mm->pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
 	INIT_LIST_HEAD(&mm->regions);
 	mm->src = source_add(uffd, POLLIN, mm_ready, mm);
 	if (mm->src < 0) {
+		if (mm->pidfd >= 0)
+			close(mm->pidfd);
 		free(mm);
 		return NULL;
 	}
@@ -143,6 +147,8 @@ void mm_destroy(struct npfd_mm *mm, bool unregister_ranges)
 	source_del(mm->src);
 	if (mm->pagemap_fd >= 0)
 		close(mm->pagemap_fd);
+	if (mm->pidfd >= 0)
+		close(mm->pidfd);
 	/* Closing the last reference wakes every thread still blocked on it. */
 	close(mm->uffd);
 	if (mm->owner && mm->owner->mm == mm)
@@ -479,15 +485,33 @@ static int check_backing(int fd, __u64 off, __u64 len, char *err, size_t errlen)
 	return 0;
 }
 
+bool mm_alive(const struct npfd_mm *mm)
+{
+	struct pollfd p = {.fd = mm->pidfd, .events = POLLIN};
+
+	return mm->pidfd < 0 || poll(&p, 1, 0) == 0;
+}
+
+int mm_open_proc(const struct npfd_mm *mm, const char *file, int flags)
+{
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", mm->tgid, file);
+	fd = open(path, flags | O_CLOEXEC);
+	if (fd >= 0 && !mm_alive(mm)) {
+		close(fd);
+		errno = ESRCH;
+		return -1;
+	}
+	return fd;
+}
+
 /* /proc/PID/pagemap, opened once: the descriptor stays with the process it was opened for */
 static int mm_pagemap_fd(struct npfd_mm *mm)
 {
-	if (mm->pagemap_fd < 0) {
-		char path[64];
-
-		snprintf(path, sizeof(path), "/proc/%d/pagemap", mm->tgid);
-		mm->pagemap_fd = open(path, O_RDONLY | O_CLOEXEC);
-	}
+	if (mm->pagemap_fd < 0)
+		mm->pagemap_fd = mm_open_proc(mm, "pagemap", O_RDONLY);
 	return mm->pagemap_fd;
 }
 

@@ -82,6 +82,17 @@ void region_mark_installed(struct npfd_region *r, __u64 start, __u64 npages);
 /* The pages the process has in r count as installed (an adopted region, a forked child's). */
 void region_mark_present(struct npfd_region *r);
 /* The /proc/PID/pagemap entries of n pages from va into ent; false if unreadable. */
+/*
+ * Is mm's process still the one that registered? Its pid can name another
+ * process once it has exited and been reaped, before npfd learns of it:
+ * whatever npfd does by pid (/proc/PID/..., process_vm_*()) checks this
+ * pidfd, taken at the registration, first. A file opened by pid and checked
+ * after the open is that process's (mm_open_proc()). Without pidfds (Linux
+ * before 5.3) it cannot tell, and says yes.
+ */
+bool mm_alive(const struct npfd_mm *mm);
+/* /proc/PID/file of mm's process, or -1 (ESRCH: it has exited) */
+int mm_open_proc(const struct npfd_mm *mm, const char *file, int flags);
 bool mm_pagemap_read(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n);
 typedef void (*region_scan_fn)(struct npfd_region *r, __u64 start, __u64 npages, void *arg);
 /* r's present pages (wp_only: only those still write-protected), in ranges; -errno */
