@@ -1123,8 +1123,23 @@ static int fallback_page(struct npf_client *c, __u64 addr, char *why, size_t why
 			return err;
 		}
 	}
+	/*
+	 * A zap of npfd's may still drop this page: the REMOVE that let it
+	 * fault may have been the process's own drop, not the zap's. Then it
+	 * is installed write-protected, so that a write waits (fallback_hold())
+	 * until no zap can run, or the zap would drop it. EINVAL: a region npfd
+	 * never registered for write-protect faults (no budget: no zaps).
+	 */
+	if (zaps_in_flight(c))
+		cp.mode = UFFDIO_COPY_MODE_WP;
 	if (!ioctl(c->uffd, UFFDIO_COPY, &cp))
 		return 0;
+	if (errno == EINVAL && cp.mode) {
+		cp.mode = 0;
+		cp.copy = 0;
+		if (!ioctl(c->uffd, UFFDIO_COPY, &cp))
+			return 0;
+	}
 	if (errno == EEXIST || errno == EAGAIN || errno == ENOENT || errno == ESRCH) {
 		/*
 		 * There already (npfd was quicker: nothing is overwritten), or

@@ -317,8 +317,9 @@ static void found_old_frozen(struct npfd_region *r, __u64 start, __u64 npages, v
  * Taken again, it would have a second zap queued behind the first, which
  * drops a write made between the two (zap_may_be_queued()). The stored
  * bits know only the first kind, and a file-backed region has none: the
- * kernel's write-protect bits know both. A page stops being one when a
- * REMOVE (its zap's) reaches it. Unreadable: every page counts as one.
+ * kernel's write-protect bits know both. A REMOVE does not unmark a page:
+ * it may be the process's own drop, the zap still to run (zap_may_run()).
+ * Unreadable: every page counts as one.
  */
 static int old_frozen_scan(struct npfd_region *r, struct evict_region *e)
 {
@@ -899,6 +900,38 @@ static __u64 store_scan(struct npfd_region *r, struct evict_region *e, off_t dat
 	return found;
 }
 
+static void count_pages(struct npfd_region *r, __u64 start, __u64 npages, void *arg)
+{
+	(void)r;
+	(void)start;
+	*(__u64 *)arg += npages;
+}
+
+/*
+ * Pages the earlier npfd write-protected may be its victims, their zaps
+ * still to run. They need this npfd's page state now, whatever the store
+ * holds (a region whose victims were all clean has none), and the region's
+ * installs write-protected again (region_wp(): the kernel kept its
+ * write-protect registration). Without the state, a write to such a page
+ * was let through at once; without region_wp(), a page the process
+ * dropped itself and faulted in again was installed writable, its write
+ * unseen: either way the zap then dropped the write (tests/
+ * evict_adopt_frozen, a page it dropped before writing: zeros).
+ */
+static void adopt_frozen(struct npfd_region *r)
+{
+	char err[NPF_ERRMSG_LEN];
+	__u64 frozen = 0;
+
+	/* unreadable: as if some were (old_frozen_scan() then counts every page) */
+	if (!old_zaps_pending(r->mm) ||
+	    (!region_scan_present(r, true, count_pages, &frozen) && !frozen))
+		return;
+	if (!region_ev(r, err, sizeof(err)) || region_wp(r, err, sizeof(err)))
+		pr_warn("region %u: %llu pages the earlier npfd write-protected: %s", r->id,
+			(unsigned long long)frozen, err);
+}
+
 /*
  * Find the store the earlier npfd left, and which pages it holds: the
  * data in it (SEEK_DATA / SEEK_HOLE). A page both there and in the process
@@ -918,6 +951,7 @@ void evict_region_adopted(struct npfd_region *r, __u32 old_id)
 
 	if (!r->mm->evict_ring && !r->mm->old_zaps_until)
 		r->mm->old_zaps_until = now_ns() + OLD_ZAP_WINDOW_NS;
+	adopt_frozen(r);
 	if (r->backing != NPF_BACKING_ANON || !swapstore_ready())
 		return;
 	fd = swapstore_find(r->mm->tgid, old_id, name);
@@ -1289,6 +1323,33 @@ static bool in_batch(const struct npfd_region *r, __u64 page, unsigned int *at)
 	return false;
 }
 
+/*
+ * May a zap of npfd's still run on this page of r, whatever REMOVE came?
+ * Its zap is submitted (in the batch, below zap_next) or outlived its
+ * batch (busy outside the batch: late, or gone with the zap not known to
+ * be done). A REMOVE does not prove the zap ran: it may be the process's
+ * own MADV_DONTNEED of the page. Such a page faulted in again is installed
+ * write-protected and its writes wait (evict_wp_fault()), or the zap, when
+ * it runs, would drop the write.
+ */
+static bool zap_may_run(const struct npfd_region *r, __u64 page)
+{
+	__u64 i = page_index(r, page);
+	unsigned int at;
+
+	if (!r->ev)
+		return false;
+	/* an earlier npfd's victim, maybe (zap_may_be_queued()) */
+	if (old_zaps_pending(r->mm) &&
+	    (bit_test(r->ev->stored, i) || bit_test(r->ev->old_frozen, i)))
+		return true;
+	if (!bit_test(r->ev->busy, i))
+		return false;
+	if (in_batch(r, page, &at))
+		return b.zapped[at] && at < b.zap_next;
+	return true;
+}
+
 static void wake_page(struct npfd_mm *mm, __u64 page)
 {
 	struct uffdio_range range = {.start = page, .len = NPF_PAGE_SIZE};
@@ -1317,8 +1378,8 @@ void evict_wp_fault(struct npfd_mm *mm, __u64 addr)
 	 */
 	if (r && (b.state == B_WRITE || b.state == B_ZAP) && in_batch(r, page, NULL))
 		return;
-	/* its zap is still to run: the write waits, or the zap would destroy it */
-	if (r && r->ev && bit_test(r->ev->late, page_index(r, page)))
+	/* a zap may still run on it (late, or gone): the write waits, or the zap would destroy it */
+	if (r && r->ev && bit_test(r->ev->busy, page_index(r, page)) && !in_batch(r, page, NULL))
 		return;
 	/*
 	 * Write-protected, with the earlier npfd's zaps still to run: it may
@@ -1378,19 +1439,22 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 		__u64 i = page_index(r, p);
 		unsigned int at;
 
-		bit_set(r->ev->old_frozen, i, false); /* its zap, if it had one, has run */
 		if (in_batch(r, p, &at)) {
 			b.removed[at] = b.zapped[at];
 			continue;
 		}
 		if (bit_test(r->ev->late, i)) {
-			/* a late zap ran: the page is evicted, its copy is the one to read */
+			/*
+			 * Its late zap ran, or the process dropped the page
+			 * itself and the zap is still to run: either way it
+			 * is gone and its copy is the one to read, but it
+			 * stays busy (zap_may_run()) until late_settle() finds
+			 * no zap left to run. Its writers wait until then.
+			 */
 			bit_set(r->ev->late, i, false);
-			bit_set(r->ev->busy, i, false);
 			bit_set(r->ev->clean, i, false);
 			if (r->budget_info)
 				r->budget_info->evicted_pages++;
-			wake_page(r->mm, p);
 			continue;
 		}
 		if (old_zap && bit_test(r->ev->stored, i))
@@ -1481,17 +1545,26 @@ bool evict_run_stored(const struct run *rn)
  * read fault, the stored copy kept so that a clean page can go again unwritten.
  * Not woken here: the resolver wakes the run.
  */
+bool evict_run_zap_may_run(const struct run *rn)
+{
+	for (__u32 k = 0; rn->region && k < rn->npages; k++)
+		if (zap_may_run(rn->region, rn->start + (__u64)k * NPF_PAGE_SIZE))
+			return true;
+	return false;
+}
+
 int evict_install_stored(struct run *rn)
 {
 	struct npfd_region *r = rn->region;
 	struct evict_region *e = r->ev;
 	static char page[NPF_PAGE_SIZE] __attribute__((aligned(NPF_PAGE_SIZE)));
-	bool wp = !rn->write && e->wp;
 	__u32 k;
 
 	/* rn->done: what is installed if an ioctl stops the run (EAGAIN) */
 	for (k = 0; k < rn->npages; k++, rn->done = (__u64)k * NPF_PAGE_SIZE) {
 		__u64 addr = rn->start + (__u64)k * NPF_PAGE_SIZE, i = page_index(r, addr);
+		/* a read's page, or one a zap may still drop: its first write is seen */
+		bool wp = e->wp && (!rn->write || zap_may_run(r, addr));
 		struct uffdio_copy c = {.dst = addr,
 					.src = (__u64)(uintptr_t)page,
 					.len = NPF_PAGE_SIZE,
@@ -1875,7 +1948,7 @@ static bool page_present(struct npfd_mm *mm, __u64 page)
 static void batch_end(void)
 {
 	struct npfd_region *r = b.r;
-	unsigned int i, gone = 0, late = 0;
+	unsigned int i, gone = 0, late = 0, late_gone = 0;
 	/* the batch ran out of time with zaps submitted and not done */
 	bool zaps_pending = b.zaps && b.mm && b.mm->evict_ring && r && r->ev;
 
@@ -1920,6 +1993,18 @@ static void batch_end(void)
 			continue;
 		}
 		/*
+		 * Gone, but its REMOVE may have been the process's own drop
+		 * and its zap still to run: busy (not woken) until
+		 * late_settle() finds the zaps done (zap_may_run()).
+		 */
+		if (zaps_pending && i < b.zap_next && b.zapped[i]) {
+			if (!b.dirty[i] && r->budget_info)
+				r->budget_info->dropped_clean++;
+			gone++;
+			late_gone++;
+			continue;
+		}
+		/*
 		 * Gone: the REMOVE event of the zap forgot it (it may be back
 		 * already, read from its copy by a fault that came after the
 		 * zap: that install set its state), or pagemap says so.
@@ -1951,13 +2036,16 @@ static void batch_end(void)
 	/* devices may map these pages again (kept) or fetch them (gone) */
 	for (i = 0; r && r->ev && i < b.n; i++) {
 		__u64 k = page_index(r, b.page[i]);
+		bool zap_left = zaps_pending && !b.unmapped[i] && i < b.zap_next && b.zapped[i];
 
-		if (!bit_test(r->ev->late, k))
+		if (!zap_left)
 			r->ev->busy[k / 8] &= (__u8) ~(1 << (k % 8));
 	}
 	/* counted until they complete: late pages and unregisters wait for them */
 	if (b.zaps && b.mm && b.mm->evict_ring)
 		b.mm->evict_ring->late_zaps += b.zaps;
+	if (late_gone)
+		b.mm->late_unsettled = true;
 	if (late) {
 		b.mm->late_unsettled = true; /* late_settle() once its zaps are all done */
 		pr_warn_rl(
@@ -2226,7 +2314,9 @@ static void read_out(void)
 /*
  * No zap can run any more (this npfd's late ones are done, and an earlier
  * npfd's): a page still marked late was not zapped (its zap failed, or it
- * was no earlier npfd's victim): it stays, writable again.
+ * was no earlier npfd's victim): it stays, writable again. A page busy and
+ * not late is gone (a REMOVE came: its zap's or the process's, and now the
+ * zap has run too): its writers go on.
  */
 static void late_settle(struct npfd_mm *mm)
 {
@@ -2235,15 +2325,21 @@ static void late_settle(struct npfd_mm *mm)
 
 	list_for_each_entry(r, &mm->regions, node)
 		for (i = 0; r->ev && i < r->ev->npages; i++) {
-			if (!r->ev->late[i / 8]) {
+			__u64 page = r->start + i * NPF_PAGE_SIZE;
+
+			if (!r->ev->busy[i / 8]) {
 				i |= 7; /* a byte of nothing */
 				continue;
 			}
-			if (!bit_test(r->ev->late, i))
+			if (!bit_test(r->ev->busy, i) || in_batch(r, page, NULL))
 				continue;
-			bit_set(r->ev->late, i, false);
 			bit_set(r->ev->busy, i, false);
-			unfreeze(mm, r, r->start + i * NPF_PAGE_SIZE);
+			if (!bit_test(r->ev->late, i)) {
+				wake_page(mm, page); /* gone (zap_may_run()): its writers go on */
+				continue;
+			}
+			bit_set(r->ev->late, i, false);
+			unfreeze(mm, r, page);
 			if (r->budget_info)
 				r->budget_info->aborted++;
 		}

@@ -100,6 +100,11 @@ void evict_present(struct npfd_region *r, __u64 start, __u64 npages);
  * budget and eviction is making room)? The resolver asks again later.
  */
 bool evict_hold(const struct npfd_region *r, __u64 npages);
+/*
+ * Has the run a page a zap of npfd's may still drop, its REMOVE come or not?
+ * Then it is installed write-protected even for a write: the write waits.
+ */
+bool evict_run_zap_may_run(const struct run *rn);
 /* Does the run have pages in the swap store? Then evict_install_stored() installs it. */
 bool evict_run_stored(const struct run *rn);
 int evict_install_stored(struct run *rn);

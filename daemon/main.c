@@ -169,6 +169,7 @@ static void wire(void)
 		.present = pages_present,
 		.wp_fault = evict_wp_fault,
 		.stored = evict_run_stored,
+		.zap_may_run = evict_run_zap_may_run,
 		.install_stored = evict_install_stored,
 		.hold = hold_fault,
 		.record = ws_record,

@@ -409,8 +409,13 @@ static int install(struct run *rn, const char *src)
 		 * Later ioctls (after a partial fill) defer the wake to wake().
 		 */
 		__u64 mode = first ? 0 : UFFDIO_COPY_MODE_DONTWAKE;
-		/* a budgeted region's read fault: installed clean, its first write is seen */
-		bool wp = src && !rn->write && rn->region && rn->region->install_clean;
+		/*
+		 * A budgeted region's read fault: installed clean, its first
+		 * write is seen. So is a write's, when a zap may still drop a
+		 * page of the run: that write waits for it.
+		 */
+		bool wp = src && rn->region && rn->region->install_clean &&
+			  (!rn->write || (hooks.zap_may_run && hooks.zap_may_run(rn)));
 		__s64 res;
 		int rc;
 

@@ -30,6 +30,8 @@ struct resolve_hooks {
 	void (*present)(struct npfd_region *r, __u64 start, __u64 npages);
 	/* A write-protect fault (a page installed clean, or being evicted): its waker's. */
 	void (*wp_fault)(struct npfd_mm *mm, __u64 addr);
+	/* Has the run a page a zap may still drop? Installed write-protected even for a write. */
+	bool (*zap_may_run)(const struct run *rn);
 	/* Does the run have pages eviction stored? Then install_stored() installs it, unwoken. */
 	bool (*stored)(const struct run *rn);
 	int (*install_stored)(struct run *rn);

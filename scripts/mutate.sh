@@ -185,6 +185,13 @@ old-unstored-victim-zap-queued-twice @@ daemon/evict.c @@ s{ \|\| bit_test\(r->e
 adopted-unstored-write-let-through @@ daemon/evict.c @@ s{\tif \(r && r->ev && old_zaps_pending\(mm\)\) \{}{\tif (r && r->ev && old_zaps_pending(mm) && bit_test(r->ev->stored, page_index(r, page))) \{} @@ evict_adopt_frozen
 fallback-unstored-write-let-through @@ client/libnpf.c @@ s{\tif \(!zaps\)\n\t\treturn false;\n\th = grow}{\tif (!zaps || !region_at(c, addr) || region_at(c, addr)->store_fd < 0 || !store_holds(region_at(c, addr)->store_fd, region_at(c, addr), addr))\n\t\treturn false;\n\th = grow} @@ evict_adopt_frozen
 freeze-cut-leaves-busy @@ daemon/evict.c @@ s{\tfor \(unsigned int i = n; i < b.n; i\+\+\)\n\t\tbit_set\(b.r->ev->busy, page_index\(b.r, b.page\[i\]\), false\);\n}{} @@ evict_adopt_frozen
+remove-taken-for-zap @@ daemon/evict.c @@ s{(\t\t\tif \(r->budget_info\)\n\t\t\t\tr->budget_info->evicted_pages\+\+;\n)(\t\t\tcontinue;)}{$1\t\t\tbit_set(r->ev->busy, i, false);\n\t\t\twake_page(r->mm, p);\n$2} @@ evict_adopt_frozen
+batch-removed-page-let-go @@ daemon/evict.c @@ s{\t\tif \(zaps_pending && i < b.zap_next && b.zapped\[i\]\) \{}{\t\tif (0) \{} @@ evict_adopt_frozen
+zap-pending-installed-writable @@ daemon/resolve.c @@ s{\(!rn->write \|\| \(hooks.zap_may_run && hooks.zap_may_run\(rn\)\)\)}{!rn->write} @@ evict_adopt_frozen
+stored-zap-pending-installed-writable @@ daemon/evict.c @@ s{\(!rn->write \|\| zap_may_run\(r, addr\)\)}{!rn->write} @@ evict_adopt_frozen
+fallback-zap-pending-installed-writable @@ client/libnpf.c @@ s{\tif \(zaps_in_flight\(c\)\)\n\t\tcp.mode = UFFDIO_COPY_MODE_WP;\n}{} @@ evict_adopt_frozen
+adopt-frozen-skipped @@ daemon/evict.c @@ s{\tadopt_frozen\(r\);\n}{} @@ evict_adopt_frozen
+old-frozen-unmarked-by-remove @@ daemon/evict.c @@ s{(\t\tunsigned int at;\n\n)(\t\tif \(in_batch\(r, p, &at\)\) \{)}{$1\t\tbit_set(r->ev->old_frozen, i, false);\n$2} @@ evict_adopt_frozen
 stale-completions-counted @@ daemon/evict.c @@ s{\t__atomic_store_n\(cq->khead, cq_tail, __ATOMIC_RELEASE\);\n\t\*old}{\t*old} @@ evict_adopt_frozen
 ring-header-believed @@ daemon/evict.c @@ s{\tif \(\*sq->kring_entries != sq->ring_entries \|\|}{\tsq->ring_entries = *sq->kring_entries;\n\tif (0 &&} @@ evict_refuse
 ring-cq-tail-believed-at-adoption @@ daemon/evict.c @@ s{\tif \(cq_tail - cq_head > cq->ring_entries\)}{\tif (0)} @@ evict_refuse

@@ -88,10 +88,14 @@ static inline int th_fd_of(const char *link_want)
 	return th_fd_where(link_want, NULL);
 }
 
-/* A field of an io_uring's fdinfo ("SqTail", "CqHead", ...). */
+/*
+ * A field of an io_uring's fdinfo ("SqTail", "CqHead", ...). SqThread
+ * comes after the listing of the queues' entries: up to 16 SQEs and 32
+ * CQEs, some 5 KiB (in 1 KiB it was missed, read as 0, when zaps waited).
+ */
 static inline unsigned int th_ring_field(int fd, const char *field)
 {
-	char path[64], buf[1024], *s;
+	char path[64], buf[16384], *s;
 	unsigned int v = 0;
 	size_t flen = strlen(field);
 
@@ -106,8 +110,9 @@ static inline unsigned int th_ring_field(int fd, const char *field)
 }
 
 /*
- * The ring's SQPOLL thread (0: none). fdinfo says -1 while the ring's lock
- * is taken (its SQPOLL thread submitting): read again then, for 1 s.
+ * The ring's SQPOLL thread (0: none). fdinfo says -1 when it cannot tell
+ * (the thread's start or end raced with the read; kernels before 6.x
+ * when the ring's lock was taken): read again then, for 1 s.
  */
 static inline unsigned int th_ring_thread(int fd)
 {
@@ -319,8 +324,15 @@ static inline void th_gate_close(struct th_gate *g, int evict_ring_fd)
 	err = io_uring_queue_init_params(4, &g->ring, &p);
 	TH_ASSERT(!err, "a ring attached to the eviction ring's SQPOLL thread: %s", strerror(-err));
 	/* the kernel makes a thread of its own, silently, for another process's ring */
-	TH_ASSERT(th_ring_thread(g->ring.ring_fd) == th_ring_thread(evict_ring_fd),
-		  "the gate's ring did not attach to the eviction ring's SQPOLL thread");
+	{
+		unsigned int gate = th_ring_thread(g->ring.ring_fd);
+		unsigned int evict = th_ring_thread(evict_ring_fd);
+
+		TH_ASSERT(
+			gate == evict,
+			"the gate's ring did not attach to the eviction ring's SQPOLL thread (%u, not %u)",
+			gate, evict);
+	}
 	sqe = io_uring_get_sqe(&g->ring);
 	io_uring_prep_madvise(sqe, g->page, 4096, MADV_DONTNEED);
 	TH_ASSERT(io_uring_submit(&g->ring) == 1, "submit the gate");

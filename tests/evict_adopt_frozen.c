@@ -29,7 +29,12 @@
  * between one zap's REMOVE and the next zap's start. So the test first
  * holds that moment open (gated()), once for a new npfd and once for
  * the fallback: a gate in the ring's one io-wq worker keeps every zap
- * behind it unstarted while the pokers write.
+ * behind it unstarted while the pokers write. Each gate also has:
+ * - a poker on a victim with no stored copy: every eighth page is only
+ *   read until a poker writes it, so such victims (dropped clean) exist;
+ * - two pokers that drop their page themselves (MADV_DONTNEED) before
+ *   they write it: the REMOVE of that drop is not the zap's, and the zap
+ *   still to run must not drop the write that follows.
  */
 #include <stdatomic.h>
 #include <poll.h>
@@ -47,10 +52,12 @@
 #define UNWRITTEN 8UL /* every 8th page is read, never written, until a poker writes it */
 #define GATED 3	      /* gated() phases: each has its own third of those pages */
 #define WRITERS 2
-#define POKERS 4      /* threads that write to pages of zaps in flight */
-#define HITS 8	      /* kills with zaps in flight wanted */
-#define UNREAPED 4    /* of them, the last, kills with a completion npfd has not reaped */
-#define MAX_SECS 30.0 /* looking for one */
+#define POKERS 6	/* threads that write to pages of zaps in flight */
+#define DROPPERS 2	/* of them, in gated(): those that drop their page first */
+#define DROP (1L << 40) /* in poke[]: drop the page first (drop_visit()) */
+#define HITS 8		/* kills with zaps in flight wanted */
+#define UNREAPED 4	/* of them, the last, kills with a completion npfd has not reaped */
+#define MAX_SECS 30.0	/* looking for one */
 #define FALLBACK_MS 2000
 #define FALLBACKS 3 /* times the fallback serves before a new npfd adopts */
 
@@ -63,14 +70,24 @@ static atomic_long poke[POKERS];
 static atomic_flag visiting[NPG]; /* a page is visited by one thread at a time */
 static atomic_int reading = 1; /* the writers read the unwritten pages of gated() phases < this */
 
+/* Page p (visiting[p] held): the next generation written. */
+static void write_next(uint64_t p)
+{
+	uint64_t g = gen[p] + 1;
+
+	for (uint64_t w = 0; w < PG / 8; w++)
+		((uint64_t *)(mem + p * PG))[w] = th_word(g, p, w);
+	gen[p] = (uint32_t)g;
+	atomic_fetch_add(&writes, 1);
+}
+
 /* Page p's words: the generation written last, checked; then the next one. */
 static void visit(uint64_t p)
 {
-	uint64_t g, bad = 0;
+	uint64_t bad = 0;
 
 	while (atomic_flag_test_and_set(&visiting[p]))
 		sched_yield();
-	g = gen[p] + 1;
 	for (uint64_t w = 0; w < PG / 8; w++)
 		bad += ((uint64_t *)(mem + p * PG))[w] != (gen[p] ? th_word(gen[p], p, w) : 0);
 	if (bad && atomic_fetch_add(&stale, bad) == 0)
@@ -80,11 +97,36 @@ static void visit(uint64_t p)
 		       (unsigned long long)(((*(uint64_t *)(mem + p * PG) - 1) *
 					     0xf1de83e19937733dULL) >>
 					    40));
-	for (uint64_t w = 0; w < PG / 8; w++)
-		((uint64_t *)(mem + p * PG))[w] = th_word(g, p, w);
-	gen[p] = (uint32_t)g;
+	write_next(p);
 	atomic_flag_clear(&visiting[p]);
-	atomic_fetch_add(&writes, 1);
+}
+
+/*
+ * Page p dropped by the process itself (MADV_DONTNEED), then read and
+ * written. Its REMOVE reaches npfd (or the fallback) while a zap of the
+ * page waits behind the gate: taken for the zap's, it let the page be
+ * faulted in writable, and the zap then dropped the write. Read back:
+ * zeros (the kernel's answer), or its last generation (npfd may serve its
+ * stored copy: docs/design.md).
+ */
+static void drop_visit(uint64_t p)
+{
+	uint64_t zero = 0, last = 0;
+
+	while (atomic_flag_test_and_set(&visiting[p]))
+		sched_yield();
+	TH_ASSERT(!madvise(mem + p * PG, PG, MADV_DONTNEED), "MADV_DONTNEED: %s", strerror(errno));
+	for (uint64_t w = 0; w < PG / 8; w++) {
+		uint64_t v = ((uint64_t *)(mem + p * PG))[w];
+
+		zero += v != 0;
+		last += v != (gen[p] ? th_word(gen[p], p, w) : 0);
+	}
+	if (zero && last && atomic_fetch_add(&stale, last) == 0)
+		printf("page %llu, dropped: %llu words are neither zeros nor generation %u's\n",
+		       (unsigned long long)p, (unsigned long long)last, gen[p]);
+	write_next(p);
+	atomic_flag_clear(&visiting[p]);
 }
 
 /*
@@ -140,7 +182,9 @@ static void *poker(void *arg)
 	while (!atomic_load(&stop)) {
 		long q = atomic_exchange(&poke[k], -1);
 
-		if (q >= 0)
+		if (q >= 0 && (q & DROP))
+			drop_visit((uint64_t)(q & ~DROP));
+		else if (q >= 0)
 			visit((uint64_t)q);
 		else
 			usleep(1000);
@@ -275,8 +319,8 @@ static long stop_with_zaps_in_flight(long min, int *tries, int *poked)
 		 */
 		n = th_frozen_pages(getpid(), mem, NPG, frozen);
 		pages_in_zaps(fd, inflight, in_zap);
-		for (unsigned int rank = 1; rank <= NPF_EVICT_RING_ENTRIES && *poked < POKERS;
-		     rank++)
+		for (unsigned int rank = 1;
+		     rank <= NPF_EVICT_RING_ENTRIES && *poked < POKERS - DROPPERS; rank++)
 			for (__u64 i = 0; i < n; i++)
 				if (in_zap[frozen[i]] == rank) {
 					atomic_store(&poke[(*poked)++], (long)frozen[i]);
@@ -371,7 +415,9 @@ static int gated(struct npf_client *c, int id, enum gated how)
 					   "a new npfd adopts"};
 	static __u64 frozen[NPG];
 	static unsigned int in_zap[NPG];
-	__u64 target[POKERS / 2];
+	static bool taken[NPG];
+	__u64 target[(POKERS - DROPPERS) / 2];
+	int dropped = 0;
 	int fd = th_evict_ring_fd(), store = store_fd(), poked = 0, unstored = 0, k0 = rs_fallbacks;
 	struct th_gate g;
 	long inflight = 0, sq_then;
@@ -405,7 +451,7 @@ static int gated(struct npf_client *c, int id, enum gated how)
 		 * pages, in 1 of 20 runs of this fallback phase, when the
 		 * writers' own pages happened to be such).
 		 */
-		for (__u64 i = 0; i < n && unstored < POKERS / 2; i++)
+		for (__u64 i = 0; i < n && unstored < (POKERS - DROPPERS) / 2; i++)
 			if (in_zap[frozen[i]] && !page_stored(store, frozen[i]))
 				target[unstored++] = frozen[i];
 		if (unstored || attempt == 3)
@@ -417,17 +463,32 @@ static int gated(struct npf_client *c, int id, enum gated how)
 	}
 	TH_ASSERT(unstored,
 		  "in 3 tries, none of the zaps behind the gate had a victim with no stored copy");
-	for (poked = 0; poked < unstored; poked++)
+	memset(taken, 0, sizeof(taken));
+	for (poked = 0; poked < unstored; poked++) {
 		atomic_store(&poke[poked], (long)target[poked]);
-	for (unsigned int rank = 1; rank <= NPF_EVICT_RING_ENTRIES && poked < POKERS; rank++)
+		taken[target[poked]] = true;
+	}
+	for (unsigned int rank = 1; rank <= NPF_EVICT_RING_ENTRIES && poked < POKERS - DROPPERS;
+	     rank++)
 		for (__u64 i = 0; i < n; i++)
 			if (in_zap[frozen[i]] == rank && page_stored(store, frozen[i])) {
 				atomic_store(&poke[poked++], (long)frozen[i]);
+				taken[frozen[i]] = true;
 				break;
 			}
-	printf("gated (%s): %ld zaps behind the gate, %llu pages frozen, %llu pages under two zaps, %d written to (%d with no stored copy)\n",
+	/* the droppers: pages of zaps the others did not take, the oldest zaps first */
+	for (unsigned int rank = NPF_EVICT_RING_ENTRIES; rank >= 1 && dropped < DROPPERS; rank--)
+		for (__u64 i = 0; i < n; i++)
+			if (in_zap[frozen[i]] == rank && !taken[frozen[i]]) {
+				atomic_store(&poke[poked++], (long)frozen[i] | DROP);
+				taken[frozen[i]] = true;
+				dropped++;
+				break;
+			}
+	printf("gated (%s): %ld zaps behind the gate, %llu pages frozen, %llu pages under two zaps, %d written to (%d with no stored copy, %d dropped first)\n",
 	       what[how], inflight, (unsigned long long)n, (unsigned long long)twice, poked,
-	       unstored);
+	       unstored, dropped);
+	TH_ASSERT(dropped, "no page of a zap behind the gate was left to drop");
 	TH_ASSERT(!twice, "%llu pages are under two zaps in flight", (unsigned long long)twice);
 	if (how == NPFD_LIVES) {
 		kill(d.pid, SIGCONT);
