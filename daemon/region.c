@@ -674,9 +674,9 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 		return ret;
 	/*
 	 * What npfd would hold for the user: the region, its file or (anonymous)
-	 * its swap store, the first userfaultfd.
+	 * its swap store, the first userfaultfd and the process's pidfd.
 	 */
-	ret = hooks.uid_limit ? hooks.uid_limit(c->uid, 1, (c->mm ? 0 : 1) + 1, err, errlen) : 0;
+	ret = hooks.uid_limit ? hooks.uid_limit(c->uid, 1, (c->mm ? 0 : 2) + 1, err, errlen) : 0;
 	if (ret)
 		return ret;
 	if (adopt_id && !c->mm)

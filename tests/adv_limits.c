@@ -171,14 +171,14 @@ static void fd_limit(void *arg)
 	TH_ASSERT(pipe(hold_pipe) == 0, "pipe");
 	for (i = 0; i < 40; i++)
 		TH_ASSERT((socks[i] = adv_connect(d.sock)) >= 0, "connect");
-	/* 40 idle + 9 x (connection + userfaultfd) = 58: file regions up to 230 more */
+	/* 40 idle + 9 x (connection + userfaultfd + pidfd) = 67: file regions up to 221 more */
 	st = holders(9, true, &n, why);
 	printf("40 idle connections, then 9 processes x %d file-backed regions: %d registered, then %d (%s)\n",
 	       PER_PROC, n, st, why);
 	/* the refusal comes in the 8th process: the 9th may or may not have connected */
-	TH_ASSERT(st == -EMFILE && n >= MAX_FDS - 40 - 2 * 9 && n <= MAX_FDS - 40 - 2 * 8,
+	TH_ASSERT(st == -EMFILE && n >= MAX_FDS - 40 - 3 * 9 && n <= MAX_FDS - 40 - 3 * 8,
 		  "%d file-backed regions, refusal %d: want %d..%d and -EMFILE", n, st,
-		  MAX_FDS - 40 - 2 * 9, MAX_FDS - 40 - 2 * 8);
+		  MAX_FDS - 40 - 3 * 9, MAX_FDS - 40 - 3 * 8);
 	close(hold_pipe[1]);
 	while (wait(NULL) > 0)
 		;
