@@ -52,12 +52,13 @@
 #define UNWRITTEN 8UL /* every 8th page is read, never written, until a poker writes it */
 #define GATED 3	      /* gated() phases: each has its own third of those pages */
 #define WRITERS 2
-#define POKERS 6	/* threads that write to pages of zaps in flight */
-#define DROPPERS 2	/* of them, in gated(): those that drop their page first */
-#define DROP (1L << 40) /* in poke[]: drop the page first (drop_visit()) */
-#define HITS 8		/* kills with zaps in flight wanted */
-#define UNREAPED 4	/* of them, the last, kills with a completion npfd has not reaped */
-#define MAX_SECS 30.0	/* looking for one */
+#define POKERS 6	       /* threads that write to pages of zaps in flight */
+#define DROPPERS 2	       /* of them, in gated(): those that drop their page first */
+#define DROP (1L << 40)	       /* in poke[]: drop the page first (drop_visit()) */
+#define WRITE_FIRST (1L << 41) /* ... and write it without reading it first */
+#define HITS 8		       /* kills with zaps in flight wanted */
+#define UNREAPED 4	       /* of them, the last, kills with a completion npfd has not reaped */
+#define MAX_SECS 30.0	       /* looking for one */
 #define FALLBACK_MS 2000
 #define FALLBACKS 3 /* times the fallback serves before a new npfd adopts */
 
@@ -103,20 +104,21 @@ static void visit(uint64_t p)
 
 /*
  * Page p dropped by the process itself (MADV_DONTNEED), then read and
- * written. Its REMOVE reaches npfd (or the fallback) while a zap of the
- * page waits behind the gate: taken for the zap's, it let the page be
- * faulted in writable, and the zap then dropped the write. Read back:
- * zeros (the kernel's answer), or its last generation (npfd may serve its
- * stored copy: docs/design.md).
+ * written (or, write_first, written at once: a write fault, not a read's).
+ * Its REMOVE reaches npfd (or the fallback) while a zap of the page waits
+ * behind the gate: taken for the zap's, it let the page be faulted in
+ * writable, and the zap then dropped the write. Read back: zeros (the
+ * kernel's answer), or its last generation (npfd may serve its stored
+ * copy: docs/design.md).
  */
-static void drop_visit(uint64_t p)
+static void drop_visit(uint64_t p, bool write_first)
 {
 	uint64_t zero = 0, last = 0;
 
 	while (atomic_flag_test_and_set(&visiting[p]))
 		sched_yield();
 	TH_ASSERT(!madvise(mem + p * PG, PG, MADV_DONTNEED), "MADV_DONTNEED: %s", strerror(errno));
-	for (uint64_t w = 0; w < PG / 8; w++) {
+	for (uint64_t w = 0; !write_first && w < PG / 8; w++) {
 		uint64_t v = ((uint64_t *)(mem + p * PG))[w];
 
 		zero += v != 0;
@@ -183,7 +185,7 @@ static void *poker(void *arg)
 		long q = atomic_exchange(&poke[k], -1);
 
 		if (q >= 0 && (q & DROP))
-			drop_visit((uint64_t)(q & ~DROP));
+			drop_visit((uint64_t)(q & ~(DROP | WRITE_FIRST)), q & WRITE_FIRST);
 		else if (q >= 0)
 			visit((uint64_t)q);
 		else
@@ -418,6 +420,7 @@ static int gated(struct npf_client *c, int id, enum gated how)
 	static bool taken[NPG];
 	__u64 target[(POKERS - DROPPERS) / 2];
 	int dropped = 0;
+	long late_drop = -1;
 	int fd = th_evict_ring_fd(), store = store_fd(), poked = 0, unstored = 0, k0 = rs_fallbacks;
 	struct th_gate g;
 	long inflight = 0, sq_then;
@@ -476,11 +479,22 @@ static int gated(struct npf_client *c, int id, enum gated how)
 				taken[frozen[i]] = true;
 				break;
 			}
-	/* the droppers: pages of zaps the others did not take, the oldest zaps first */
+	/*
+	 * The droppers: pages of zaps the others did not take, the oldest
+	 * zaps first. The first reads its page after the drop, the second
+	 * writes it at once; with npfd alive, the second waits until the
+	 * batch has run out of time (late_drop: its page is late by then).
+	 */
 	for (unsigned int rank = NPF_EVICT_RING_ENTRIES; rank >= 1 && dropped < DROPPERS; rank--)
 		for (__u64 i = 0; i < n; i++)
 			if (in_zap[frozen[i]] == rank && !taken[frozen[i]]) {
-				atomic_store(&poke[poked++], (long)frozen[i] | DROP);
+				long q = (long)frozen[i] | DROP | (dropped ? WRITE_FIRST : 0);
+
+				if (dropped && how == NPFD_LIVES)
+					late_drop = q;
+				else
+					atomic_store(&poke[poked], q);
+				poked++;
 				taken[frozen[i]] = true;
 				dropped++;
 				break;
@@ -492,6 +506,10 @@ static int gated(struct npf_client *c, int id, enum gated how)
 	TH_ASSERT(!twice, "%llu pages are under two zaps in flight", (unsigned long long)twice);
 	if (how == NPFD_LIVES) {
 		kill(d.pid, SIGCONT);
+		if (late_drop >= 0) {
+			sleep(3); /* the batch runs out of time (2 s): its pages are late */
+			atomic_store(&poke[poked - 1], late_drop);
+		}
 	} else {
 		rs_npfd_kill(&d, SIGKILL);
 		if (how == FALLBACK)
