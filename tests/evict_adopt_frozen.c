@@ -32,9 +32,11 @@
  * behind it unstarted while the pokers write. Each gate also has:
  * - a poker on a victim with no stored copy: every eighth page is only
  *   read until a poker writes it, so such victims (dropped clean) exist;
- * - two pokers that drop their page themselves (MADV_DONTNEED) before
+ * - three pokers that drop their page themselves (MADV_DONTNEED) before
  *   they write it: the REMOVE of that drop is not the zap's, and the zap
- *   still to run must not drop the write that follows.
+ *   still to run must not drop the write that follows. One reads first;
+ *   two write at once (a page with a stored copy, one without), with npfd
+ *   alive once their batch has run out of time.
  */
 #include <stdatomic.h>
 #include <poll.h>
@@ -52,8 +54,8 @@
 #define UNWRITTEN 8UL /* every 8th page is read, never written, until a poker writes it */
 #define GATED 3	      /* gated() phases: each has its own third of those pages */
 #define WRITERS 2
-#define POKERS 6	       /* threads that write to pages of zaps in flight */
-#define DROPPERS 2	       /* of them, in gated(): those that drop their page first */
+#define POKERS 7	       /* threads that write to pages of zaps in flight */
+#define DROPPERS 3	       /* of them, in gated(): those that drop their page first */
 #define DROP (1L << 40)	       /* in poke[]: drop the page first (drop_visit()) */
 #define WRITE_FIRST (1L << 41) /* ... and write it without reading it first */
 #define HITS 8		       /* kills with zaps in flight wanted */
@@ -418,9 +420,10 @@ static int gated(struct npf_client *c, int id, enum gated how)
 	static __u64 frozen[NPG];
 	static unsigned int in_zap[NPG];
 	static bool taken[NPG];
-	__u64 target[(POKERS - DROPPERS) / 2];
-	int dropped = 0;
-	long late_drop = -1;
+	__u64 target[(POKERS - DROPPERS) / 2 + 1]; /* the last for a dropper, if found */
+	int dropped = 0, ndrop = 0;
+	long late[DROPPERS];
+	int nlate = 0;
 	int fd = th_evict_ring_fd(), store = store_fd(), poked = 0, unstored = 0, k0 = rs_fallbacks;
 	struct th_gate g;
 	long inflight = 0, sq_then;
@@ -454,7 +457,7 @@ static int gated(struct npf_client *c, int id, enum gated how)
 		 * pages, in 1 of 20 runs of this fallback phase, when the
 		 * writers' own pages happened to be such).
 		 */
-		for (__u64 i = 0; i < n && unstored < (POKERS - DROPPERS) / 2; i++)
+		for (__u64 i = 0; i < n && unstored < (POKERS - DROPPERS) / 2 + 1; i++)
 			if (in_zap[frozen[i]] && !page_stored(store, frozen[i]))
 				target[unstored++] = frozen[i];
 		if (unstored || attempt == 3)
@@ -467,6 +470,10 @@ static int gated(struct npf_client *c, int id, enum gated how)
 	TH_ASSERT(unstored,
 		  "in 3 tries, none of the zaps behind the gate had a victim with no stored copy");
 	memset(taken, 0, sizeof(taken));
+	if (unstored > 1) /* the last one is the third dropper's */
+		taken[target[--unstored]] = true;
+	else
+		target[unstored] = (__u64)-1;
 	for (poked = 0; poked < unstored; poked++) {
 		atomic_store(&poke[poked], (long)target[poked]);
 		taken[target[poked]] = true;
@@ -480,35 +487,51 @@ static int gated(struct npf_client *c, int id, enum gated how)
 				break;
 			}
 	/*
-	 * The droppers: pages of zaps the others did not take, the oldest
-	 * zaps first. The first reads its page after the drop, the second
-	 * writes it at once; with npfd alive, the second waits until the
-	 * batch has run out of time (late_drop: its page is late by then).
+	 * The droppers: pages of zaps the others did not take. The first
+	 * takes the newest zap's (with npfd alive, likely its batch still
+	 * under way: the page is the batch's) and reads its page after the
+	 * drop. The others take the oldest zaps' and write at once (a write
+	 * fault): one a page with a stored copy, one a page with none (their
+	 * faults are served by different paths). With npfd alive they drop
+	 * only once the batch has run out of time (late: their pages are
+	 * late by then).
 	 */
-	for (unsigned int rank = NPF_EVICT_RING_ENTRIES; rank >= 1 && dropped < DROPPERS; rank--)
-		for (__u64 i = 0; i < n; i++)
-			if (in_zap[frozen[i]] == rank && !taken[frozen[i]]) {
-				long q = (long)frozen[i] | DROP | (dropped ? WRITE_FIRST : 0);
+	for (; dropped < DROPPERS; dropped++) {
+		bool newest = dropped == 0;
+		long q = -1;
 
-				if (dropped && how == NPFD_LIVES)
-					late_drop = q;
-				else
-					atomic_store(&poke[poked], q);
-				poked++;
-				taken[frozen[i]] = true;
-				dropped++;
-				break;
-			}
-	printf("gated (%s): %ld zaps behind the gate, %llu pages frozen, %llu pages under two zaps, %d written to (%d with no stored copy, %d dropped first)\n",
-	       what[how], inflight, (unsigned long long)n, (unsigned long long)twice, poked,
-	       unstored, dropped);
-	TH_ASSERT(dropped, "no page of a zap behind the gate was left to drop");
+		for (unsigned int k = 0; k < NPF_EVICT_RING_ENTRIES && q < 0; k++) {
+			unsigned int rank = newest ? k + 1 : NPF_EVICT_RING_ENTRIES - k;
+
+			for (__u64 i = 0; i < n && q < 0 && dropped < 2; i++)
+				if (in_zap[frozen[i]] == rank && !taken[frozen[i]] &&
+				    (newest || page_stored(store, frozen[i]))) {
+					q = (long)frozen[i] | DROP | (newest ? 0 : WRITE_FIRST);
+					taken[frozen[i]] = true;
+				}
+		}
+		if (dropped == 2 && target[unstored] != (__u64)-1)
+			q = (long)target[unstored] | DROP | WRITE_FIRST;
+		if (q < 0)
+			continue; /* none such */
+		ndrop++;
+		if (!newest && how == NPFD_LIVES)
+			late[nlate++] = q;
+		else
+			atomic_store(&poke[poked++], q);
+	}
+	printf("gated (%s): %ld zaps behind the gate, %llu pages frozen, %llu pages under two zaps, %d written to (%d with no stored copy), %d dropped first (%d of them late)\n",
+	       what[how], inflight, (unsigned long long)n, (unsigned long long)twice, poked + nlate,
+	       unstored, ndrop, nlate);
+	TH_ASSERT(ndrop >= 2, "%d pages of the zaps behind the gate were left to drop, not 2",
+		  ndrop); /* the third, with no stored copy, only if a zap has two such */
 	TH_ASSERT(!twice, "%llu pages are under two zaps in flight", (unsigned long long)twice);
 	if (how == NPFD_LIVES) {
 		kill(d.pid, SIGCONT);
-		if (late_drop >= 0) {
+		if (nlate) {
 			sleep(3); /* the batch runs out of time (2 s): its pages are late */
-			atomic_store(&poke[poked - 1], late_drop);
+			for (int k = 0; k < nlate; k++)
+				atomic_store(&poke[poked++], late[k]);
 		}
 	} else {
 		rs_npfd_kill(&d, SIGKILL);
