@@ -1332,6 +1332,16 @@ static bool in_batch(const struct npfd_region *r, __u64 page, unsigned int *at)
  * write-protected and its writes wait (evict_wp_fault()), or the zap, when
  * it runs, would drop the write.
  */
+/*
+ * May page i be a victim of the npfd before this one, its zap still to
+ * run? Stored, or write-protected when the page state was made
+ * (old_frozen_scan()), while old_zaps (old_zaps_pending()).
+ */
+static bool old_victim(const struct npfd_region *r, __u64 i, bool old_zaps)
+{
+	return old_zaps && (bit_test(r->ev->stored, i) || bit_test(r->ev->old_frozen, i));
+}
+
 static bool zap_may_run(const struct npfd_region *r, __u64 page)
 {
 	__u64 i = page_index(r, page);
@@ -1339,9 +1349,7 @@ static bool zap_may_run(const struct npfd_region *r, __u64 page)
 
 	if (!r->ev)
 		return false;
-	/* an earlier npfd's victim, maybe (zap_may_be_queued()) */
-	if (old_zaps_pending(r->mm) &&
-	    (bit_test(r->ev->stored, i) || bit_test(r->ev->old_frozen, i)))
+	if (old_victim(r, i, old_zaps_pending(r->mm)))
 		return true;
 	if (!bit_test(r->ev->busy, i))
 		return false;
@@ -1693,17 +1701,15 @@ static int by_score(const void *a, const void *b2)
 /*
  * May page i not be a victim now? A page whose zap is still to run
  * (late, or in this batch: busy), or that may be a victim of the npfd
- * before this one whose zap is still to run (stored, or write-protected
- * when the page state was made: old_frozen_scan(); with its zaps in
- * flight): a second zap queued behind the first would drop a write made
- * between the two -- the first zap's REMOVE evicts the page, its writer
- * reads it back (its copy, or zeros) and writes, and the second destroys
- * that write (tests/evict_adopt_frozen, the gated kills).
+ * before this one whose zap is still to run (old_victim()): a second zap
+ * queued behind the first would drop a write made between the two -- the
+ * first zap's REMOVE evicts the page, its writer reads it back (its copy,
+ * or zeros) and writes, and the second destroys that write
+ * (tests/evict_adopt_frozen, the gated kills).
  */
 static bool zap_may_be_queued(const struct npfd_region *r, __u64 i, bool old_zaps)
 {
-	return bit_test(r->ev->busy, i) ||
-	       (old_zaps && (bit_test(r->ev->stored, i) || bit_test(r->ev->old_frozen, i)));
+	return bit_test(r->ev->busy, i) || old_victim(r, i, old_zaps);
 }
 
 static unsigned int pick_by_policy(struct npfd_region *r, unsigned int want)
