@@ -197,52 +197,95 @@ static void *poker(void *arg)
 }
 
 /*
- * The pages of the region under the ring's last `last` zaps (MADV_DONTNEED
- * entries, read from its mapped queues; the layout is learnt from a ring
- * of the same size): in_zap[p] is 1 for the newest zap, 2 for the one
- * before, ..., 0 for none. Returns how many pages are under two or more.
+ * The zaps (MADV_DONTNEED entries) npfd puts in the client's ring, read
+ * from its mapped submission queue (the layout is learnt from a ring of
+ * the same size). The queue holds only the last NPF_EVICT_RING_ENTRIES
+ * entries, and a batch may submit more zaps at once than that (one per
+ * run of victims): zap_log_poll(), called often, logs each batch's last
+ * ones, and the log grows as batches come -- a look at the end alone
+ * would see only the last batch's.
  */
-static __u64 pages_in_zaps(int fd, long last, unsigned int *in_zap)
+struct zap_log {
+	const char *sq;
+	const struct io_uring_sqe *sqes;
+	size_t sq_len, sqes_len;
+	const unsigned int *tail, *array;
+	unsigned int mask, entries, seen;
+	unsigned int n;	       /* zaps logged */
+	__u64 twice;	       /* pages under two of them */
+	unsigned int zap[NPG]; /* the page's zap: 1 for the first logged, ..., 0 for none */
+};
+
+/* Logs the zaps submitted since the last look that the queue still holds. */
+static void zap_log_poll(struct zap_log *l)
+{
+	unsigned int tail = __atomic_load_n(l->tail, __ATOMIC_ACQUIRE);
+
+	if (tail - l->seen > l->entries) /* overwritten: only the last ones are there */
+		l->seen = tail - l->entries;
+	for (; l->seen != tail; l->seen++) {
+		const struct io_uring_sqe *e = &l->sqes[l->array[l->seen & l->mask] & l->mask];
+
+		if (e->opcode != IORING_OP_MADVISE)
+			continue;
+		l->n++;
+		for (__u64 a = e->addr; a < e->addr + e->len; a += PG)
+			if (a >= (uintptr_t)mem && a < (uintptr_t)mem + NPG * PG) {
+				l->twice += l->zap[(a - (uintptr_t)mem) / PG] != 0;
+				l->zap[(a - (uintptr_t)mem) / PG] = l->n;
+			}
+	}
+}
+
+/*
+ * Logs the zaps of ring fd from now on, and the last `back` ones its
+ * queue still holds (a log started before is started anew).
+ */
+static void zap_log_start(struct zap_log *l, int fd, long back)
 {
 	struct io_uring_params p;
-	const struct io_uring_sqe *sqes;
-	const char *sq;
-	size_t sq_len, sqes_len;
-	unsigned int tail, mask;
-	const unsigned int *array;
-	__u64 twice = 0;
+	unsigned int tail;
 	int probe;
 
+	if (l->sq) {
+		munmap((void *)l->sq, l->sq_len);
+		munmap((void *)l->sqes, l->sqes_len);
+	}
 	memset(&p, 0, sizeof(p));
 	probe = (int)syscall(__NR_io_uring_setup, NPF_EVICT_RING_ENTRIES, &p);
 	TH_ASSERT(probe >= 0, "io_uring_setup: %s", strerror(errno));
 	close(probe);
-	sq_len = p.sq_off.array + p.sq_entries * sizeof(__u32);
-	sqes_len = p.sq_entries * sizeof(struct io_uring_sqe);
-	sq = mmap(NULL, sq_len, PROT_READ, MAP_SHARED, fd, IORING_OFF_SQ_RING);
-	sqes = mmap(NULL, sqes_len, PROT_READ, MAP_SHARED, fd, IORING_OFF_SQES);
-	TH_ASSERT(sq != MAP_FAILED && sqes != MAP_FAILED, "map the eviction ring: %s",
+	l->sq_len = p.sq_off.array + p.sq_entries * sizeof(__u32);
+	l->sqes_len = p.sq_entries * sizeof(struct io_uring_sqe);
+	l->sq = mmap(NULL, l->sq_len, PROT_READ, MAP_SHARED, fd, IORING_OFF_SQ_RING);
+	l->sqes = mmap(NULL, l->sqes_len, PROT_READ, MAP_SHARED, fd, IORING_OFF_SQES);
+	TH_ASSERT(l->sq != MAP_FAILED && l->sqes != MAP_FAILED, "map the eviction ring: %s",
 		  strerror(errno));
-	tail = __atomic_load_n((const unsigned int *)(sq + p.sq_off.tail), __ATOMIC_ACQUIRE);
-	mask = *(const unsigned int *)(sq + p.sq_off.ring_mask);
-	array = (const unsigned int *)(sq + p.sq_off.array);
-	memset(in_zap, 0, NPG * sizeof(*in_zap));
-	if (last > (long)p.sq_entries)
-		last = p.sq_entries;
-	for (unsigned int i = tail - (tail < last ? tail : (unsigned int)last); i != tail; i++) {
-		const struct io_uring_sqe *e = &sqes[array[i & mask] & mask];
+	l->tail = (const unsigned int *)(l->sq + p.sq_off.tail);
+	l->mask = *(const unsigned int *)(l->sq + p.sq_off.ring_mask);
+	l->array = (const unsigned int *)(l->sq + p.sq_off.array);
+	l->entries = p.sq_entries;
+	tail = __atomic_load_n(l->tail, __ATOMIC_ACQUIRE);
+	if (back > (long)l->entries)
+		back = l->entries;
+	l->seen = tail - (tail < back ? tail : (unsigned int)back);
+	l->n = 0;
+	l->twice = 0;
+	memset(l->zap, 0, sizeof(l->zap));
+	zap_log_poll(l);
+}
 
-		if (e->opcode != IORING_OP_MADVISE)
-			continue;
-		for (__u64 a = e->addr; a < e->addr + e->len; a += PG)
-			if (a >= (uintptr_t)mem && a < (uintptr_t)mem + NPG * PG) {
-				twice += in_zap[(a - (uintptr_t)mem) / PG] != 0;
-				in_zap[(a - (uintptr_t)mem) / PG] = tail - i;
-			}
-	}
-	munmap((void *)sq, sq_len);
-	munmap((void *)sqes, sqes_len);
-	return twice;
+/* zap_log_poll() every 10 ms for secs */
+static void zap_log_for(struct zap_log *l, double secs)
+{
+	for (double t0 = th_now(); th_now() - t0 < secs; usleep(10000))
+		zap_log_poll(l);
+}
+
+/* Page p's zap counted from the newest logged (1), 0 for none */
+static unsigned int zap_rank(const struct zap_log *l, __u64 p)
+{
+	return l->zap[p] ? l->n + 1 - l->zap[p] : 0;
 }
 
 /* Completions posted to the ring and not reaped: CQ tail less CQ head (fdinfo). */
@@ -305,7 +348,7 @@ static long stop_with_zaps_in_flight(long min, int *tries, int *poked)
 	*poked = 0;
 	for (double t0 = th_now(); th_now() - t0 < MAX_SECS; (*tries)++) {
 		static __u64 frozen[NPG];
-		static unsigned int in_zap[NPG];
+		static struct zap_log zaps;
 		long inflight;
 		__u64 n;
 
@@ -322,11 +365,10 @@ static long stop_with_zaps_in_flight(long min, int *tries, int *poked)
 		 * worker), and wait there.
 		 */
 		n = th_frozen_pages(getpid(), mem, NPG, frozen);
-		pages_in_zaps(fd, inflight, in_zap);
-		for (unsigned int rank = 1;
-		     rank <= NPF_EVICT_RING_ENTRIES && *poked < POKERS - DROPPERS; rank++)
+		zap_log_start(&zaps, fd, inflight);
+		for (unsigned int rank = 1; rank <= zaps.n && *poked < POKERS - DROPPERS; rank++)
 			for (__u64 i = 0; i < n; i++)
-				if (in_zap[frozen[i]] == rank) {
+				if (zap_rank(&zaps, frozen[i]) == rank) {
 					atomic_store(&poke[(*poked)++], (long)frozen[i]);
 					break;
 				}
@@ -418,7 +460,7 @@ static int gated(struct npf_client *c, int id, enum gated how)
 	static const char *const what[] = {"npfd lives", "the fallback serves",
 					   "a new npfd adopts"};
 	static __u64 frozen[NPG];
-	static unsigned int in_zap[NPG];
+	static struct zap_log zaps;
 	static bool taken[NPG];
 	__u64 target[(POKERS - DROPPERS) / 2 + 1]; /* the last for a dropper, if found */
 	int dropped = 0, ndrop = 0;
@@ -426,15 +468,16 @@ static int gated(struct npf_client *c, int id, enum gated how)
 	int nlate = 0;
 	int fd = th_evict_ring_fd(), store = store_fd(), poked = 0, unstored = 0, k0 = rs_fallbacks;
 	struct th_gate g;
-	long inflight = 0, sq_then;
+	long inflight = 0;
 	__u64 n, twice;
 
 	TH_ASSERT(fd >= 0, "this process has no eviction ring");
 	for (int attempt = 1;; attempt++) {
 		drop_unwritten((int)how);
 		th_gate_close(&g, fd);
+		zap_log_start(&zaps, fd, 0);
 		/* npfd goes on evicting: its zaps wait behind the gate */
-		for (double t0 = th_now(); (inflight = th_zaps_in_flight(fd)) < 2; usleep(10000))
+		for (double t0 = th_now(); th_zaps_in_flight(fd) < 2; zap_log_for(&zaps, 0.01))
 			TH_ASSERT(th_now() - t0 < 20,
 				  "npfd queued no zaps behind the gate in 20 s");
 		/*
@@ -442,28 +485,37 @@ static int gated(struct npf_client *c, int id, enum gated how)
 		 * pages, and for the next npfd a region most of whose present pages
 		 * are under the earlier one's zaps.
 		 */
-		if (how != FALLBACK)
-			sleep(how == NPFD_LIVES ? 5 : 3);
-		rs_npfd_stop_signal(&d);
-		inflight = th_zaps_in_flight(fd);
-		sq_then = (long)th_ring_field(fd, "SqTail");
-		n = th_frozen_pages(getpid(), mem, NPG, frozen);
-		twice = pages_in_zaps(fd, inflight, in_zap);
+		zap_log_for(&zaps, how == NPFD_LIVES ? 5 : how == NEW_NPFD ? 3 : 0);
 		/*
 		 * Half the pokers to pages of the zaps with no copy in the
 		 * store: victims dropped clean, never written (the pages the
 		 * writers only read, UNWRITTEN). A write let through there read
 		 * back as zeros when only pages with a copy were held (136
 		 * pages, in 1 of 20 runs of this fallback phase, when the
-		 * writers' own pages happened to be such).
+		 * writers' own pages happened to be such). CLOCK may not have
+		 * taken one yet: more batches, up to 10 s.
 		 */
-		for (__u64 i = 0; i < n && unstored < (POKERS - DROPPERS) / 2 + 1; i++)
-			if (in_zap[frozen[i]] && !page_stored(store, frozen[i]))
-				target[unstored++] = frozen[i];
+		for (double t0 = th_now();; zap_log_for(&zaps, 0.1)) {
+			bool stopped = th_now() - t0 > 10 || unstored;
+
+			if (stopped) {
+				rs_npfd_stop_signal(&d);
+				zap_log_poll(&zaps);
+			}
+			n = th_frozen_pages(getpid(), mem, NPG, frozen);
+			unstored = 0;
+			for (__u64 i = 0; i < n && unstored < (POKERS - DROPPERS) / 2 + 1; i++)
+				if (zaps.zap[frozen[i]] && !page_stored(store, frozen[i]))
+					target[unstored++] = frozen[i];
+			if (stopped)
+				break;
+		}
+		inflight = th_zaps_in_flight(fd);
+		twice = zaps.twice;
 		if (unstored || attempt == 3)
 			break;
-		printf("gated (%s): none of the %ld zaps behind the gate has a victim with no stored copy: again\n",
-		       what[how], inflight);
+		printf("gated (%s): none of the %u zaps seen behind the gate (of %ld) has a victim with no stored copy: again\n",
+		       what[how], zaps.n, inflight);
 		kill(d.pid, SIGCONT);
 		th_gate_open(&g);
 	}
@@ -478,10 +530,9 @@ static int gated(struct npf_client *c, int id, enum gated how)
 		atomic_store(&poke[poked], (long)target[poked]);
 		taken[target[poked]] = true;
 	}
-	for (unsigned int rank = 1; rank <= NPF_EVICT_RING_ENTRIES && poked < POKERS - DROPPERS;
-	     rank++)
+	for (unsigned int rank = 1; rank <= zaps.n && poked < POKERS - DROPPERS; rank++)
 		for (__u64 i = 0; i < n; i++)
-			if (in_zap[frozen[i]] == rank && page_stored(store, frozen[i])) {
+			if (zap_rank(&zaps, frozen[i]) == rank && page_stored(store, frozen[i])) {
 				atomic_store(&poke[poked++], (long)frozen[i]);
 				taken[frozen[i]] = true;
 				break;
@@ -500,11 +551,11 @@ static int gated(struct npf_client *c, int id, enum gated how)
 		bool newest = dropped == 0;
 		long q = -1;
 
-		for (unsigned int k = 0; k < NPF_EVICT_RING_ENTRIES && q < 0; k++) {
-			unsigned int rank = newest ? k + 1 : NPF_EVICT_RING_ENTRIES - k;
+		for (unsigned int k = 0; k < zaps.n && q < 0; k++) {
+			unsigned int rank = newest ? k + 1 : zaps.n - k;
 
 			for (__u64 i = 0; i < n && q < 0 && dropped < 2; i++)
-				if (in_zap[frozen[i]] == rank && !taken[frozen[i]] &&
+				if (zap_rank(&zaps, frozen[i]) == rank && !taken[frozen[i]] &&
 				    (newest || page_stored(store, frozen[i]))) {
 					q = (long)frozen[i] | DROP | (newest ? 0 : WRITE_FIRST);
 					taken[frozen[i]] = true;
@@ -520,9 +571,9 @@ static int gated(struct npf_client *c, int id, enum gated how)
 		else
 			atomic_store(&poke[poked++], q);
 	}
-	printf("gated (%s): %ld zaps behind the gate, %llu pages frozen, %llu pages under two zaps, %d written to (%d with no stored copy), %d dropped first (%d of them late)\n",
-	       what[how], inflight, (unsigned long long)n, (unsigned long long)twice, poked + nlate,
-	       unstored, ndrop, nlate);
+	printf("gated (%s): %ld zaps behind the gate (%u seen), %llu pages frozen, %llu pages under two zaps, %d written to (%d with no stored copy), %d dropped first (%d of them late)\n",
+	       what[how], inflight, zaps.n, (unsigned long long)n, (unsigned long long)twice,
+	       poked + nlate, unstored, ndrop, nlate);
 	TH_ASSERT(ndrop >= 2, "%d pages of the zaps behind the gate were left to drop, not 2",
 		  ndrop); /* the third, with no stored copy, only if a zap has two such */
 	TH_ASSERT(!twice, "%llu pages are under two zaps in flight", (unsigned long long)twice);
@@ -548,22 +599,16 @@ static int gated(struct npf_client *c, int id, enum gated how)
 		/*
 		 * The new npfd's batches run out of time too (their pages
 		 * late: a REMOVE wakes their writers); none of its zaps may
-		 * take a page under one of the earlier npfd's (those the
-		 * queue still shows: its last NPF_EVICT_RING_ENTRIES).
+		 * take a page under one of the earlier npfd's, or under
+		 * another of its own.
 		 */
-		static unsigned int in_new_zap[NPG];
-		long added;
-		__u64 both = 0;
+		unsigned int before = zaps.n;
 
-		sleep(3);
-		added = (long)th_ring_field(fd, "SqTail") - sq_then;
-		twice = pages_in_zaps(fd, added, in_new_zap);
-		for (__u64 p = 0; p < NPG; p++)
-			both += in_zap[p] && in_new_zap[p];
-		printf("gated (%s): the new npfd queued %ld zaps behind the gate; %llu pages under two of them, %llu under the earlier npfd's too\n",
-		       what[how], added, (unsigned long long)twice, (unsigned long long)both);
-		TH_ASSERT(!twice && !both, "%llu pages are under two zaps in flight",
-			  (unsigned long long)(twice + both));
+		zap_log_for(&zaps, 3);
+		printf("gated (%s): the new npfd queued %u zaps behind the gate (seen); %llu pages under two zaps\n",
+		       what[how], zaps.n - before, (unsigned long long)zaps.twice);
+		TH_ASSERT(!zaps.twice, "%llu pages are under two zaps in flight",
+			  (unsigned long long)zaps.twice);
 	} else {
 		usleep(500000); /* the pokers' write faults are handled, the gate still closed */
 	}

@@ -73,6 +73,7 @@ static inline void rs_npfd_start(struct rs_npfd *d)
 		      "--bpffs", d->bpffs, "--swap-dir", d->swap, (char *)NULL);
 		_exit(127);
 	}
+	th_child_started(d->pid);
 	d->starts++;
 	for (t0 = th_now(); th_now() - t0 < 20; usleep(2000)) {
 		TH_ASSERT(waitpid(d->pid, NULL, WNOHANG) == 0, "npfd exited during start-up");
