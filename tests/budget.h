@@ -57,6 +57,22 @@ static inline __u64 th_frozen_pages(pid_t pid, const char *mem, __u64 npg, __u64
 	return n;
 }
 
+/* Pages of this process's [mem, mem + npg pages) that are present (pagemap bit 63). */
+static inline __u64 th_present_pages(const char *mem, __u64 npg)
+{
+	__u64 n = 0, ent;
+	int pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+
+	TH_ASSERT(pm >= 0, "open /proc/self/pagemap: %s", strerror(errno));
+	for (__u64 p = 0; p < npg; p++) {
+		TH_ASSERT(pread(pm, &ent, 8, (off_t)((uintptr_t)mem / 4096 + p) * 8) == 8,
+			  "pagemap");
+		n += ent >> 63;
+	}
+	close(pm);
+	return n;
+}
+
 /*
  * This process's first descriptor whose /proc link begins with link_want
  * (an anon inode's name, a directory's path) and that ok() accepts (any,
