@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The process drops pages of its own (MADV_DONTNEED) all the while npfd
+ * evicts: each drop's REMOVE event, until npfd reads it, makes the kernel
+ * refuse the write-protect an eviction batch freezes its victims with
+ * (EAGAIN), and the batch goes on with the pages frozen so far -- often
+ * none. The pages it did not freeze must be free to be picked again:
+ * left marked busy, they were never evicted again (nor mapped for a
+ * device), and the region sat over its budget for good (1450 of 2048
+ * pages of tests/evict_adopt_frozen). There a late batch's settling swept
+ * such pages up; here no batch is late, so nothing else frees them.
+ *
+ * Two writers write generations to three pages in four and check each
+ * page before they write it; a dropper drops the fourth pages, one at a
+ * time, and checks they read zeros. Then nobody touches the region, its
+ * budget comes down to 16 pages, and no more than 16 may stay present.
+ */
+#include <stdatomic.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include "budget.h"
+
+#define PG 4096UL
+#define NPG 2048UL
+#define BUDGET 512UL
+#define WRITERS 2
+#define SECS 6.0
+#define SMALL 16UL /* pages: the budget at the end */
+
+static char *mem;
+static uint32_t gen[NPG];
+static atomic_bool stop;
+static atomic_ulong stale, drops;
+
+static bool dropped_page(uint64_t p)
+{
+	return p % 4 == 3;
+}
+
+/* Writer t: pages p % WRITERS == t not dropped; each checked, then its next generation. */
+static void *writer(void *arg)
+{
+	uint64_t t = (uintptr_t)arg;
+
+	while (!atomic_load(&stop))
+		for (uint64_t p = t; p < NPG && !atomic_load(&stop); p += WRITERS) {
+			uint64_t *w = (uint64_t *)(mem + p * PG), g = gen[p] + 1, bad = 0;
+
+			if (dropped_page(p))
+				continue;
+			for (uint64_t k = 0; k < PG / 8; k++)
+				bad += w[k] != (gen[p] ? th_word(gen[p], p, k) : 0);
+			if (bad && atomic_fetch_add(&stale, bad) == 0)
+				printf("page %llu: %llu words are not generation %u's\n",
+				       (unsigned long long)p, (unsigned long long)bad, gen[p]);
+			for (uint64_t k = 0; k < PG / 8; k++)
+				w[k] = th_word(g, p, k);
+			gen[p] = (uint32_t)g;
+		}
+	return NULL;
+}
+
+/* The dropper: writes a fourth page, drops it, and it must read zeros. */
+static void *dropper(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&stop))
+		for (uint64_t p = 3; p < NPG && !atomic_load(&stop); p += 4) {
+			uint64_t *w = (uint64_t *)(mem + p * PG), bad = 0;
+
+			w[0] = p + 1;
+			TH_ASSERT(!madvise(w, PG, MADV_DONTNEED), "MADV_DONTNEED: %s",
+				  strerror(errno));
+			for (uint64_t k = 0; k < PG / 8; k++)
+				bad += ((volatile uint64_t *)w)[k] != 0;
+			if (bad && atomic_fetch_add(&stale, bad) == 0)
+				printf("page %llu: %llu words are not zeros after its drop\n",
+				       (unsigned long long)p, (unsigned long long)bad);
+			atomic_fetch_add(&drops, 1);
+		}
+	return NULL;
+}
+
+int main(void)
+{
+	pthread_t th[WRITERS + 1];
+	struct npf_budget_info bi;
+	struct th_npfd d;
+	struct npf_client *c;
+	__u64 present = NPG;
+	int id;
+
+	th_npfd_start(&d, NULL);
+	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock);
+	c = npf_client__connect(&co);
+	TH_ASSERT(c, "connect: %s", strerror(errno));
+	mem = th_budget_region(c, NPG, BUDGET, &id);
+	for (uintptr_t t = 0; t <= WRITERS; t++)
+		TH_ASSERT(!pthread_create(&th[t], NULL, t < WRITERS ? writer : dropper, (void *)t),
+			  "pthread_create");
+	sleep((unsigned int)SECS);
+	atomic_store(&stop, true);
+	for (int t = 0; t <= WRITERS; t++) {
+		struct timespec until;
+
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 10;
+		/* a write to a page left busy waits for a batch that never comes */
+		TH_ASSERT(!pthread_timedjoin_np(th[t], NULL, &until),
+			  "%s still waits 10 s after the end: a page left busy",
+			  t < WRITERS ? "a writer" : "the dropper");
+	}
+	bi = th_budget(c, id);
+	printf("%lu drops; %llu pages evicted, %llu kept (a batch's step failed)\n",
+	       atomic_load(&drops), (unsigned long long)bi.evicted_pages,
+	       (unsigned long long)bi.aborted);
+	TH_ASSERT(!atomic_load(&stale), "%lu words read back wrong", atomic_load(&stale));
+	TH_ASSERT(bi.evicted_pages >= NPG, "only %llu pages evicted: the region did not go round",
+		  (unsigned long long)bi.evicted_pages);
+
+	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, SMALL * PG, NULL),
+		  "set a budget of %lu pages: %s", SMALL, npf_client__errmsg(c));
+	for (double t0 = th_now(); th_now() - t0 < 20; usleep(100000))
+		if ((present = th_present_pages(mem, NPG)) <= SMALL)
+			break;
+	bi = th_budget(c, id);
+	printf("budget of %lu pages: %llu present (npfd counts %llu resident)\n", SMALL,
+	       (unsigned long long)present, (unsigned long long)bi.resident_pages);
+	TH_ASSERT(present <= SMALL,
+		  "%llu pages present 20 s after the budget came down to %lu: pages left busy",
+		  (unsigned long long)present, SMALL);
+	npf_client__close(c);
+	th_npfd_stop(&d);
+	printf("PASS\n");
+	return 0;
+}
