@@ -734,6 +734,19 @@ int main(void)
 			       done, left);
 		printf("\n");
 	}
+	if (hits < HITS) {
+		/* what the region looked like: for the log of a run that failed so */
+		struct npf_budget_info bi = th_budget(c, id);
+		unsigned long w0 = atomic_load(&writes);
+
+		sleep(1);
+		printf("after kill %d: %lu page writes in 1 s, %ld zaps in flight, %llu pages resident of a budget of %llu, %llu evicted, %llu frozen\n",
+		       hits, atomic_load(&writes) - w0, th_zaps_in_flight(th_evict_ring_fd()),
+		       (unsigned long long)bi.resident_pages, (unsigned long long)bi.budget_pages,
+		       (unsigned long long)bi.evicted_pages,
+		       (unsigned long long)th_frozen_pages(getpid(), mem, NPG, NULL));
+		rs_npfd_dump_log(&d);
+	}
 	TH_ASSERT(hits == HITS, "only %d of %d stops in %d tries found zaps in flight", hits, HITS,
 		  tries);
 	TH_ASSERT(pokes > 0,
