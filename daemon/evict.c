@@ -1324,15 +1324,6 @@ static bool in_batch(const struct npfd_region *r, __u64 page, unsigned int *at)
 }
 
 /*
- * May a zap of npfd's still run on this page of r, whatever REMOVE came?
- * Its zap is submitted (in the batch, below zap_next) or outlived its
- * batch (busy outside the batch: late, or gone with the zap not known to
- * be done). A REMOVE does not prove the zap ran: it may be the process's
- * own MADV_DONTNEED of the page. Such a page faulted in again is installed
- * write-protected and its writes wait (evict_wp_fault()), or the zap, when
- * it runs, would drop the write.
- */
-/*
  * May page i be a victim of the npfd before this one, its zap still to
  * run? Stored, or write-protected when the page state was made
  * (old_frozen_scan()), while old_zaps (old_zaps_pending()).
@@ -1342,6 +1333,15 @@ static bool old_victim(const struct npfd_region *r, __u64 i, bool old_zaps)
 	return old_zaps && (bit_test(r->ev->stored, i) || bit_test(r->ev->old_frozen, i));
 }
 
+/*
+ * May a zap of npfd's still run on this page of r, whatever REMOVE came?
+ * Its zap is submitted (in the batch, below zap_next) or outlived its
+ * batch (busy outside the batch: late, or gone with the zap not known to
+ * be done). A REMOVE does not prove the zap ran: it may be the process's
+ * own MADV_DONTNEED of the page. Such a page faulted in again is installed
+ * write-protected and its writes wait (evict_wp_fault()), or the zap, when
+ * it runs, would drop the write.
+ */
 static bool zap_may_run(const struct npfd_region *r, __u64 page)
 {
 	__u64 i = page_index(r, page);

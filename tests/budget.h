@@ -28,12 +28,10 @@ static inline struct npf_budget_info th_budget(struct npf_client *c, int id)
 }
 
 /*
- * Pages of process pid's [mem, mem + npg pages) that are present and
- * write-protected by userfaultfd (pagemap bits 63 and 57): the pages an
- * eviction batch froze and has not zapped yet. Their indices go to late[]
- * (npg entries) if it is given.
+ * Pages of process pid's [mem, mem + npg pages) whose pagemap entry has
+ * every bit of `bits`; their indices go to list[] (npg entries) if given.
  */
-static inline __u64 th_frozen_pages(pid_t pid, const char *mem, __u64 npg, __u64 *late)
+static inline __u64 th_pagemap_pages(pid_t pid, const char *mem, __u64 npg, __u64 bits, __u64 *list)
 {
 	char path[64];
 	__u64 n = 0;
@@ -47,9 +45,9 @@ static inline __u64 th_frozen_pages(pid_t pid, const char *mem, __u64 npg, __u64
 
 		TH_ASSERT(pread(pm, &ent, 8, (off_t)((uintptr_t)mem / 4096 + p) * 8) == 8,
 			  "pagemap");
-		if ((ent >> 63) && (ent >> 57 & 1)) {
-			if (late)
-				late[n] = p;
+		if ((ent & bits) == bits) {
+			if (list)
+				list[n] = p;
 			n++;
 		}
 	}
@@ -57,20 +55,22 @@ static inline __u64 th_frozen_pages(pid_t pid, const char *mem, __u64 npg, __u64
 	return n;
 }
 
-/* Pages of this process's [mem, mem + npg pages) that are present (pagemap bit 63). */
+#define TH_PM_PRESENT (1ULL << 63)
+#define TH_PM_UFFD_WP (1ULL << 57)
+
+/*
+ * Pages present and write-protected by userfaultfd: the pages an eviction
+ * batch froze and has not zapped yet. Their indices go to late[] if given.
+ */
+static inline __u64 th_frozen_pages(pid_t pid, const char *mem, __u64 npg, __u64 *late)
+{
+	return th_pagemap_pages(pid, mem, npg, TH_PM_PRESENT | TH_PM_UFFD_WP, late);
+}
+
+/* Pages of this process's [mem, mem + npg pages) that are present. */
 static inline __u64 th_present_pages(const char *mem, __u64 npg)
 {
-	__u64 n = 0, ent;
-	int pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-
-	TH_ASSERT(pm >= 0, "open /proc/self/pagemap: %s", strerror(errno));
-	for (__u64 p = 0; p < npg; p++) {
-		TH_ASSERT(pread(pm, &ent, 8, (off_t)((uintptr_t)mem / 4096 + p) * 8) == 8,
-			  "pagemap");
-		n += ent >> 63;
-	}
-	close(pm);
-	return n;
+	return th_pagemap_pages(getpid(), mem, npg, TH_PM_PRESENT, NULL);
 }
 
 /*

@@ -249,18 +249,19 @@ static void zap_log_poll(struct zap_log *l)
  */
 static void zap_log_start(struct zap_log *l, int fd, long back)
 {
-	struct io_uring_params p;
+	static struct io_uring_params p; /* the layout: learnt once */
 	unsigned int tail;
-	int probe;
 
 	if (l->sq) {
 		munmap((void *)l->sq, l->sq_len);
 		munmap((void *)l->sqes, l->sqes_len);
 	}
-	memset(&p, 0, sizeof(p));
-	probe = (int)syscall(__NR_io_uring_setup, NPF_EVICT_RING_ENTRIES, &p);
-	TH_ASSERT(probe >= 0, "io_uring_setup: %s", strerror(errno));
-	close(probe);
+	if (!p.sq_entries) {
+		int probe = (int)syscall(__NR_io_uring_setup, NPF_EVICT_RING_ENTRIES, &p);
+
+		TH_ASSERT(probe >= 0, "io_uring_setup: %s", strerror(errno));
+		close(probe);
+	}
 	l->sq_len = p.sq_off.array + p.sq_entries * sizeof(__u32);
 	l->sqes_len = p.sq_entries * sizeof(struct io_uring_sqe);
 	l->sq = mmap(NULL, l->sq_len, PROT_READ, MAP_SHARED, fd, IORING_OFF_SQ_RING);
@@ -450,6 +451,24 @@ static void drop_unwritten(int phase)
 	sleep(1); /* read, installed, and their references cleared by CLOCK */
 }
 
+/*
+ * The frozen pages (*n of them, in frozen[]) and, in target[], up to
+ * UNSTORED_TARGETS of them under a logged zap with no copy in the store:
+ * victims dropped clean. Returns how many.
+ */
+#define UNSTORED_TARGETS ((POKERS - DROPPERS) / 2 + 1)
+static int unstored_victims(const struct zap_log *l, int store, __u64 *frozen, __u64 *n,
+			    __u64 *target)
+{
+	int unstored = 0;
+
+	*n = th_frozen_pages(getpid(), mem, NPG, frozen);
+	for (__u64 i = 0; i < *n && unstored < UNSTORED_TARGETS; i++)
+		if (l->zap[frozen[i]] && !page_stored(store, frozen[i]))
+			target[unstored++] = frozen[i];
+	return unstored;
+}
+
 enum gated { NPFD_LIVES, FALLBACK, NEW_NPFD };
 
 /*
@@ -471,7 +490,7 @@ static int gated(struct npf_client *c, int id, enum gated how)
 	static __u64 frozen[NPG];
 	static struct zap_log zaps;
 	static bool taken[NPG];
-	__u64 target[(POKERS - DROPPERS) / 2 + 1]; /* the last for a dropper, if found */
+	__u64 target[UNSTORED_TARGETS]; /* the last for a dropper, if found */
 	int dropped = 0, ndrop = 0;
 	long late[DROPPERS];
 	int nlate = 0;
@@ -504,21 +523,12 @@ static int gated(struct npf_client *c, int id, enum gated how)
 		 * writers' own pages happened to be such). CLOCK may not have
 		 * taken one yet: more batches, up to 10 s.
 		 */
-		for (double t0 = th_now();; zap_log_for(&zaps, 0.1)) {
-			bool stopped = th_now() - t0 > 10 || unstored;
-
-			if (stopped) {
-				rs_npfd_stop_signal(&d);
-				zap_log_poll(&zaps);
-			}
-			n = th_frozen_pages(getpid(), mem, NPG, frozen);
-			unstored = 0;
-			for (__u64 i = 0; i < n && unstored < (POKERS - DROPPERS) / 2 + 1; i++)
-				if (zaps.zap[frozen[i]] && !page_stored(store, frozen[i]))
-					target[unstored++] = frozen[i];
-			if (stopped)
-				break;
-		}
+		for (double t0 = th_now();
+		     th_now() - t0 <= 10 && !unstored_victims(&zaps, store, frozen, &n, target);)
+			zap_log_for(&zaps, 0.1);
+		rs_npfd_stop_signal(&d);
+		zap_log_poll(&zaps);
+		unstored = unstored_victims(&zaps, store, frozen, &n, target); /* npfd stopped */
 		inflight = th_zaps_in_flight(fd);
 		twice = zaps.twice;
 		if (unstored || attempt == 3)
