@@ -52,6 +52,7 @@
 #include <linux/io_uring.h>
 #include <linux/userfaultfd.h>
 #include "budget.h"
+#include "zap_log.h"
 #include "restart_common.h"
 
 #define PG 4096UL
@@ -202,99 +203,6 @@ static void *poker(void *arg)
 	return NULL;
 }
 
-/*
- * The zaps (MADV_DONTNEED entries) npfd puts in the client's ring, read
- * from its mapped submission queue (the layout is learnt from a ring of
- * the same size). The queue holds only the last NPF_EVICT_RING_ENTRIES
- * entries, and a batch may submit more zaps at once than that (one per
- * run of victims): zap_log_poll(), called often, logs each batch's last
- * ones, and the log grows as batches come -- a look at the end alone
- * would see only the last batch's.
- */
-struct zap_log {
-	const char *sq;
-	const struct io_uring_sqe *sqes;
-	size_t sq_len, sqes_len;
-	const unsigned int *tail, *array;
-	unsigned int mask, entries, seen;
-	unsigned int n;	       /* zaps logged */
-	__u64 twice;	       /* pages under two of them */
-	unsigned int zap[NPG]; /* the page's zap: 1 for the first logged, ..., 0 for none */
-};
-
-/* Logs the zaps submitted since the last look that the queue still holds. */
-static void zap_log_poll(struct zap_log *l)
-{
-	unsigned int tail = __atomic_load_n(l->tail, __ATOMIC_ACQUIRE);
-
-	if (tail - l->seen > l->entries) /* overwritten: only the last ones are there */
-		l->seen = tail - l->entries;
-	for (; l->seen != tail; l->seen++) {
-		const struct io_uring_sqe *e = &l->sqes[l->array[l->seen & l->mask] & l->mask];
-
-		if (e->opcode != IORING_OP_MADVISE)
-			continue;
-		l->n++;
-		for (__u64 a = e->addr; a < e->addr + e->len; a += PG)
-			if (a >= (uintptr_t)mem && a < (uintptr_t)mem + NPG * PG) {
-				l->twice += l->zap[(a - (uintptr_t)mem) / PG] != 0;
-				l->zap[(a - (uintptr_t)mem) / PG] = l->n;
-			}
-	}
-}
-
-/*
- * Logs the zaps of ring fd from now on, and the last `back` ones its
- * queue still holds (a log started before is started anew).
- */
-static void zap_log_start(struct zap_log *l, int fd, long back)
-{
-	static struct io_uring_params p; /* the layout: learnt once */
-	unsigned int tail;
-
-	if (l->sq) {
-		munmap((void *)l->sq, l->sq_len);
-		munmap((void *)l->sqes, l->sqes_len);
-	}
-	if (!p.sq_entries) {
-		int probe = (int)syscall(__NR_io_uring_setup, NPF_EVICT_RING_ENTRIES, &p);
-
-		TH_ASSERT(probe >= 0, "io_uring_setup: %s", strerror(errno));
-		close(probe);
-	}
-	l->sq_len = p.sq_off.array + p.sq_entries * sizeof(__u32);
-	l->sqes_len = p.sq_entries * sizeof(struct io_uring_sqe);
-	l->sq = mmap(NULL, l->sq_len, PROT_READ, MAP_SHARED, fd, IORING_OFF_SQ_RING);
-	l->sqes = mmap(NULL, l->sqes_len, PROT_READ, MAP_SHARED, fd, IORING_OFF_SQES);
-	TH_ASSERT(l->sq != MAP_FAILED && l->sqes != MAP_FAILED, "map the eviction ring: %s",
-		  strerror(errno));
-	l->tail = (const unsigned int *)(l->sq + p.sq_off.tail);
-	l->mask = *(const unsigned int *)(l->sq + p.sq_off.ring_mask);
-	l->array = (const unsigned int *)(l->sq + p.sq_off.array);
-	l->entries = p.sq_entries;
-	tail = __atomic_load_n(l->tail, __ATOMIC_ACQUIRE);
-	if (back > (long)l->entries)
-		back = l->entries;
-	l->seen = tail - (tail < back ? tail : (unsigned int)back);
-	l->n = 0;
-	l->twice = 0;
-	memset(l->zap, 0, sizeof(l->zap));
-	zap_log_poll(l);
-}
-
-/* zap_log_poll() every 10 ms for secs */
-static void zap_log_for(struct zap_log *l, double secs)
-{
-	for (double t0 = th_now(); th_now() - t0 < secs; usleep(10000))
-		zap_log_poll(l);
-}
-
-/* Page p's zap counted from the newest logged (1), 0 for none */
-static unsigned int zap_rank(const struct zap_log *l, __u64 p)
-{
-	return l->zap[p] ? l->n + 1 - l->zap[p] : 0;
-}
-
 /* Completions posted to the ring and not reaped: CQ tail less CQ head (fdinfo). */
 static long unreaped(int fd)
 {
@@ -372,7 +280,7 @@ static long stop_with_zaps_in_flight(long min, int *tries, int *poked)
 		 * worker), and wait there.
 		 */
 		n = th_frozen_pages(getpid(), mem, NPG, frozen);
-		zap_log_start(&zaps, fd, inflight);
+		zap_log_start(&zaps, fd, inflight, mem, NPG);
 		for (unsigned int rank = 1; rank <= zaps.n && *poked < POKERS - DROPPERS; rank++)
 			for (__u64 i = 0; i < n; i++)
 				if (zap_rank(&zaps, frozen[i]) == rank) {
@@ -418,8 +326,8 @@ static int unwritten_stored(int phase)
  * The unwritten pages of a gated() phase and of those before it (still
  * never written) are dropped, and read from now on: installed clean with
  * no copy, soon victims (the more, the likelier a pick that does not skip
- * an earlier npfd's victims with no copy meets one: mutate entry
- * old-unstored-victim-zap-queued-twice). Dropped, because a copy
+ * an earlier npfd's victims with no copy meets one; tests/
+ * evict_adopt_unstored makes that sure). Dropped, because a copy
  * can be there: a page present when an npfd adopts the region counts as
  * dirty (npfd cannot tell) and gets one when it goes, and fault-around of
  * a write fault installs a page writable. A drop soon after an adoption
@@ -503,7 +411,7 @@ static int gated(struct npf_client *c, int id, enum gated how)
 	for (int attempt = 1;; attempt++) {
 		drop_unwritten((int)how);
 		th_gate_close(&g, fd);
-		zap_log_start(&zaps, fd, 0);
+		zap_log_start(&zaps, fd, 0, mem, NPG);
 		/* npfd goes on evicting: its zaps wait behind the gate */
 		for (double t0 = th_now(); th_zaps_in_flight(fd) < 2; zap_log_for(&zaps, 0.01))
 			TH_ASSERT(th_now() - t0 < 20,

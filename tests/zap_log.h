@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The zaps (MADV_DONTNEED entries) npfd puts in the client's eviction
+ * ring, read from its mapped submission queue (the layout is learnt from
+ * a ring of the same size). The queue holds only the last
+ * NPF_EVICT_RING_ENTRIES entries, and a batch may submit more zaps at once
+ * than that (one per run of victims): zap_log_poll(), called often, logs
+ * each batch's last ones, and the log grows as batches come -- a look at
+ * the end alone would see only the last batch's.
+ */
+#ifndef NPF_TEST_ZAP_LOG_H
+#define NPF_TEST_ZAP_LOG_H
+
+#include "budget.h"
+
+struct zap_log {
+	const char *sq;
+	const struct io_uring_sqe *sqes;
+	size_t sq_len, sqes_len;
+	const unsigned int *tail, *array;
+	unsigned int mask, entries, seen;
+	const char *mem; /* the region watched: npages pages */
+	__u64 npages;
+	unsigned int n;	   /* zaps logged */
+	__u64 twice;	   /* pages under two of them */
+	unsigned int *zap; /* per page: its zap, 1 for the first logged, ..., 0 for none */
+};
+
+/* Logs the zaps submitted since the last look that the queue still holds. */
+static inline void zap_log_poll(struct zap_log *l)
+{
+	unsigned int tail = __atomic_load_n(l->tail, __ATOMIC_ACQUIRE);
+	uintptr_t lo = (uintptr_t)l->mem, hi = lo + l->npages * 4096;
+
+	if (tail - l->seen > l->entries) /* overwritten: only the last ones are there */
+		l->seen = tail - l->entries;
+	for (; l->seen != tail; l->seen++) {
+		const struct io_uring_sqe *e = &l->sqes[l->array[l->seen & l->mask] & l->mask];
+
+		if (e->opcode != IORING_OP_MADVISE)
+			continue;
+		l->n++;
+		for (__u64 a = e->addr; a < e->addr + e->len; a += 4096)
+			if (a >= lo && a < hi) {
+				l->twice += l->zap[(a - lo) / 4096] != 0;
+				l->zap[(a - lo) / 4096] = l->n;
+			}
+	}
+}
+
+/*
+ * Logs the zaps of ring fd on the npages pages at mem from now on, and
+ * the last `back` ones its queue still holds (a log started before is
+ * started anew).
+ */
+static inline void zap_log_start(struct zap_log *l, int fd, long back, const char *mem,
+				 __u64 npages)
+{
+	static struct io_uring_params p; /* the layout: learnt once */
+	unsigned int tail;
+
+	if (l->sq) {
+		munmap((void *)l->sq, l->sq_len);
+		munmap((void *)l->sqes, l->sqes_len);
+	}
+	if (!p.sq_entries) {
+		int probe = (int)syscall(__NR_io_uring_setup, NPF_EVICT_RING_ENTRIES, &p);
+
+		TH_ASSERT(probe >= 0, "io_uring_setup: %s", strerror(errno));
+		close(probe);
+	}
+	l->sq_len = p.sq_off.array + p.sq_entries * sizeof(__u32);
+	l->sqes_len = p.sq_entries * sizeof(struct io_uring_sqe);
+	l->sq = mmap(NULL, l->sq_len, PROT_READ, MAP_SHARED, fd, IORING_OFF_SQ_RING);
+	l->sqes = mmap(NULL, l->sqes_len, PROT_READ, MAP_SHARED, fd, IORING_OFF_SQES);
+	TH_ASSERT(l->sq != MAP_FAILED && l->sqes != MAP_FAILED, "map the eviction ring: %s",
+		  strerror(errno));
+	l->tail = (const unsigned int *)(l->sq + p.sq_off.tail);
+	l->mask = *(const unsigned int *)(l->sq + p.sq_off.ring_mask);
+	l->array = (const unsigned int *)(l->sq + p.sq_off.array);
+	l->entries = p.sq_entries;
+	if (!l->zap || l->npages != npages) {
+		free(l->zap);
+		l->zap = malloc(npages * sizeof(*l->zap));
+		TH_ASSERT(l->zap, "malloc");
+	}
+	l->mem = mem;
+	l->npages = npages;
+	tail = __atomic_load_n(l->tail, __ATOMIC_ACQUIRE);
+	if (back > (long)l->entries)
+		back = l->entries;
+	l->seen = tail - (tail < back ? tail : (unsigned int)back);
+	l->n = 0;
+	l->twice = 0;
+	memset(l->zap, 0, npages * sizeof(*l->zap));
+	zap_log_poll(l);
+}
+
+/* zap_log_poll() every 10 ms for secs */
+static inline void zap_log_for(struct zap_log *l, double secs)
+{
+	for (double t0 = th_now(); th_now() - t0 < secs; usleep(10000))
+		zap_log_poll(l);
+}
+
+/* Page p's zap counted from the newest logged (1), 0 for none */
+static inline unsigned int zap_rank(const struct zap_log *l, __u64 p)
+{
+	return l->zap[p] ? l->n + 1 - l->zap[p] : 0;
+}
+
+#endif
