@@ -180,8 +180,8 @@ fallback-frozen-write-let-through @@ client/libnpf.c @@ s{!fallback_hold\(c, add
 adoption-pagemap-read-whole @@ daemon/region.c @@ s{int err = mark_present_scan\(r, &found\);}{int err = -ENOTTY;} @@ restart_sparse
 repick-every-event @@ daemon/evict.c @@ s{\t\tr->ev->pick_after = now_ns\(\) \+ EVICT_REPICK_NS;\n}{} @@ evict_refuse
 victim-zap-queued-twice @@ daemon/evict.c @@ s{return bit_test\(r->ev->busy, i\) \|\| old_victim\(r, i, old_zaps\);}{return 0;} @@ evict_adopt_frozen
-old-victim-zap-queued-twice @@ daemon/evict.c @@ s{return bit_test\(r->ev->busy, i\) \|\| old_victim\(r, i, old_zaps\);}{return bit_test(r->ev->busy, i);} @@ evict_adopt_frozen
-old-unstored-victim-zap-queued-twice @@ daemon/evict.c @@ s{return bit_test\(r->ev->busy, i\) \|\| old_victim\(r, i, old_zaps\);}{return bit_test(r->ev->busy, i) || (old_zaps && bit_test(r->ev->stored, i));} @@ evict_adopt_frozen
+old-victim-zap-queued-twice @@ daemon/evict.c @@ s{return bit_test\(r->ev->busy, i\) \|\| old_victim\(r, i, old_zaps\);}{return bit_test(r->ev->busy, i);} @@ evict_adopt_unstored evict_adopt_frozen
+old-unstored-victim-zap-queued-twice @@ daemon/evict.c @@ s{return bit_test\(r->ev->busy, i\) \|\| old_victim\(r, i, old_zaps\);}{return bit_test(r->ev->busy, i) || (old_zaps && bit_test(r->ev->stored, i));} @@ evict_adopt_unstored
 adopted-unstored-write-let-through @@ daemon/evict.c @@ s{\tif \(r && r->ev && old_zaps_pending\(mm\)\) \{}{\tif (r && r->ev && old_zaps_pending(mm) && bit_test(r->ev->stored, page_index(r, page))) \{} @@ evict_adopt_frozen
 fallback-unstored-write-let-through @@ client/libnpf.c @@ s{\tif \(!zaps\)\n\t\treturn false;\n\th = grow}{\tif (!zaps || !region_at(c, addr) || region_at(c, addr)->store_fd < 0 || !store_holds(region_at(c, addr)->store_fd, region_at(c, addr), addr))\n\t\treturn false;\n\th = grow} @@ evict_adopt_frozen
 freeze-cut-leaves-busy @@ daemon/evict.c @@ s{\tfor \(unsigned int i = n; i < b.n; i\+\+\)\n\t\tbit_set\(b.r->ev->busy, page_index\(b.r, b.page\[i\]\), false\);\n}{} @@ evict_drop_busy

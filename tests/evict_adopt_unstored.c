@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * An npfd is killed with zaps of victims that have no stored copy still to
+ * run, and a new npfd adopts the region: it must not pick those victims
+ * again. Such a victim is a page only ever read: installed write-protected
+ * and clean, and dropped clean, with nothing written to the store. The new
+ * npfd cannot tell it from a page the earlier one never picked (present,
+ * write-protected: old_frozen_scan()), so while the earlier npfd's zaps
+ * may run it picks neither -- only pages written since it came. A second
+ * zap queued behind the first for the same page would drop what a write
+ * after the first one put there.
+ *
+ * tests/evict_adopt_frozen meets such victims only by chance (its writers
+ * write most pages); here every page present at the adoption is one: a
+ * gate in the ring's io-wq worker (th_gate_close()) holds the first
+ * npfd's zaps unstarted across its death, the new npfd is then made to
+ * evict all but a few pages, and the zaps it queues behind the gate are
+ * read from the ring: none may cover a page under the first npfd's.
+ * Then the gate opens, and every page must read what it was (zeros, or
+ * what was written), and the region come down to its budget.
+ */
+#include <pthread.h>
+#include <sys/mman.h>
+#include "budget.h"
+#include "restart_common.h"
+#include "zap_log.h"
+
+#define PG 4096UL
+#define NPG 512UL
+#define READ 320UL    /* pages [0, READ) only read: the first npfd's victims with no copy */
+#define WRITTEN 384UL /* pages [WRITTEN, NPG) written after the adoption; a gap between */
+#define FIRST_BUDGET 128UL
+#define SMALL 16UL
+
+static struct rs_npfd d;
+static char *mem;
+
+/* the pages written after the adoption, by a thread: a write that waits for good is a failure */
+static void *write_new(void *arg)
+{
+	(void)arg;
+	for (uint64_t p = WRITTEN; p < NPG; p++)
+		for (uint64_t w = 0; w < PG / 8; w++)
+			((uint64_t *)(mem + p * PG))[w] = th_word(1, p, w);
+	return NULL;
+}
+
+static void join_within(pthread_t th, int secs, const char *what)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += secs;
+	TH_ASSERT(!pthread_timedjoin_np(th, NULL, &until), "%s still waits after %d s", what, secs);
+}
+
+int main(void)
+{
+	static struct zap_log zaps;
+	static __u64 present[NPG];
+	struct npf_client *c;
+	struct th_gate g;
+	pthread_t th;
+	unsigned int first_zaps;
+	__u64 victims = 0, stored = 0, n, bad = 0;
+	int id, fd, store;
+
+	npf_set_print(rs_print);
+	rs_npfd_start(&d);
+	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock);
+	c = npf_client__connect(&co);
+	TH_ASSERT(c, "connect: %s", strerror(errno));
+	mem = th_budget_region(c, NPG, NPG, &id);
+	for (uint64_t p = 0; p < READ; p++)
+		bad += ((volatile uint64_t *)(mem + p * PG))[0] != 0;
+	TH_ASSERT(!bad, "%llu pages never written do not read zeros", (unsigned long long)bad);
+	fd = th_evict_ring_fd();
+	TH_ASSERT(fd >= 0, "this process has no eviction ring");
+
+	/* 1. The first npfd evicts the read pages: its zaps wait behind the gate. */
+	th_gate_close(&g, fd);
+	zap_log_start(&zaps, fd, 0, mem, NPG);
+	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, FIRST_BUDGET * PG, NULL),
+		  "set the budget: %s", npf_client__errmsg(c));
+	for (double t0 = th_now(); th_zaps_in_flight(fd) < 1; zap_log_for(&zaps, 0.01))
+		TH_ASSERT(th_now() - t0 < 20, "npfd queued no zaps behind the gate in 20 s");
+	zap_log_for(&zaps, 1);
+	rs_npfd_stop_signal(&d);
+	zap_log_poll(&zaps);
+	store = th_fd_of(d.swap);
+	for (uint64_t p = 0; p < NPG; p++)
+		if (zaps.zap[p]) {
+			victims++;
+			stored += store >= 0 &&
+				  lseek(store, (off_t)(p * PG), SEEK_DATA) == (off_t)(p * PG);
+		}
+	n = th_frozen_pages(getpid(), mem, NPG, present);
+	printf("the first npfd: %u zaps behind the gate, %llu victims (%llu with a stored copy), %llu pages present and write-protected\n",
+	       zaps.n, (unsigned long long)victims, (unsigned long long)stored,
+	       (unsigned long long)n);
+	TH_ASSERT(
+		victims >= 64 && !stored,
+		"the first npfd's zaps hold %llu victims, %llu of them stored: wanted 64 or more, none stored",
+		(unsigned long long)victims, (unsigned long long)stored);
+	TH_ASSERT(!th_pagemap_pages(getpid(), mem + WRITTEN * PG, NPG - WRITTEN, TH_PM_PRESENT,
+				    NULL),
+		  "pages from %lu on are present before they were touched", WRITTEN);
+	TH_ASSERT(!zaps.twice, "%llu pages are under two of the first npfd's zaps",
+		  (unsigned long long)zaps.twice);
+	first_zaps = zaps.n;
+
+	/* 2. Killed there; a new npfd adopts and must evict all but SMALL pages. */
+	rs_npfd_kill(&d, SIGKILL);
+	rs_npfd_start(&d);
+	th_budget_again(c, id, NPG);
+	TH_ASSERT(!pthread_create(&th, NULL, write_new, NULL), "pthread_create");
+	join_within(th, 10, "the writer of pages the new npfd serves");
+	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, SMALL * PG, NULL),
+		  "set a budget of %lu pages: %s", SMALL, npf_client__errmsg(c));
+	for (double t0 = th_now(); zaps.n == first_zaps && th_now() - t0 < 10;)
+		zap_log_for(&zaps, 0.1);
+	zap_log_for(&zaps, 2);
+	printf("the new npfd: %u zaps behind the gate; %llu pages under two zaps\n",
+	       zaps.n - first_zaps, (unsigned long long)zaps.twice);
+	TH_ASSERT(zaps.n > first_zaps,
+		  "the new npfd queued no zap in 10 s with %lu pages written since it came",
+		  NPG - WRITTEN);
+	TH_ASSERT(!zaps.twice,
+		  "%llu pages are under two zaps: the new npfd picked the first one's victims",
+		  (unsigned long long)zaps.twice);
+
+	/* 3. The gate opens: every page reads what it was, and the region meets its budget. */
+	th_gate_open(&g);
+	for (uint64_t p = 0; p < NPG; p++)
+		for (uint64_t w = 0; w < PG / 8; w++)
+			bad += ((uint64_t *)(mem + p * PG))[w] !=
+			       (p >= WRITTEN ? th_word(1, p, w) : 0);
+	if (bad)
+		rs_npfd_dump_log(&d);
+	TH_ASSERT(!bad, "%llu words read back wrong", (unsigned long long)bad);
+	for (double t0 = th_now();; usleep(100000)) {
+		__u64 now = th_present_pages(mem, NPG);
+
+		if (now <= SMALL) {
+			printf("%llu pages present with a budget of %lu\n", (unsigned long long)now,
+			       SMALL);
+			break;
+		}
+		TH_ASSERT(th_now() - t0 < 30,
+			  "%llu pages present 30 s after the budget came down to %lu",
+			  (unsigned long long)now, SMALL);
+	}
+	npf_client__close(c);
+	rs_npfd_cleanup(&d);
+	printf("PASS\n");
+	return 0;
+}
