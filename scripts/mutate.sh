@@ -191,7 +191,7 @@ zap-pending-installed-writable @@ daemon/resolve.c @@ s{\(!rn->write \|\| \(hook
 stored-zap-pending-installed-writable @@ daemon/evict.c @@ s{\(!rn->write \|\| zap_may_run\(r, addr\)\)}{!rn->write} @@ evict_adopt_frozen
 fallback-zap-pending-installed-writable @@ client/libnpf.c @@ s{\tif \(zaps_in_flight\(c\)\)\n\t\tcp.mode = UFFDIO_COPY_MODE_WP;\n}{} @@ evict_adopt_frozen
 adopt-frozen-skipped @@ daemon/evict.c @@ s{\tadopt_frozen\(r\);\n}{} @@ evict_adopt_frozen
-old-frozen-unmarked-by-remove @@ daemon/evict.c @@ s{(\t\tunsigned int at;\n\n)(\t\tif \(in_batch\(r, p, &at\)\) \{)}{$1\t\tbit_set(r->ev->old_frozen, i, false);\n$2} @@ evict_adopt_frozen
+old-frozen-unmarked-by-remove @@ daemon/evict.c @@ s{(\t\tunsigned int at;\n\n)(\t\tif \(in_batch\(r, p, &at\)\) \{)}{$1\t\tbit_set(r->ev->old_frozen, i, false);\n$2} @@ evict_adopt_unstored evict_adopt_frozen
 stale-completions-counted @@ daemon/evict.c @@ s{\t__atomic_store_n\(cq->khead, cq_tail, __ATOMIC_RELEASE\);\n\t\*old}{\t*old} @@ evict_adopt_frozen
 ring-header-believed @@ daemon/evict.c @@ s{\tif \(\*sq->kring_entries != sq->ring_entries \|\|}{\tsq->ring_entries = *sq->kring_entries;\n\tif (0 &&} @@ evict_refuse
 ring-cq-tail-believed-at-adoption @@ daemon/evict.c @@ s{\tif \(cq_tail - cq_head > cq->ring_entries\)}{\tif (0)} @@ evict_refuse

@@ -15,7 +15,9 @@
  * gate in the ring's io-wq worker (th_gate_close()) holds the first
  * npfd's zaps unstarted across its death, the new npfd is then made to
  * evict all but a few pages, and the zaps it queues behind the gate are
- * read from the ring: none may cover a page under the first npfd's.
+ * read from the ring: none may cover a page under the first npfd's --
+ * not even one the process dropped itself and read again meanwhile (its
+ * REMOVE is not that zap's).
  * Then the gate opens, and every page must read what it was (zeros, or
  * what was written), and the region come down to its budget.
  */
@@ -31,6 +33,7 @@
 #define WRITTEN 384UL /* pages [WRITTEN, NPG) written after the adoption; a gap between */
 #define FIRST_BUDGET 128UL
 #define SMALL 16UL
+#define DROPPED 16UL /* of the first npfd's victims, dropped by the process after the adoption */
 
 static struct rs_npfd d;
 static char *mem;
@@ -113,6 +116,20 @@ int main(void)
 	rs_npfd_kill(&d, SIGKILL);
 	rs_npfd_start(&d);
 	th_budget_again(c, id, NPG);
+	/*
+	 * Some of those victims the process drops itself and reads again:
+	 * a REMOVE, but not the first npfd's zap, which is still to run --
+	 * they must stay such victims.
+	 */
+	for (uint64_t p = 0, k = 0; p < NPG && k < DROPPED; p++)
+		if (zaps.zap[p] && p % 8 == 0) {
+			TH_ASSERT(!madvise(mem + p * PG, PG, MADV_DONTNEED), "MADV_DONTNEED: %s",
+				  strerror(errno));
+			bad += ((volatile uint64_t *)(mem + p * PG))[0] != 0;
+			k++;
+		}
+	TH_ASSERT(!bad, "%llu pages dropped by the process do not read zeros",
+		  (unsigned long long)bad);
 	TH_ASSERT(!pthread_create(&th, NULL, write_new, NULL), "pthread_create");
 	join_within(th, 10, "the writer of pages the new npfd serves");
 	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, SMALL * PG, NULL),
