@@ -145,6 +145,7 @@ static struct {
 	bool removed[EVICT_BATCH];  /* the zap's REMOVE event came: the page went */
 	bool dirty[EVICT_BATCH];    /* written back before the zap (else dropped clean) */
 	bool unmapped[EVICT_BATCH]; /* the process unmapped it meanwhile: never touched again */
+	bool dropped[EVICT_BATCH];  /* the process dropped it before its zap: kept, copy gone */
 	unsigned int n;
 	unsigned int writes;   /* write-back SQEs whose completion is awaited */
 	unsigned int zaps;     /* zap SQEs whose completion is awaited */
@@ -1448,7 +1449,23 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 		unsigned int at;
 
 		if (in_batch(r, p, &at)) {
-			b.removed[at] = b.zapped[at];
+			if (b.zapped[at] && at < b.zap_next) {
+				b.removed[at] = true; /* its zap's, or the process's own */
+				continue;
+			}
+			/*
+			 * Its zap is not submitted: the process dropped the
+			 * page itself. It reads zeros now, and what it writes
+			 * next must stay: no zap for it, no copy (a write of
+			 * the copy still in flight is punched again at the
+			 * batch's end). Taken for the zap's, the copy came
+			 * back and the zap, submitted later, dropped the
+			 * write (tests/evict_drop_unzapped).
+			 */
+			b.zapped[at] = false;
+			b.dropped[at] = true;
+			free_slots(r, i, i);
+			bit_set(r->ev->clean, i, false);
 			continue;
 		}
 		if (bit_test(r->ev->late, i)) {
@@ -1930,6 +1947,19 @@ static void unfreeze(struct npfd_mm *mm, struct npfd_region *r, __u64 page)
 		wake_page(mm, page);
 }
 
+/*
+ * A page the process dropped while its copy was being written (B_WRITE):
+ * its slot was punched then (evict_range_removed()), and the write may
+ * have landed after. Not stored: a hole again.
+ */
+static void unstore_late_write(struct npfd_region *r, __u64 page)
+{
+	__u64 i = page_index(r, page);
+
+	if (r->ev->stored && !bit_test(r->ev->stored, i) && r->store_fd >= 0)
+		swapstore_punch(r->store_fd, store_offset(r->ev, i));
+}
+
 static void keep(unsigned int i)
 {
 	unfreeze(b.mm, b.r, b.page[i]);
@@ -2031,6 +2061,8 @@ static void batch_end(void)
 		}
 		if (b.zapped[i] && r->budget_info)
 			r->budget_info->aborted++;
+		if (b.dropped[i])
+			unstore_late_write(r, page);
 		keep(i);
 	}
 	if (r && r->budget_info)
@@ -2092,6 +2124,7 @@ static void batch_start(struct npfd_region *r, unsigned int want)
 	b.tgid = r->mm->tgid;
 	b.gen++;
 	memset(b.unmapped, 0, sizeof(b.unmapped));
+	memset(b.dropped, 0, sizeof(b.dropped));
 	b.zaps = 0;
 	b.zap_next = 0; /* batch_end(): the pages below it were handed to the ring */
 	b.state = B_ACK;
@@ -2285,8 +2318,9 @@ static void read_out(void)
 	ssize_t got;
 
 	for (i = 0; i < b.n; i++) {
-		if (!page_present(b.mm, b.page[i]))
-			continue; /* the process dropped it itself: nothing to save */
+		/* the process dropped it itself: nothing to save (faulted in since: kept) */
+		if (b.dropped[i] || !page_present(b.mm, b.page[i]))
+			continue;
 		local[n] = (struct iovec){b.buf + (size_t)i * NPF_PAGE_SIZE, NPF_PAGE_SIZE};
 		remote[n] = (struct iovec){(void *)(uintptr_t)b.page[i], NPF_PAGE_SIZE};
 		map[n++] = i;
