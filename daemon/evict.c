@@ -1425,11 +1425,33 @@ void evict_wp_fault(struct npfd_mm *mm, __u64 addr)
 	}
 }
 
+/*
+ * Is a REMOVE of [start, end) surely the process's own drop? A zap's
+ * covers pages of one run of victims and nothing else (the kernel cuts it
+ * at mapping boundaries, never widens it), and every such page is busy
+ * until its zap is known done -- or, while an earlier npfd's zaps may
+ * run, may be one of its victims (old_victim()). A REMOVE that reaches a
+ * page outside the region, or one neither busy nor such, is no zap's.
+ */
+static bool remove_is_own(const struct npfd_region *r, __u64 start, __u64 end, bool old_zap)
+{
+	if (start < r->start || end > r->start + r->length)
+		return true;
+	for (__u64 p = start; p < end; p += NPF_PAGE_SIZE) {
+		__u64 i = page_index(r, p);
+
+		if (!bit_test(r->ev->busy, i) && !old_victim(r, i, old_zap))
+			return true;
+	}
+	return false;
+}
+
 void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 {
 	__u64 lo = start > r->start ? start : r->start;
 	__u64 hi = end < r->start + r->length ? end : r->start + r->length;
 	bool old_zap = old_zaps_pending(r->mm);
+	bool own;
 	__u64 p;
 
 	if (!r->ev || lo >= hi)
@@ -1442,15 +1464,25 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 	 * in flight in its ring: until those are done (or a while after the
 	 * adoption, if the process sends no ring) stored pages are kept -- a
 	 * page the process itself drops then would read its stored copy, not
-	 * zeros, but no evicted page is lost.
+	 * zeros, but no evicted page is lost. Unless the REMOVE is surely the
+	 * process's (remove_is_own()): then every copy it covers goes, and a
+	 * zap still to run drops what a fault installs meanwhile -- zeros,
+	 * write-protected, its writes waiting (zap_may_run()).
 	 */
+	own = remove_is_own(r, start, end, old_zap);
 	for (p = lo; p < hi; p += NPF_PAGE_SIZE) {
 		__u64 i = page_index(r, p);
 		unsigned int at;
 
 		if (in_batch(r, p, &at)) {
 			if (b.zapped[at] && at < b.zap_next) {
-				b.removed[at] = true; /* its zap's, or the process's own */
+				if (!own) {
+					b.removed[at] = true; /* its zap's, or the process's own */
+					continue;
+				}
+				/* its zap still runs, and its REMOVE says it went */
+				free_slots(r, i, i);
+				bit_set(r->ev->clean, i, false);
 				continue;
 			}
 			/*
@@ -1460,10 +1492,16 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 			 * the copy still in flight is punched again at the
 			 * batch's end). Taken for the zap's, the copy came
 			 * back and the zap, submitted later, dropped the
-			 * write (tests/evict_drop_unzapped).
+			 * write (tests/evict_drop_own).
 			 */
 			b.zapped[at] = false;
 			b.dropped[at] = true;
+			free_slots(r, i, i);
+			bit_set(r->ev->clean, i, false);
+			continue;
+		}
+		if (bit_test(r->ev->late, i) && own) {
+			/* its late zap still runs: its REMOVE ends the lateness */
 			free_slots(r, i, i);
 			bit_set(r->ev->clean, i, false);
 			continue;
@@ -1482,7 +1520,7 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 				r->budget_info->evicted_pages++;
 			continue;
 		}
-		if (old_zap && bit_test(r->ev->stored, i))
+		if (old_zap && bit_test(r->ev->stored, i) && !own)
 			continue;
 		free_slots(r, i, i);
 		bit_set(r->ev->clean, i, false);

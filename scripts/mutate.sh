@@ -186,8 +186,9 @@ adopted-unstored-write-let-through @@ daemon/evict.c @@ s{\tif \(r && r->ev && o
 fallback-unstored-write-let-through @@ client/libnpf.c @@ s{\tif \(!zaps\)\n\t\treturn false;\n\th = grow}{\tif (!zaps || !region_at(c, addr) || region_at(c, addr)->store_fd < 0 || !store_holds(region_at(c, addr)->store_fd, region_at(c, addr), addr))\n\t\treturn false;\n\th = grow} @@ evict_adopt_frozen
 freeze-cut-leaves-busy @@ daemon/evict.c @@ s{\tfor \(unsigned int i = n; i < b.n; i\+\+\)\n\t\tbit_set\(b.r->ev->busy, page_index\(b.r, b.page\[i\]\), false\);\n}{} @@ evict_drop_busy
 remove-taken-for-zap @@ daemon/evict.c @@ s{(\t\t\tif \(r->budget_info\)\n\t\t\t\tr->budget_info->evicted_pages\+\+;\n)(\t\t\tcontinue;)}{$1\t\t\tbit_set(r->ev->busy, i, false);\n\t\t\twake_page(r->mm, p);\n$2} @@ evict_adopt_frozen
-own-drop-taken-for-zap @@ daemon/evict.c @@ s{if \(b\.zapped\[at\] && at < b\.zap_next\) }{if (b.zapped[at]) } @@ evict_drop_unzapped
-own-drop-copy-kept @@ daemon/evict.c @@ s{(\t\t\tb\.dropped\[at\] = true;\n)\t\t\tfree_slots\(r, i, i\);\n}{$1} @@ evict_drop_unzapped
+own-drop-taken-for-zap @@ daemon/evict.c @@ s{if \(b\.zapped\[at\] && at < b\.zap_next\) }{if (b.zapped[at]) } @@ evict_drop_own
+own-drop-copy-kept @@ daemon/evict.c @@ s{(\t\t\tb\.dropped\[at\] = true;\n)\t\t\tfree_slots\(r, i, i\);\n}{$1} @@ evict_drop_own
+own-drop-wider-taken-for-zap @@ daemon/evict.c @@ s{\tif \(start < r->start \|\| end > r->start \+ r->length\)\n\t\treturn true;\n\tfor \(}{\treturn false;\n\tfor (} @@ evict_drop_own
 batch-removed-page-let-go @@ daemon/evict.c @@ s{\t\tif \(zaps_pending && i < b.zap_next && b.zapped\[i\]\) \{(.*?)(bool zap_left = zaps_pending && !b.unmapped\[i\] && i < b.zap_next && b.zapped\[i\])}{\t\tif (0) \{$1$2 && !b.removed[i]}s @@ evict_adopt_frozen
 zap-pending-installed-writable @@ daemon/resolve.c @@ s{\(!rn->write \|\| \(hooks.zap_may_run && hooks.zap_may_run\(rn\)\)\)}{!rn->write} @@ evict_adopt_frozen
 stored-zap-pending-installed-writable @@ daemon/evict.c @@ s{\(!rn->write \|\| zap_may_run\(r, addr\)\)}{!rn->write} @@ evict_adopt_frozen
