@@ -371,4 +371,32 @@ static inline void th_gate_open(struct th_gate *g)
 	munmap(g->page, 4096);
 }
 
+/*
+ * Region id (the npages pages at mem), with nobody touching it, given a
+ * budget of `pages`: within secs no more than that may stay present. A
+ * page left busy for good (a batch cut short, a zap never known done)
+ * would stay.
+ */
+static inline void th_budget_met(struct npf_client *c, int id, const char *mem, __u64 npages,
+				 __u64 pages, double secs)
+{
+	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, pages * 4096, NULL),
+		  "set a budget of %llu pages: %s", (unsigned long long)pages,
+		  npf_client__errmsg(c));
+	for (double t0 = th_now();; usleep(100000)) {
+		__u64 present = th_present_pages(mem, npages);
+
+		if (present <= pages) {
+			printf("%llu pages present with a budget of %llu\n",
+			       (unsigned long long)present, (unsigned long long)pages);
+			return;
+		}
+		TH_ASSERT(
+			th_now() - t0 < secs,
+			"%llu pages present %.0f s after the budget came down to %llu (npfd counts %llu resident): pages left busy",
+			(unsigned long long)present, secs, (unsigned long long)pages,
+			(unsigned long long)th_budget(c, id).resident_pages);
+	}
+}
+
 #endif

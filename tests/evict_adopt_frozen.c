@@ -713,22 +713,7 @@ int main(void)
 	 * batch cut short (a freeze refused, EAGAIN, for a REMOVE waiting)
 	 * was never evicted again: 1450 of 2048 pages stayed present.
 	 */
-	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, 16 * PG, NULL),
-		  "set a budget of 16 pages: %s", npf_client__errmsg(c));
-	for (double t0 = th_now();; usleep(100000)) {
-		__u64 present = th_present_pages(mem, NPG);
-
-		if (present <= 16) {
-			printf("%llu pages present with a budget of 16\n",
-			       (unsigned long long)present);
-			break;
-		}
-		TH_ASSERT(
-			th_now() - t0 < 30,
-			"%llu pages present 30 s after the budget came down to 16 (npfd counts %llu resident): pages left busy",
-			(unsigned long long)present,
-			(unsigned long long)th_budget(c, id).resident_pages);
-	}
+	th_budget_met(c, id, mem, NPG, 16, 30);
 	npf_client__close(c);
 	rs_npfd_cleanup(&d);
 	printf("PASS\n");

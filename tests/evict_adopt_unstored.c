@@ -81,12 +81,7 @@ int main(void)
 	TH_ASSERT(fd >= 0, "this process has no eviction ring");
 
 	/* 1. The first npfd evicts the read pages: its zaps wait behind the gate. */
-	th_gate_close(&g, fd);
-	zap_log_start(&zaps, fd, 0, mem, NPG);
-	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, FIRST_BUDGET * PG, NULL),
-		  "set the budget: %s", npf_client__errmsg(c));
-	for (double t0 = th_now(); th_zaps_in_flight(fd) < 1; zap_log_for(&zaps, 0.01))
-		TH_ASSERT(th_now() - t0 < 20, "npfd queued no zaps behind the gate in 20 s");
+	zap_log_gated_budget(&zaps, &g, fd, c, id, mem, NPG, FIRST_BUDGET, 1);
 	zap_log_for(&zaps, 1);
 	rs_npfd_stop_signal(&d);
 	zap_log_poll(&zaps);
@@ -155,18 +150,7 @@ int main(void)
 	if (bad)
 		rs_npfd_dump_log(&d);
 	TH_ASSERT(!bad, "%llu words read back wrong", (unsigned long long)bad);
-	for (double t0 = th_now();; usleep(100000)) {
-		__u64 now = th_present_pages(mem, NPG);
-
-		if (now <= SMALL) {
-			printf("%llu pages present with a budget of %lu\n", (unsigned long long)now,
-			       SMALL);
-			break;
-		}
-		TH_ASSERT(th_now() - t0 < 30,
-			  "%llu pages present 30 s after the budget came down to %lu",
-			  (unsigned long long)now, SMALL);
-	}
+	th_budget_met(c, id, mem, NPG, SMALL, 30);
 	npf_client__close(c);
 	rs_npfd_cleanup(&d);
 	printf("PASS\n");

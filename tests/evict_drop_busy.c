@@ -99,7 +99,6 @@ int main(void)
 	struct npf_budget_info bi;
 	struct th_npfd d;
 	struct npf_client *c;
-	__u64 present = NPG;
 	int id;
 
 	th_npfd_start(&d, NULL);
@@ -130,17 +129,7 @@ int main(void)
 	TH_ASSERT(bi.evicted_pages >= NPG, "only %llu pages evicted: the region did not go round",
 		  (unsigned long long)bi.evicted_pages);
 
-	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, SMALL * PG, NULL),
-		  "set a budget of %lu pages: %s", SMALL, npf_client__errmsg(c));
-	for (double t0 = th_now(); th_now() - t0 < 20; usleep(100000))
-		if ((present = th_present_pages(mem, NPG)) <= SMALL)
-			break;
-	bi = th_budget(c, id);
-	printf("budget of %lu pages: %llu present (npfd counts %llu resident)\n", SMALL,
-	       (unsigned long long)present, (unsigned long long)bi.resident_pages);
-	TH_ASSERT(present <= SMALL,
-		  "%llu pages present 20 s after the budget came down to %lu: pages left busy",
-		  (unsigned long long)present, SMALL);
+	th_budget_met(c, id, mem, NPG, SMALL, 20);
 	npf_client__close(c);
 	th_npfd_stop(&d);
 	printf("PASS\n");

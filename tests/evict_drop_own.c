@@ -82,15 +82,8 @@ static bool try_once(struct npf_client *c)
 	fd = th_evict_ring_fd();
 	TH_ASSERT(fd >= 0, "this process has no eviction ring");
 
-	th_gate_close(&g, fd);
-	zap_log_start(&zaps, fd, 0, mem, NPG);
-	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, SMALL * PG, NULL),
-		  "set the budget: %s", npf_client__errmsg(c));
-	for (double t0 = th_now(); th_zaps_in_flight(fd) < NPF_EVICT_RING_ENTRIES;
-	     zap_log_for(&zaps, 0.005))
-		TH_ASSERT(th_now() - t0 < 10, "npfd did not fill the ring with zaps in 10 s");
+	zap_log_gated_budget(&zaps, &g, fd, c, id, mem, NPG, SMALL, NPF_EVICT_RING_ENTRIES);
 	full = th_now();
-	zap_log_poll(&zaps);
 	/* victims (frozen): the last whose zap is not in the ring, the first whose zap is */
 	n = th_frozen_pages(getpid(), mem, NPG, frozen);
 	for (__u64 i = n; i-- > 0 && !found_unzapped;)

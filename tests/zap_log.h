@@ -109,4 +109,24 @@ static inline unsigned int zap_rank(const struct zap_log *l, __u64 p)
 	return l->zap[p] ? l->n + 1 - l->zap[p] : 0;
 }
 
+/*
+ * The gate closed in front of ring fd's zaps (th_gate_close()), the log
+ * of the npages pages at mem started, and region id given a budget of
+ * `pages`: returns once npfd has queued `want` zaps behind the gate.
+ */
+static inline void zap_log_gated_budget(struct zap_log *l, struct th_gate *g, int fd,
+					struct npf_client *c, int id, const char *mem, __u64 npages,
+					__u64 pages, long want)
+{
+	th_gate_close(g, fd);
+	zap_log_start(l, fd, 0, mem, npages);
+	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, pages * 4096, NULL),
+		  "set the budget: %s", npf_client__errmsg(c));
+	for (double t0 = th_now(); th_zaps_in_flight(fd) < want; zap_log_for(l, 0.005))
+		TH_ASSERT(th_now() - t0 < 20,
+			  "npfd queued %ld zaps behind the gate, not %ld, in 20 s",
+			  th_zaps_in_flight(fd), want);
+	zap_log_poll(l);
+}
+
 #endif
