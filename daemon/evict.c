@@ -1429,18 +1429,26 @@ void evict_wp_fault(struct npfd_mm *mm, __u64 addr)
  * Is a REMOVE of [start, end) surely the process's own drop? A zap's
  * covers pages of one run of victims and nothing else (the kernel cuts it
  * at mapping boundaries, never widens it), and every such page is busy
- * until its zap is known done -- or, while an earlier npfd's zaps may
- * run, may be one of its victims (old_victim()). A REMOVE that reaches a
- * page outside the region, or one neither busy nor such, is no zap's.
+ * (or late) until its zap is known done. A REMOVE that reaches a page
+ * outside the region, or one neither busy nor late, is no zap of this
+ * npfd's; while an earlier npfd's zaps may run, nothing can be told.
  */
 static bool remove_is_own(const struct npfd_region *r, __u64 start, __u64 end, bool old_zap)
 {
 	if (start < r->start || end > r->start + r->length)
 		return true;
+	/*
+	 * An earlier npfd's runs are not all known: old_frozen_scan() finds
+	 * the pages present and write-protected, and a run may hold one the
+	 * process dropped itself since (neither then), or one the kernel
+	 * swapped out.
+	 */
+	if (old_zap)
+		return false;
 	for (__u64 p = start; p < end; p += NPF_PAGE_SIZE) {
 		__u64 i = page_index(r, p);
 
-		if (!bit_test(r->ev->busy, i) && !old_victim(r, i, old_zap))
+		if (!bit_test(r->ev->busy, i) && !bit_test(r->ev->late, i))
 			return true;
 	}
 	return false;
@@ -1561,9 +1569,27 @@ void evict_region_cut(struct npfd_region *r, __u64 shift)
 
 	if (!e || !shift)
 		return;
-	if (b.state != B_IDLE && b.r == r)
+	if (b.state != B_IDLE && b.r == r) {
+		/*
+		 * That batch is abandoned (batch_end() finds no region), but
+		 * its submitted zaps may still run: their pages stay busy, and
+		 * late until their REMOVE comes, as batch_end() leaves them
+		 * when a batch runs out of time (its zaps go to late_zaps).
+		 * Unmarked, their zap's REMOVE was taken for the process's
+		 * own drop and punched their copies: they read zeros.
+		 */
+		for (unsigned int k = 0; k < b.n; k++) {
+			__u64 i = page_index(r, b.page[k]);
+
+			if (!b.zapped[k] || k >= b.zap_next || b.unmapped[k] || i < shift) {
+				bit_set(e->busy, i, false);
+				continue;
+			}
+			bit_set(e->late, i, !b.removed[k]);
+			r->mm->late_unsettled = true;
+		}
 		b.r = NULL;
-	memset(e->busy, 0, e->npages / 8 + 1); /* that batch is abandoned */
+	}
 	free_slots(r, 0, shift - 1);
 	e->store_base += shift; /* the stored pages stay where they are in the store */
 	memmove(e->installs, e->installs + shift, (e->npages - shift) * sizeof(*e->installs));
@@ -1577,6 +1603,7 @@ void evict_region_cut(struct npfd_region *r, __u64 shift)
 		bit_set(e->stored, i, bit_test(e->stored, i + shift));
 		bit_set(e->late, i, bit_test(e->late, i + shift));
 		bit_set(e->old_frozen, i, bit_test(e->old_frozen, i + shift));
+		bit_set(e->busy, i, bit_test(e->busy, i + shift));
 	}
 	for (; i < e->npages; i++) {
 		bit_set(e->clean, i, false);
@@ -1584,6 +1611,7 @@ void evict_region_cut(struct npfd_region *r, __u64 shift)
 		bit_set(e->stored, i, false);
 		bit_set(e->late, i, false);
 		bit_set(e->old_frozen, i, false);
+		bit_set(e->busy, i, false);
 	}
 	e->hand = 0;
 }
@@ -2540,8 +2568,10 @@ void evict_tick(void)
 			continue;
 		if (mm->evict_ring)
 			ring_check_waits(mm);
+		/* a batch abandoned by a cut (evict_region_cut()) counts its zaps at its end */
 		if (mm->late_unsettled && !old_zaps_pending(mm) &&
-		    !(mm->evict_ring && mm->evict_ring->late_zaps)) {
+		    !(mm->evict_ring && mm->evict_ring->late_zaps) &&
+		    !(b.state != B_IDLE && b.mm == mm && !b.r)) {
 			mm->late_unsettled = false;
 			late_settle(mm);
 		}

@@ -882,9 +882,44 @@ static void forget_installed(struct npfd_region *r, __u64 start, __u64 end)
 	}
 }
 
+/*
+ * r loses its first `shift` pages: the installed marks of the others move
+ * down with their indexes. Forgotten instead, the pages still present were
+ * never counted or evicted again (tests/evict_cut_zapping: 270 pages
+ * present with a budget of 16). The pages cut were dropped already
+ * (mm_range_removed()).
+ */
+static void shift_installed(struct npfd_region *r, __u64 shift)
+{
+	__u64 npages = r->length >> NPF_PAGE_SHIFT, i;
+
+	if (!r->installed)
+		return;
+	for (i = 0; i < npages; i++) {
+		bool on = i + shift < npages &&
+			  ((r->installed[(i + shift) / 8] >> ((i + shift) % 8)) & 1);
+
+		if (on)
+			r->installed[i / 8] |= (__u8)(1 << (i % 8));
+		else
+			r->installed[i / 8] &= (__u8) ~(1 << (i % 8));
+	}
+}
+
 void region_forget_installed(struct npfd_region *r, __u64 start, __u64 end)
 {
 	forget_installed(r, start, end);
+}
+
+/* [start, end) of r left the address space (dropped, or moved away): its pages are gone. */
+static void region_dropped(struct npfd_region *r, __u64 start, __u64 end)
+{
+	if (r->stats)
+		r->stats->mm_events++;
+	forget_installed(r, start, end);
+	if (hooks.dropped)
+		hooks.dropped(r, start, end);
+	region_invalidate(r, start, end);
 }
 
 /* An mm event on [start, end) (UFFD_EVENT_REMOVE: MADV_DONTNEED): count it, and take the pages from the devices. */
@@ -892,16 +927,9 @@ void mm_range_removed(struct npfd_mm *mm, __u64 start, __u64 end)
 {
 	struct npfd_region *r;
 
-	list_for_each_entry(r, &mm->regions, node) {
-		if (!(start < r->start + r->length && r->start < end))
-			continue;
-		if (r->stats)
-			r->stats->mm_events++;
-		forget_installed(r, start, end);
-		if (hooks.dropped)
-			hooks.dropped(r, start, end);
-		region_invalidate(r, start, end);
-	}
+	list_for_each_entry(r, &mm->regions, node)
+		if (start < r->start + r->length && r->start < end)
+			region_dropped(r, start, end);
 }
 
 /* munmap: regions wholly inside go; regions cut at an end shrink. */
@@ -925,11 +953,9 @@ void mm_unmapped(struct npfd_mm *mm, __u64 start, __u64 end)
 		if (start <= rs) {
 			if (hooks.cut)
 				hooks.cut(r, (end - rs) >> NPF_PAGE_SHIFT);
+			shift_installed(r, (end - rs) >> NPF_PAGE_SHIFT);
 			r->file_offset += end - rs;
 			r->start = end;
-			if (r->installed) /* indexes shift: forget rather than misplace */
-				memset(r->installed, 0, (r->length >> NPF_PAGE_SHIFT) / 8 + 1);
-			r->ninstalled = 0;
 		} else if (end >= re) {
 			/* cut at the top */
 		} else {
@@ -951,15 +977,26 @@ void mm_remapped(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len)
 
 	if (hooks.unmapping)
 		hooks.unmapping(mm, from, from + len);
-	mm_range_removed(mm, from, from + len);
 	list_for_each_entry(r, &mm->regions, node) {
 		if (r->start >= from && r->start + r->length <= from + len) {
+			/*
+			 * Moved whole: its pages go with it, present or
+			 * evicted (npfd keeps their state by index in the
+			 * region, not by address), so nothing is dropped; the
+			 * devices map them again at the new place. Taken for a
+			 * drop, every evicted page read zeros after the move
+			 * (tests/evict_mremap).
+			 */
+			if (r->stats)
+				r->stats->mm_events++;
+			region_invalidate(r, r->start, r->start + r->length);
 			r->start = r->start - from + to;
 			if (r->stats)
 				r->stats->start = r->start;
 			pr_info("pid %d moved region %u to 0x%llx", mm->tgid, r->id,
 				(unsigned long long)r->start);
 		} else if (r->start < from + len && from < r->start + r->length) {
+			region_dropped(r, from, from + len);
 			pr_warn("pid %d moved part of region %u: faults in the moved part are zero-filled",
 				mm->tgid, r->id);
 		}

@@ -189,6 +189,11 @@ remove-taken-for-zap @@ daemon/evict.c @@ s{(\t\t\tif \(r->budget_info\)\n\t\t\t
 own-drop-taken-for-zap @@ daemon/evict.c @@ s{if \(b\.zapped\[at\] && at < b\.zap_next\) }{if (b.zapped[at]) } @@ evict_drop_own
 own-drop-copy-kept @@ daemon/evict.c @@ s{(\t\t\tb\.dropped\[at\] = true;\n)\t\t\tfree_slots\(r, i, i\);\n}{$1} @@ evict_drop_own
 own-drop-wider-taken-for-zap @@ daemon/evict.c @@ s{\tif \(start < r->start \|\| end > r->start \+ r->length\)\n\t\treturn true;\n\tfor \(}{\treturn false;\n\tfor (} @@ evict_drop_own
+own-drop-told-under-old-zaps @@ daemon/evict.c @@ s{\tif \(old_zap\)\n\t\treturn false;\n}{} @@ evict_adopt_dropped
+cut-leaves-zapping-unmarked @@ daemon/evict.c @@ s{\t\t\tbit_set\(e->late, i, !b\.removed\[k\]\);\n}{} @@ evict_cut_zapping
+cut-clears-busy @@ daemon/evict.c @@ s{\t\tbit_set\(e->busy, i, bit_test\(e->busy, i \+ shift\)\);\n}{\t\tbit_set(e->busy, i, false);\n} @@ evict_cut_zapping
+cut-forgets-installed @@ daemon/region.c @@ s{\t\t\tshift_installed\(r, \(end - rs\) >> NPF_PAGE_SHIFT\);\n}{\t\t\tif (r->installed)\n\t\t\t\tmemset(r->installed, 0, (r->length >> NPF_PAGE_SHIFT) / 8 + 1);\n\t\t\tr->ninstalled = 0;\n} @@ evict_cut_zapping
+remap-taken-for-drop @@ daemon/region.c @@ s{\t\t\tregion_invalidate\(r, r->start, r->start \+ r->length\);\n}{\t\t\tregion_dropped(r, r->start, r->start + r->length);\n} @@ evict_mremap
 batch-removed-page-let-go @@ daemon/evict.c @@ s{\t\tif \(zaps_pending && i < b.zap_next && b.zapped\[i\]\) \{(.*?)(bool zap_left = zaps_pending && !b.unmapped\[i\] && i < b.zap_next && b.zapped\[i\])}{\t\tif (0) \{$1$2 && !b.removed[i]}s @@ evict_adopt_frozen
 zap-pending-installed-writable @@ daemon/resolve.c @@ s{\(!rn->write \|\| \(hooks.zap_may_run && hooks.zap_may_run\(rn\)\)\)}{!rn->write} @@ evict_adopt_frozen
 stored-zap-pending-installed-writable @@ daemon/evict.c @@ s{\(!rn->write \|\| zap_may_run\(r, addr\)\)}{!rn->write} @@ evict_adopt_frozen

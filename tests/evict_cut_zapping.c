@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The process unmaps the first pages of a budgeted region while npfd's
+ * zaps of its victims are still to run. The region shrinks from below
+ * (npfd's per-page state shifts), and the zaps' REMOVE events come after:
+ * the pages they drop must read back from their stored copies, not as
+ * zeros, and a write to one of them after the cut must wait for its zap
+ * (or the zap drops it). Two moments, each held open by a gate in the ring's io-wq worker
+ * (th_gate_close()):
+ * - zapping: the batch is still under way at the cut (npfd abandons it:
+ *   its region changed), its zaps run after;
+ * - late: the batch ran out of time first (its pages late), the zaps run
+ *   after the cut.
+ * Before, the cut cleared every page's busy mark: the zap's REMOVE was
+ * taken for the process's own drop, and the copies were punched.
+ */
+#include <pthread.h>
+#include <sys/mman.h>
+#include "budget.h"
+#include "zap_log.h"
+
+#define PG 4096UL
+#define NPG 512UL
+#define CUT 8UL
+#define BUDGET 128UL
+#define POKED 8UL /* pages under the zaps written after the cut, the gate still closed */
+
+static char *mem;
+static __u64 poked[POKED];
+
+static __u64 gen_of(__u64 p)
+{
+	for (__u64 k = 0; k < POKED; k++)
+		if (poked[k] == p)
+			return 2;
+	return 1;
+}
+
+/* writes that must wait for their page's zap (busy), or the zap would drop them */
+static void *poke(void *arg)
+{
+	(void)arg;
+	for (__u64 k = 0; k < POKED; k++)
+		for (__u64 w = 0; w < PG / 8; w++)
+			((__u64 *)(mem + poked[k] * PG))[w] = th_word(2, poked[k], w);
+	return NULL;
+}
+
+static void cut_while_zapping(struct npf_client *c, double hold, const char *what)
+{
+	static struct zap_log zaps;
+	struct th_gate g;
+	struct timespec until;
+	pthread_t th;
+	__u64 bad = 0, badpages = 0, under = 0, k = 0;
+	int id, fd;
+
+	mem = th_budget_region(c, NPG, NPG, &id);
+	th_fill(mem, NPG, 1);
+	fd = th_evict_ring_fd();
+	TH_ASSERT(fd >= 0, "this process has no eviction ring");
+	zap_log_gated_budget(&zaps, &g, fd, c, id, mem, NPG, BUDGET, 1);
+	zap_log_for(&zaps, hold);
+	for (__u64 p = CUT; p < NPG; p++) {
+		under += zaps.zap[p] != 0;
+		if (zaps.zap[p] && k < POKED && p % 16 == 0)
+			poked[k++] = p;
+	}
+	TH_ASSERT(k == POKED, "%s: only %llu pages to write under the zaps", what,
+		  (unsigned long long)k);
+	TH_ASSERT(under >= 64, "%s: only %llu pages past the cut are under zaps", what,
+		  (unsigned long long)under);
+	TH_ASSERT(!munmap(mem, CUT * PG), "munmap: %s", strerror(errno));
+	TH_ASSERT(!pthread_create(&th, NULL, poke, NULL), "pthread_create");
+	usleep(200000);
+	th_gate_open(&g);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	TH_ASSERT(!pthread_timedjoin_np(th, NULL, &until), "%s: a write still waits 10 s later",
+		  what);
+	th_budget_settle(c, id);
+	for (__u64 p = CUT; p < NPG; p++) {
+		__u64 before = bad;
+
+		for (__u64 w = 0; w < PG / 8; w++)
+			bad += ((__u64 *)(mem + p * PG))[w] != th_word(gen_of(p), p, w);
+		badpages += bad != before;
+	}
+	printf("%s: %u zaps behind the gate for %.1f s, %llu pages past the cut under them; %llu words wrong in %llu pages\n",
+	       what, zaps.n, hold, (unsigned long long)under, (unsigned long long)bad,
+	       (unsigned long long)badpages);
+	TH_ASSERT(!bad, "%s: %llu words read back wrong (%llu pages)", what,
+		  (unsigned long long)bad, (unsigned long long)badpages);
+	th_budget_met(c, id, mem + CUT * PG, NPG - CUT, 16, 20);
+	TH_ASSERT(!npf_client__unregister(c, (__u32)id), "unregister: %s", npf_client__errmsg(c));
+	munmap(mem + CUT * PG, (NPG - CUT) * PG);
+}
+
+int main(void)
+{
+	struct npf_client *c;
+	struct th_npfd d;
+
+	th_npfd_start(&d, NULL);
+	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock);
+	c = npf_client__connect(&co);
+	TH_ASSERT(c, "connect: %s", strerror(errno));
+	cut_while_zapping(c, 0.3, "zapping"); /* the batch's zaps wait 2 s before it gives up */
+	cut_while_zapping(c, 4, "late");
+	npf_client__close(c);
+	th_npfd_stop(&d);
+	printf("PASS\n");
+	return 0;
+}
