@@ -1562,6 +1562,50 @@ void evict_range_unmapped(struct npfd_mm *mm, __u64 start, __u64 end)
 			b.unmapped[i] = true;
 }
 
+/*
+ * r changed under its batch (a cut of its first `shift` pages, or a move
+ * by delta bytes; r->start is still the old one): the batch is abandoned,
+ * and batch_end() will find no region. Its submitted zaps may still run:
+ * those pages stay busy, and late until their REMOVE comes, as batch_end()
+ * leaves them when a batch runs out of time (its zaps go to late_zaps;
+ * late pages settle only once it has ended). Unmarked, their zap's REMOVE
+ * was taken for the process's own drop and punched their copies
+ * (tests/evict_cut_zapping). The others leave the batch: not busy,
+ * unprotected, their writers woken -- a write to a frozen victim waits for
+ * the batch, and batch_end() without a region touches none of them.
+ */
+static void unfreeze(struct npfd_mm *mm, struct npfd_region *r, __u64 page);
+
+static void batch_abandon(struct npfd_region *r, __u64 shift, __u64 delta)
+{
+	struct evict_region *e = r->ev;
+
+	for (unsigned int k = 0; k < b.n; k++) {
+		__u64 i = page_index(r, b.page[k]);
+
+		if (i < shift)
+			continue; /* cut off: its state shifts out */
+		if (b.zapped[k] && k < b.zap_next && !b.unmapped[k]) {
+			bit_set(e->late, i, !b.removed[k]);
+			r->mm->late_unsettled = true;
+			continue;
+		}
+		bit_set(e->busy, i, false);
+		if (b.unmapped[k])
+			continue;
+		bit_set(e->clean, i, false);
+		unfreeze(r->mm, NULL, b.page[k] + delta);
+	}
+	b.r = NULL;
+}
+
+/* mremap moved r whole: a batch of it is abandoned (its pages' addresses changed). */
+void evict_region_moved(struct npfd_region *r, __u64 delta)
+{
+	if (r->ev && b.state != B_IDLE && b.r == r)
+		batch_abandon(r, 0, delta);
+}
+
 void evict_region_cut(struct npfd_region *r, __u64 shift)
 {
 	struct evict_region *e = r->ev;
@@ -1569,27 +1613,8 @@ void evict_region_cut(struct npfd_region *r, __u64 shift)
 
 	if (!e || !shift)
 		return;
-	if (b.state != B_IDLE && b.r == r) {
-		/*
-		 * That batch is abandoned (batch_end() finds no region), but
-		 * its submitted zaps may still run: their pages stay busy, and
-		 * late until their REMOVE comes, as batch_end() leaves them
-		 * when a batch runs out of time (its zaps go to late_zaps).
-		 * Unmarked, their zap's REMOVE was taken for the process's
-		 * own drop and punched their copies: they read zeros.
-		 */
-		for (unsigned int k = 0; k < b.n; k++) {
-			__u64 i = page_index(r, b.page[k]);
-
-			if (!b.zapped[k] || k >= b.zap_next || b.unmapped[k] || i < shift) {
-				bit_set(e->busy, i, false);
-				continue;
-			}
-			bit_set(e->late, i, !b.removed[k]);
-			r->mm->late_unsettled = true;
-		}
-		b.r = NULL;
-	}
+	if (b.state != B_IDLE && b.r == r)
+		batch_abandon(r, shift, 0);
 	free_slots(r, 0, shift - 1);
 	e->store_base += shift; /* the stored pages stay where they are in the store */
 	memmove(e->installs, e->installs + shift, (e->npages - shift) * sizeof(*e->installs));

@@ -112,6 +112,7 @@ int evict_install_stored(struct run *rn);
 void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end);
 /* r's first page moved up by shift pages (munmap of its head): its page state follows. */
 void evict_region_cut(struct npfd_region *r, __u64 shift);
+void evict_region_moved(struct npfd_region *r, __u64 delta);
 void evict_range_unmapped(struct npfd_mm *mm, __u64 start, __u64 end);
 
 /* The event loop. */

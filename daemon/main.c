@@ -160,6 +160,7 @@ static void wire(void)
 		.range_removed = device_range_removed,
 		.dropped = evict_range_removed,
 		.cut = evict_region_cut,
+		.moved = evict_region_moved,
 		.unmapping = evict_range_unmapped,
 		.mm_going = mm_going,
 		.mm_gone = mm_gone,

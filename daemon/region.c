@@ -891,18 +891,17 @@ static void forget_installed(struct npfd_region *r, __u64 start, __u64 end)
  */
 static void shift_installed(struct npfd_region *r, __u64 shift)
 {
-	__u64 npages = r->length >> NPF_PAGE_SHIFT, i;
+	__u64 nbytes = (r->length >> NPF_PAGE_SHIFT) / 8 + 1, q = shift / 8, j;
+	unsigned int bits = (unsigned int)(shift % 8);
 
 	if (!r->installed)
 		return;
-	for (i = 0; i < npages; i++) {
-		bool on = i + shift < npages &&
-			  ((r->installed[(i + shift) / 8] >> ((i + shift) % 8)) & 1);
+	/* a byte at a time: a region may be terabytes (its bits past the end are zeros) */
+	for (j = 0; j < nbytes; j++) {
+		__u8 lo = j + q < nbytes ? r->installed[j + q] : 0;
+		__u8 hi = j + q + 1 < nbytes ? r->installed[j + q + 1] : 0;
 
-		if (on)
-			r->installed[i / 8] |= (__u8)(1 << (i % 8));
-		else
-			r->installed[i / 8] &= (__u8) ~(1 << (i % 8));
+		r->installed[j] = bits ? (__u8)((lo >> bits) | (hi << (8 - bits))) : lo;
 	}
 }
 
@@ -975,31 +974,40 @@ void mm_remapped(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len)
 {
 	struct npfd_region *r;
 
+	list_for_each_entry(r, &mm->regions, node) {
+		if (r->start < from || r->start + r->length > from + len)
+			continue;
+		/*
+		 * Moved whole: its pages go with it, present or evicted (npfd
+		 * keeps their state by index in the region, not by address),
+		 * so nothing is dropped; the devices map them again at the new
+		 * place. Taken for a drop, every evicted page read zeros after
+		 * the move (tests/evict_mremap).
+		 */
+		if (r->stats)
+			r->stats->mm_events++;
+		region_invalidate(r, r->start, r->start + r->length);
+		if (hooks.moved)
+			hooks.moved(r, to - from);
+		r->start = r->start - from + to;
+		if (r->stats)
+			r->stats->start = r->start;
+		pr_info("pid %d moved region %u to 0x%llx", mm->tgid, r->id,
+			(unsigned long long)r->start);
+	}
+	/*
+	 * What is left in [from, from + len): parts of regions moved away, as
+	 * if unmapped (the regions moved whole are at their new place by now:
+	 * the two ranges never overlap).
+	 */
 	if (hooks.unmapping)
 		hooks.unmapping(mm, from, from + len);
 	list_for_each_entry(r, &mm->regions, node) {
-		if (r->start >= from && r->start + r->length <= from + len) {
-			/*
-			 * Moved whole: its pages go with it, present or
-			 * evicted (npfd keeps their state by index in the
-			 * region, not by address), so nothing is dropped; the
-			 * devices map them again at the new place. Taken for a
-			 * drop, every evicted page read zeros after the move
-			 * (tests/evict_mremap).
-			 */
-			if (r->stats)
-				r->stats->mm_events++;
-			region_invalidate(r, r->start, r->start + r->length);
-			r->start = r->start - from + to;
-			if (r->stats)
-				r->stats->start = r->start;
-			pr_info("pid %d moved region %u to 0x%llx", mm->tgid, r->id,
-				(unsigned long long)r->start);
-		} else if (r->start < from + len && from < r->start + r->length) {
-			region_dropped(r, from, from + len);
-			pr_warn("pid %d moved part of region %u: faults in the moved part are zero-filled",
-				mm->tgid, r->id);
-		}
+		if (!(r->start < from + len && from < r->start + r->length))
+			continue;
+		region_dropped(r, from, from + len);
+		pr_warn("pid %d moved part of region %u: faults in the moved part are zero-filled",
+			mm->tgid, r->id);
 	}
 	collect_filter_update(mm->tgid, mm);
 }

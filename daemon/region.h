@@ -49,6 +49,8 @@ struct region_hooks {
 	void (*unmapping)(struct npfd_mm *mm, __u64 start, __u64 end);
 	/* munmap cut r's first shift pages off: page-indexed state moves with its start. */
 	void (*cut)(struct npfd_region *r, __u64 shift);
+	/* mremap moves r whole by delta bytes (called before r->start changes). */
+	void (*moved)(struct npfd_region *r, __u64 delta);
 	/* mm is being torn down: before its regions go, and after. */
 	void (*mm_going)(struct npfd_mm *mm);
 	void (*mm_gone)(struct npfd_mm *mm);

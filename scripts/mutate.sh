@@ -194,6 +194,8 @@ cut-leaves-zapping-unmarked @@ daemon/evict.c @@ s{\t\t\tbit_set\(e->late, i, !b
 cut-clears-busy @@ daemon/evict.c @@ s{\t\tbit_set\(e->busy, i, bit_test\(e->busy, i \+ shift\)\);\n}{\t\tbit_set(e->busy, i, false);\n} @@ evict_cut_zapping
 cut-forgets-installed @@ daemon/region.c @@ s{\t\t\tshift_installed\(r, \(end - rs\) >> NPF_PAGE_SHIFT\);\n}{\t\t\tif (r->installed)\n\t\t\t\tmemset(r->installed, 0, (r->length >> NPF_PAGE_SHIFT) / 8 + 1);\n\t\t\tr->ninstalled = 0;\n} @@ evict_cut_zapping
 remap-taken-for-drop @@ daemon/region.c @@ s{\t\t\tregion_invalidate\(r, r->start, r->start \+ r->length\);\n}{\t\t\tregion_dropped(r, r->start, r->start + r->length);\n} @@ evict_mremap
+move-keeps-batch @@ daemon/evict.c @@ s{\tif \(r->ev && b\.state != B_IDLE && b\.r == r\)\n\t\tbatch_abandon\(r, 0, delta\);\n}{\t(void)delta;\n} @@ evict_mremap
+abandon-leaves-frozen @@ daemon/evict.c @@ s{\t\tunfreeze\(r->mm, NULL, b\.page\[k\] \+ delta\);\n}{} @@ evict_mremap evict_cut_zapping
 batch-removed-page-let-go @@ daemon/evict.c @@ s{\t\tif \(zaps_pending && i < b.zap_next && b.zapped\[i\]\) \{(.*?)(bool zap_left = zaps_pending && !b.unmapped\[i\] && i < b.zap_next && b.zapped\[i\])}{\t\tif (0) \{$1$2 && !b.removed[i]}s @@ evict_adopt_frozen
 zap-pending-installed-writable @@ daemon/resolve.c @@ s{\(!rn->write \|\| \(hooks.zap_may_run && hooks.zap_may_run\(rn\)\)\)}{!rn->write} @@ evict_adopt_frozen
 stored-zap-pending-installed-writable @@ daemon/evict.c @@ s{\(!rn->write \|\| zap_may_run\(r, addr\)\)}{!rn->write} @@ evict_adopt_frozen

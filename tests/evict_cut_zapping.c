@@ -10,7 +10,9 @@
  * - zapping: the batch is still under way at the cut (npfd abandons it:
  *   its region changed), its zaps run after;
  * - late: the batch ran out of time first (its pages late), the zaps run
- *   after the cut.
+ *   after the cut;
+ * - a writer waiting at the cut on a frozen victim whose zap was not
+ *   submitted yet: it must go on.
  * Before, the cut cleared every page's busy mark: the zap's REMOVE was
  * taken for the process's own drop, and the copies were punched.
  */
@@ -96,6 +98,75 @@ static void cut_while_zapping(struct npf_client *c, double hold, const char *wha
 	munmap(mem + CUT * PG, (NPG - CUT) * PG);
 }
 
+static __u64 waiting_page;
+
+static void *write_waiting_page(void *arg)
+{
+	(void)arg;
+	for (__u64 w = 0; w < PG / 8; w++)
+		((__u64 *)(mem + waiting_page * PG))[w] = th_word(2, waiting_page, w);
+	return NULL;
+}
+
+/*
+ * A writer already waiting at the cut: on a victim frozen by the batch
+ * whose zap is not in the ring yet (victims one page apart, one zap each:
+ * the gate holds the ring's 16). The abandoned batch must let it go --
+ * batch_end() without a region touches none of its pages.
+ */
+static void cut_with_writer_waiting(struct npf_client *c)
+{
+	static struct zap_log zaps;
+	static __u64 frozen[NPG];
+	struct th_gate g;
+	struct timespec until;
+	pthread_t th;
+	__u64 n, bad = 0;
+	int id, fd;
+	bool found = false;
+
+	mem = th_budget_region(c, NPG, NPG, &id);
+	for (__u64 p = 0; p < NPG; p += 2)
+		for (__u64 w = 0; w < PG / 8; w++)
+			((__u64 *)(mem + p * PG))[w] = th_word(1, p, w);
+	for (__u64 p = 1; p < NPG; p += 2) /* fault-around's pages gone: each victim a run */
+		TH_ASSERT(!madvise(mem + p * PG, PG, MADV_DONTNEED), "MADV_DONTNEED: %s",
+			  strerror(errno));
+	fd = th_evict_ring_fd();
+	TH_ASSERT(fd >= 0, "this process has no eviction ring");
+	zap_log_gated_budget(&zaps, &g, fd, c, id, mem, NPG, BUDGET, NPF_EVICT_RING_ENTRIES);
+	n = th_frozen_pages(getpid(), mem, NPG, frozen);
+	for (__u64 i = n; i-- > 0 && !found;)
+		if (frozen[i] >= CUT && !zaps.zap[frozen[i]]) {
+			waiting_page = frozen[i];
+			found = true;
+		}
+	TH_ASSERT(found, "no frozen victim past the cut waits for a slot in the ring");
+	TH_ASSERT(!pthread_create(&th, NULL, write_waiting_page, NULL), "pthread_create");
+	usleep(200000); /* it waits for the batch */
+	/* no batch after this one: none but this one's end may let the writer go */
+	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, NPG * PG, NULL),
+		  "set the budget: %s", npf_client__errmsg(c));
+	TH_ASSERT(!munmap(mem, CUT * PG), "munmap: %s", strerror(errno));
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	TH_ASSERT(!pthread_timedjoin_np(th, NULL, &until),
+		  "a writer waiting on page %llu at the cut still waits 10 s later",
+		  (unsigned long long)waiting_page);
+	th_gate_open(&g);
+	th_budget_settle(c, id);
+	for (__u64 p = CUT; p < NPG; p++)
+		for (__u64 w = 0; w < PG / 8; w++)
+			bad += ((__u64 *)(mem + p * PG))[w] !=
+			       (p % 2 ? 0 : th_word(p == waiting_page ? 2 : 1, p, w));
+	printf("writer waiting at the cut: page %llu; %llu words wrong\n",
+	       (unsigned long long)waiting_page, (unsigned long long)bad);
+	TH_ASSERT(!bad, "a writer waiting at the cut: %llu words read back wrong",
+		  (unsigned long long)bad);
+	TH_ASSERT(!npf_client__unregister(c, (__u32)id), "unregister: %s", npf_client__errmsg(c));
+	munmap(mem + CUT * PG, (NPG - CUT) * PG);
+}
+
 int main(void)
 {
 	struct npf_client *c;
@@ -105,6 +176,8 @@ int main(void)
 	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock);
 	c = npf_client__connect(&co);
 	TH_ASSERT(c, "connect: %s", strerror(errno));
+	/* first: the gate needs the ring's one io-wq worker (busy rings leave idle ones for seconds) */
+	cut_with_writer_waiting(c);
 	cut_while_zapping(c, 0.3, "zapping"); /* the batch's zaps wait 2 s before it gives up */
 	cut_while_zapping(c, 4, "late");
 	npf_client__close(c);

@@ -5,10 +5,15 @@
  * (UFFD_EVENT_REMAP), and so must its stored pages -- a move is not a drop.
  * Every page must read at its new address what was written at the old
  * one; written again there, and the region must still meet its budget.
+ * Then the same with a batch under way at the move (its zaps held behind
+ * a gate in the ring's io-wq worker, th_gate_close()): the batch is
+ * abandoned, its victims' writers at the new place must not wait for
+ * good, and npfd must not reach the pages' state by their old addresses.
  */
 #include <pthread.h>
 #include <sys/mman.h>
 #include "budget.h"
+#include "zap_log.h"
 
 #define PG 4096UL
 #define NPG 1024UL
@@ -20,14 +25,69 @@ static void *write_gen2(void *mem)
 	return NULL;
 }
 
-int main(void)
+/* a free place of npages pages for a move: reserved, then given up to mremap */
+static char *move_whole(char *mem)
+{
+	char *hint = mmap(NULL, NPG * PG, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), *moved;
+
+	TH_ASSERT(hint != MAP_FAILED, "mmap: %s", strerror(errno));
+	moved = mremap(mem, NPG * PG, NPG * PG, MREMAP_MAYMOVE | MREMAP_FIXED, hint);
+	TH_ASSERT(moved == hint, "mremap: %s", strerror(errno));
+	return moved;
+}
+
+/*
+ * Generation 2 written to the npages pages at mem, within secs; a gate
+ * given is opened 0.3 s after the writes start (a write to a page whose
+ * zap waits behind it waits for that zap).
+ */
+static void write_within(char *mem, int secs, struct th_gate *g, const char *what)
 {
 	struct timespec until;
 	pthread_t th;
+
+	TH_ASSERT(!pthread_create(&th, NULL, write_gen2, mem), "pthread_create");
+	if (g) {
+		usleep(300000);
+		th_gate_open(g);
+	}
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += secs;
+	TH_ASSERT(!pthread_timedjoin_np(th, NULL, &until), "%s: a write still waits after %d s",
+		  what, secs);
+}
+
+/* A batch under way at the move: its zaps wait behind the gate, the writers at the new place. */
+static void move_while_evicting(struct npf_client *c, struct th_npfd *d)
+{
+	static struct zap_log zaps;
+	struct th_gate g;
+	char *mem, *moved;
+	__u64 bad;
+	int id, fd;
+
+	mem = th_budget_region(c, NPG, NPG, &id);
+	th_fill(mem, NPG, 1);
+	fd = th_evict_ring_fd();
+	TH_ASSERT(fd >= 0, "this process has no eviction ring");
+	zap_log_gated_budget(&zaps, &g, fd, c, id, mem, NPG, BUDGET, 1);
+	moved = move_whole(mem);
+	write_within(moved, 10, &g, "a batch under way at the move");
+	TH_ASSERT(th_npfd_alive(d), "npfd died after the move");
+	bad = th_wrong(moved, NPG, 2);
+	printf("a batch under way at the move: %u zaps behind the gate; %llu words wrong\n", zaps.n,
+	       (unsigned long long)bad);
+	TH_ASSERT(!bad, "%llu words wrong after a move during a batch", (unsigned long long)bad);
+	th_budget_met(c, id, moved, NPG, 16, 20);
+	TH_ASSERT(!th_wrong(moved, NPG, 2), "words wrong after the moved region was evicted");
+}
+
+int main(void)
+{
 	struct npf_budget_info bi;
 	struct th_npfd d;
 	struct npf_client *c;
-	char *mem, *moved, *hint;
+	char *mem, *moved;
 	__u64 bad;
 	int id;
 
@@ -35,6 +95,12 @@ int main(void)
 	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock);
 	c = npf_client__connect(&co);
 	TH_ASSERT(c, "connect: %s", strerror(errno));
+	/*
+	 * First: the gate needs the ring's io-wq to have one worker, and the
+	 * workers a busy ring made linger idle for seconds, taking zaps past
+	 * the gate.
+	 */
+	move_while_evicting(c, &d);
 	mem = th_budget_region(c, NPG, BUDGET, &id);
 	th_fill(mem, NPG, 1);
 	th_budget_settle(c, id);
@@ -44,11 +110,7 @@ int main(void)
 	TH_ASSERT(bi.stored_pages >= NPG / 2, "only %llu pages stored: little was evicted",
 		  (unsigned long long)bi.stored_pages);
 
-	/* a free place for the move: reserved, then given up to mremap */
-	hint = mmap(NULL, NPG * PG, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	TH_ASSERT(hint != MAP_FAILED, "mmap: %s", strerror(errno));
-	moved = mremap(mem, NPG * PG, NPG * PG, MREMAP_MAYMOVE | MREMAP_FIXED, hint);
-	TH_ASSERT(moved == hint, "mremap: %s", strerror(errno));
+	moved = move_whole(mem);
 	for (double t0 = th_now(); th_budget(c, id).stored_pages == 0 && th_now() - t0 < 1;)
 		usleep(10000);
 	bi = th_budget(c, id);
@@ -57,11 +119,7 @@ int main(void)
 	TH_ASSERT(!bad, "%llu words read wrong at the new address (%llu pages' worth)",
 		  (unsigned long long)bad, (unsigned long long)bad / 512);
 	/* written again at the new place, eviction going on */
-	TH_ASSERT(!pthread_create(&th, NULL, write_gen2, moved), "pthread_create");
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 20;
-	TH_ASSERT(!pthread_timedjoin_np(th, NULL, &until),
-		  "a write at the new place waits after 20 s");
+	write_within(moved, 20, NULL, "moved");
 	th_budget_met(c, id, moved, NPG, BUDGET, 20);
 	bad = th_wrong(moved, NPG, 2);
 	TH_ASSERT(!bad, "%llu words wrong after the region was written and evicted again",
