@@ -63,12 +63,7 @@ int main(void)
 	rs_npfd_stop_signal(&d);
 	zap_log_poll(&zaps);
 	store = th_fd_of(d.swap);
-	for (__u64 p = 0; p < NPG; p++)
-		if (zaps.zap[p]) {
-			victims++;
-			stored += store >= 0 &&
-				  lseek(store, (off_t)(p * PG), SEEK_DATA) == (off_t)(p * PG);
-		}
+	victims = zap_log_victims(&zaps, store, &stored);
 	rs_npfd_kill(&d, SIGKILL);
 
 	/* 2. No npfd: the process drops one page with no copy under each zap. */

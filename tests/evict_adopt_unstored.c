@@ -86,12 +86,7 @@ int main(void)
 	rs_npfd_stop_signal(&d);
 	zap_log_poll(&zaps);
 	store = th_fd_of(d.swap);
-	for (uint64_t p = 0; p < NPG; p++)
-		if (zaps.zap[p]) {
-			victims++;
-			stored += store >= 0 &&
-				  lseek(store, (off_t)(p * PG), SEEK_DATA) == (off_t)(p * PG);
-		}
+	victims = zap_log_victims(&zaps, store, &stored);
 	n = th_frozen_pages(getpid(), mem, NPG, present);
 	printf("the first npfd: %u zaps behind the gate, %llu victims (%llu with a stored copy), %llu pages present and write-protected\n",
 	       zaps.n, (unsigned long long)victims, (unsigned long long)stored,

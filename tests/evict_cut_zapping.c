@@ -55,13 +55,9 @@ static void cut_while_zapping(struct npf_client *c, double hold, const char *wha
 	struct timespec until;
 	pthread_t th;
 	__u64 bad = 0, badpages = 0, under = 0, k = 0;
-	int id, fd;
+	int id;
 
-	mem = th_budget_region(c, NPG, NPG, &id);
-	th_fill(mem, NPG, 1);
-	fd = th_evict_ring_fd();
-	TH_ASSERT(fd >= 0, "this process has no eviction ring");
-	zap_log_gated_budget(&zaps, &g, fd, c, id, mem, NPG, BUDGET, 1);
+	mem = zap_log_gated_region(&zaps, &g, c, NPG, BUDGET, &id);
 	zap_log_for(&zaps, hold);
 	for (__u64 p = CUT; p < NPG; p++) {
 		under += zaps.zap[p] != 0;

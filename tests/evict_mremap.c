@@ -64,13 +64,9 @@ static void move_while_evicting(struct npf_client *c, struct th_npfd *d)
 	struct th_gate g;
 	char *mem, *moved;
 	__u64 bad;
-	int id, fd;
+	int id;
 
-	mem = th_budget_region(c, NPG, NPG, &id);
-	th_fill(mem, NPG, 1);
-	fd = th_evict_ring_fd();
-	TH_ASSERT(fd >= 0, "this process has no eviction ring");
-	zap_log_gated_budget(&zaps, &g, fd, c, id, mem, NPG, BUDGET, 1);
+	mem = zap_log_gated_region(&zaps, &g, c, NPG, BUDGET, &id);
 	moved = move_whole(mem);
 	write_within(moved, 10, &g, "a batch under way at the move");
 	TH_ASSERT(th_npfd_alive(d), "npfd died after the move");

@@ -129,4 +129,37 @@ static inline void zap_log_gated_budget(struct zap_log *l, struct th_gate *g, in
 	zap_log_poll(l);
 }
 
+/* Pages under the logged zaps; those of them with a copy in store (a descriptor, or -1) in *stored. */
+static inline __u64 zap_log_victims(const struct zap_log *l, int store, __u64 *stored)
+{
+	__u64 victims = 0;
+
+	*stored = 0;
+	for (__u64 p = 0; p < l->npages; p++)
+		if (l->zap[p]) {
+			victims++;
+			*stored += store >= 0 &&
+				   lseek(store, (off_t)(p * 4096), SEEK_DATA) == (off_t)(p * 4096);
+		}
+	return victims;
+}
+
+/*
+ * A region of npages pages registered with c (its id in *id), generation
+ * 1 written to every page, then brought down to a budget of `pages` with
+ * its zaps held behind the gate (zap_log_gated_budget(): one at least).
+ */
+static inline char *zap_log_gated_region(struct zap_log *l, struct th_gate *g, struct npf_client *c,
+					 __u64 npages, __u64 pages, int *id)
+{
+	char *mem = th_budget_region(c, npages, npages, id);
+	int fd;
+
+	th_fill(mem, npages, 1);
+	fd = th_evict_ring_fd();
+	TH_ASSERT(fd >= 0, "this process has no eviction ring");
+	zap_log_gated_budget(l, g, fd, c, *id, mem, npages, pages, 1);
+	return mem;
+}
+
 #endif
