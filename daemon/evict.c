@@ -1429,8 +1429,8 @@ void evict_wp_fault(struct npfd_mm *mm, __u64 addr)
  * Is a REMOVE of [start, end) surely the process's own drop? A zap's
  * covers pages of one run of victims and nothing else (the kernel cuts it
  * at mapping boundaries, never widens it), and every such page is busy
- * (or late) until its zap is known done. A REMOVE that reaches a page
- * outside the region, or one neither busy nor late, is no zap of this
+ * (late ones too) until its zap is known done. A REMOVE that reaches a
+ * page outside the region, or one not busy, is no zap of this
  * npfd's; while an earlier npfd's zaps may run, nothing can be told.
  */
 static bool remove_is_own(const struct npfd_region *r, __u64 start, __u64 end, bool old_zap)
@@ -1448,7 +1448,7 @@ static bool remove_is_own(const struct npfd_region *r, __u64 start, __u64 end, b
 	for (__u64 p = start; p < end; p += NPF_PAGE_SIZE) {
 		__u64 i = page_index(r, p);
 
-		if (!bit_test(r->ev->busy, i) && !bit_test(r->ev->late, i))
+		if (!bit_test(r->ev->busy, i)) /* a late page is busy too */
 			return true;
 	}
 	return false;
