@@ -188,7 +188,7 @@ freeze-cut-leaves-busy @@ daemon/evict.c @@ s{\tfor \(unsigned int i = n; i < b.
 remove-taken-for-zap @@ daemon/evict.c @@ s{(\t\t\tif \(r->budget_info\)\n\t\t\t\tr->budget_info->evicted_pages\+\+;\n)(\t\t\tcontinue;)}{$1\t\t\tbit_set(r->ev->busy, i, false);\n\t\t\twake_page(r->mm, p);\n$2} @@ evict_adopt_frozen
 own-drop-taken-for-zap @@ daemon/evict.c @@ s{if \(b\.zapped\[at\] && at < b\.zap_next\) }{if (b.zapped[at]) } @@ evict_drop_own
 own-drop-copy-kept @@ daemon/evict.c @@ s{(\t\t\tb\.dropped\[at\] = true;\n)\t\t\tfree_slots\(r, i, i\);\n}{$1} @@ evict_drop_own
-own-drop-wider-taken-for-zap @@ daemon/evict.c @@ s{\tif \(start < r->start \|\| end > r->start \+ r->length\)\n\t\treturn true;\n\tfor \(}{\treturn false;\n\tfor (} @@ evict_drop_own
+own-drop-wider-taken-for-zap @@ daemon/evict.c @@ s{(static bool remove_is_own\([^)]*\)\n\{\n)}{$1\treturn false;\n} @@ evict_drop_own
 own-drop-told-under-old-zaps @@ daemon/evict.c @@ s{\tif \(old_zap\)\n\t\treturn false;\n}{} @@ evict_adopt_dropped
 cut-leaves-zapping-unmarked @@ daemon/evict.c @@ s{\t\t\tbit_set\(e->late, i, !b\.removed\[k\]\);\n}{} @@ evict_cut_zapping
 cut-clears-busy @@ daemon/evict.c @@ s{\t\tbit_set\(e->busy, i, bit_test\(e->busy, i \+ shift\)\);\n}{\t\tbit_set(e->busy, i, false);\n} @@ evict_cut_zapping
