@@ -1606,6 +1606,44 @@ void evict_region_moved(struct npfd_region *r, __u64 delta)
 		batch_abandon(r, 0, delta);
 }
 
+static void write_reap(bool wait);
+
+__u8 *evict_part_leaving(struct npfd_region *r, __u64 lo, __u64 hi, __u64 *off0)
+{
+	struct evict_region *e = r->ev;
+	__u64 first = page_index(r, lo), n = (hi - lo) >> NPF_PAGE_SHIFT, j, found = 0;
+	__u8 *map;
+
+	if (!e)
+		return NULL;
+	/* a copy (in the store or the file) is not all there before its write completes */
+	for (j = 0; b.state == B_WRITE && j < b.n; j++)
+		if (b.r == r && b.page[j] >= lo && b.page[j] < hi) {
+			write_reap(true);
+			break;
+		}
+	if (!e->stored || r->store_fd < 0)
+		return NULL;
+	map = calloc(n / 8 + 1, 1);
+	if (!map)
+		return NULL;
+	for (j = 0; j < n; j++) {
+		if (!bit_test(e->stored, first + j))
+			continue;
+		bit_set(map, j, true);
+		bit_set(e->stored, first + j, false);
+		found++;
+	}
+	if (r->budget_info)
+		r->budget_info->stored_pages -= found;
+	*off0 = store_offset(e, first);
+	if (!found) {
+		free(map);
+		return NULL;
+	}
+	return map;
+}
+
 void evict_region_cut(struct npfd_region *r, __u64 shift)
 {
 	struct evict_region *e = r->ev;

@@ -28,6 +28,7 @@
 #include "device.h"
 #include "evict.h"
 #include "memcg.h"
+#include "moved.h"
 #include "ids.h"
 #include "log.h"
 #include "loop.h"
@@ -58,6 +59,7 @@ static void loop_after(bool polling)
 {
 	if (polling)
 		busypoll_hot(resolve_uffd_ready);
+	moved_step(); /* before the faults that wait for it */
 	resolve_flush();
 	device_flush();
 	evict_tick();
@@ -74,7 +76,8 @@ static void loop_after(bool polling)
  */
 static bool loop_pending(void)
 {
-	return resolve_pending() || device_awaiting() || evict_busy() || control_pending();
+	return resolve_pending() || device_awaiting() || evict_busy() || control_pending() ||
+	       moved_pending();
 }
 
 /*
@@ -161,6 +164,7 @@ static void wire(void)
 		.dropped = evict_range_removed,
 		.cut = evict_region_cut,
 		.moved = evict_region_moved,
+		.part_leaving = evict_part_leaving,
 		.unmapping = evict_range_unmapped,
 		.mm_going = mm_going,
 		.mm_gone = mm_gone,
@@ -333,6 +337,7 @@ int main(int argc, char **argv)
 	}
 	sd_notify(0, "STOPPING=1");
 	ids_close(nr_regions != 0);
+	moved_stop();
 	evict_stop();
 	control_close();
 	mmwatch_close();

@@ -30,6 +30,7 @@
 #include "ids.h"
 #include "log.h"
 #include "loop.h"
+#include "moved.h"
 #include "region.h"
 #include "util.h"
 #include "wire_check.h"
@@ -142,6 +143,7 @@ void mm_destroy(struct npfd_mm *mm, bool unregister_ranges)
 		region_remove(r, unregister_ranges);
 	if (hooks.mm_gone)
 		hooks.mm_gone(mm);
+	moved_mm_gone(mm);
 	collect_filter_remove(mm->tgid);
 	collect_nic_uprobe_put(mm);
 	source_del(mm->src);
@@ -926,6 +928,7 @@ void mm_range_removed(struct npfd_mm *mm, __u64 start, __u64 end)
 {
 	struct npfd_region *r;
 
+	moved_removed(mm, start, end, false);
 	list_for_each_entry(r, &mm->regions, node)
 		if (start < r->start + r->length && r->start < end)
 			region_dropped(r, start, end);
@@ -938,6 +941,7 @@ void mm_unmapped(struct npfd_mm *mm, __u64 start, __u64 end)
 
 	if (hooks.unmapping)
 		hooks.unmapping(mm, start, end);
+	moved_removed(mm, start, end, true);
 	mm_range_removed(mm, start, end);
 	list_for_each_entry_safe(r, tmp, &mm->regions, node) {
 		__u64 rs = r->start, re = r->start + r->length;
@@ -969,11 +973,48 @@ void mm_unmapped(struct npfd_mm *mm, __u64 start, __u64 end)
 	}
 }
 
-/* mremap: a region that moved whole follows its memory. */
+/*
+ * Part [lo, hi) of r moved by delta bytes (a partial mremap: the kernel
+ * moved its pages, and its userfaultfd registration with them). A region
+ * is one range, so the part leaves it, but not its data: what only npfd
+ * holds -- a page in eviction's store, or in a file-backed region a page
+ * not read from its file yet -- goes to the new place (moved.c), before
+ * any fault there is answered. Then the kernel serves the range as any
+ * memory of the process. Taken for a drop, every evicted page of the part
+ * read zeros at its new place (tests/evict_mremap_part). Left for the
+ * kernel: anonymous pages never written (zeros either way), and a
+ * file-backed region's pages past the end of its file (zeros, not SIGBUS).
+ */
+static void part_moved(struct npfd_region *r, __u64 lo, __u64 hi, __u64 delta)
+{
+	__u64 off0 = 0;
+	__u8 *todo = hooks.part_leaving ? hooks.part_leaving(r, lo, hi, &off0) : NULL;
+	int fd = -1;
+
+	if (todo) {
+		fd = fcntl(r->store_fd, F_DUPFD_CLOEXEC, 0);
+	} else if (r->backing == NPF_BACKING_FILE) {
+		fd = fcntl(r->file_fd, F_DUPFD_CLOEXEC, 0);
+		off0 = r->file_offset + (lo - r->start);
+	}
+	if ((todo || r->backing == NPF_BACKING_FILE) && fd < 0)
+		pr_err("pid %d: the part of region %u moved to 0x%llx reads zeros where npfd held its pages: %s",
+		       r->mm->tgid, r->id, (unsigned long long)(lo + delta), strerror(errno));
+	pr_warn("pid %d moved pages 0x%llx-0x%llx of region %u to 0x%llx: they leave the region",
+		r->mm->tgid, (unsigned long long)lo, (unsigned long long)hi, r->id,
+		(unsigned long long)(lo + delta));
+	moved_start(r->mm, r->id, lo + delta, (hi - lo) >> NPF_PAGE_SHIFT, fd, off0,
+		    fd >= 0 ? todo : NULL, todo != NULL);
+	if (fd < 0)
+		free(todo);
+}
+
+/* mremap: a region that moved whole follows its memory; a part moved leaves its region. */
 void mm_remapped(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len)
 {
 	struct npfd_region *r;
 
+	moved_remapped(mm, from, to, len); /* a part moved earlier, not all put back yet */
 	list_for_each_entry(r, &mm->regions, node) {
 		if (r->start < from || r->start + r->length > from + len)
 			continue;
@@ -995,19 +1036,15 @@ void mm_remapped(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len)
 		pr_info("pid %d moved region %u to 0x%llx", mm->tgid, r->id,
 			(unsigned long long)r->start);
 	}
-	/*
-	 * What is left in [from, from + len): parts of regions moved away, as
-	 * if unmapped (the regions moved whole are at their new place by now:
-	 * the two ranges never overlap).
-	 */
-	if (hooks.unmapping)
-		hooks.unmapping(mm, from, from + len);
+	/* the regions moved whole are at their new place by now: the two ranges never overlap */
 	list_for_each_entry(r, &mm->regions, node) {
-		if (!(r->start < from + len && from < r->start + r->length))
-			continue;
-		region_dropped(r, from, from + len);
-		pr_warn("pid %d moved part of region %u: faults in the moved part are zero-filled",
-			mm->tgid, r->id);
+		__u64 lo = from > r->start ? from : r->start;
+		__u64 hi = from + len < r->start + r->length ? from + len : r->start + r->length;
+
+		if (lo < hi)
+			part_moved(r, lo, hi, to - from);
 	}
+	/* what is left at [from, from + len) is as if unmapped: regions there shrink */
+	mm_unmapped(mm, from, from + len);
 	collect_filter_update(mm->tgid, mm);
 }

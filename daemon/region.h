@@ -51,6 +51,14 @@ struct region_hooks {
 	void (*cut)(struct npfd_region *r, __u64 shift);
 	/* mremap moves r whole by delta bytes (called before r->start changes). */
 	void (*moved)(struct npfd_region *r, __u64 delta);
+	/*
+	 * [lo, hi) of r leaves it (a part moved away by mremap), r->start
+	 * unchanged: a write-back of its pages in flight is waited for. The
+	 * pages whose copies only the swap store (r->store_fd) holds: a map
+	 * (bit j: page lo + j pages, its copy at byte *off0 + j pages), or
+	 * NULL for none; their slots are the caller's now, to punch.
+	 */
+	__u8 *(*part_leaving)(struct npfd_region *r, __u64 lo, __u64 hi, __u64 *off0);
 	/* mm is being torn down: before its regions go, and after. */
 	void (*mm_going)(struct npfd_mm *mm);
 	void (*mm_gone)(struct npfd_mm *mm);

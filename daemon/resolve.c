@@ -39,6 +39,7 @@
 #include "busypoll.h"
 #include "collect.h"
 #include "log.h"
+#include "moved.h"
 #include "policy.h"
 #include "region.h"
 #include "resolve.h"
@@ -730,6 +731,11 @@ void resolve_flush(void)
 				if (!rn->status && rn->region->stats)
 					rn->region->stats->bytes_read +=
 						(__u64)rn->npages * NPF_PAGE_SIZE;
+				continue;
+			}
+			if (!rn->region && moved_waits(rn->mm, rn->start)) {
+				/* a part moved out of a region: its pages are on their way (moved.c) */
+				rn->status = -EAGAIN;
 				continue;
 			}
 			if (!rn->region && rn->mm->adopting) {

@@ -21,6 +21,7 @@ config
 loop
 busypoll
 collect
+moved
 region
 policy
 runs

@@ -196,6 +196,10 @@ cut-forgets-installed @@ daemon/region.c @@ s{\t\t\tshift_installed\(r, \(end - 
 remap-taken-for-drop @@ daemon/region.c @@ s{\t\t\tregion_invalidate\(r, r->start, r->start \+ r->length\);\n}{\t\t\tregion_dropped(r, r->start, r->start + r->length);\n} @@ evict_mremap
 move-keeps-batch @@ daemon/evict.c @@ s{\tif \(r->ev && b\.state != B_IDLE && b\.r == r\)\n\t\tbatch_abandon\(r, 0, delta\);\n}{\t(void)delta;\n} @@ evict_mremap
 abandon-leaves-frozen @@ daemon/evict.c @@ s{\t\tunfreeze\(r->mm, NULL, b\.page\[k\] \+ delta\);\n}{} @@ evict_mremap evict_cut_zapping
+moved-part-not-put-back @@ daemon/moved.c @@ s{\tif \(got <= 0\)\n}{\tif (1)\n} @@ evict_mremap_part
+moved-faults-not-held @@ daemon/resolve.c @@ s{if \(!rn->region && moved_waits\(rn->mm, rn->start\)\)}{if (0)} @@ evict_mremap_part
+moved-slots-not-handed-over @@ daemon/evict.c @@ s{\t\tbit_set\(e->stored, first \+ j, false\);\n}{} @@ evict_mremap_part
+moved-part-stays-registered @@ daemon/moved.c @@ s{\tif \(ioctl\(pt->mm->uffd, UFFDIO_UNREGISTER, &range\)}{\tif (0 && ioctl(pt->mm->uffd, UFFDIO_UNREGISTER, &range)} @@ evict_mremap_part
 batch-removed-page-let-go @@ daemon/evict.c @@ s{\t\tif \(zaps_pending && i < b.zap_next && b.zapped\[i\]\) \{(.*?)(bool zap_left = zaps_pending && !b.unmapped\[i\] && i < b.zap_next && b.zapped\[i\])}{\t\tif (0) \{$1$2 && !b.removed[i]}s @@ evict_adopt_frozen
 zap-pending-installed-writable @@ daemon/resolve.c @@ s{\(!rn->write \|\| \(hooks.zap_may_run && hooks.zap_may_run\(rn\)\)\)}{!rn->write} @@ evict_adopt_frozen
 stored-zap-pending-installed-writable @@ daemon/evict.c @@ s{\(!rn->write \|\| zap_may_run\(r, addr\)\)}{!rn->write} @@ evict_adopt_frozen

@@ -1,0 +1,315 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Parts of registered regions moved with mremap(). A region is one range,
+ * so a part moved away leaves it (UFFD_EVENT_REMAP); its data must go
+ * with it. What only npfd held -- anonymous pages evicted to its swap
+ * store, a file-backed region's pages not read from its file yet -- must
+ * read right at the new place, and the part must be the process's
+ * ordinary memory there: written at once, nobody waiting for good. What
+ * stays of the region must read right and still meet its budget.
+ *
+ *   1. the middle of an anonymous region with a batch under way (its zaps
+ *      held behind a gate, th_gate_close()), writers at the new place;
+ *   2. the middle of one mostly evicted (a hole stays in the region), a
+ *      part larger than npfd puts back at once, its last page read first;
+ *   3. the head of one (the region is cut: its page state shifts down);
+ *   4. the middle of a file-backed region: pages read and evicted, pages
+ *      never read.
+ */
+#include <pthread.h>
+#include <sys/mman.h>
+#include "budget.h"
+#include "zap_log.h"
+
+#define PG 4096UL
+#define NPG 1024UL
+#define BUDGET 64UL
+#define PART 256UL /* pages moved, from page PART on (the middle) or 0 (the head) */
+#define FILE_FIRST (PART + PART / 2) /* the file-backed region's part: read, and never read */
+/* 2.: a part of 8 times what npfd puts back in one pass of its loop (moved.c) */
+#define BIG_NPG 12288UL
+#define BIG_FIRST 2048UL
+#define BIG_PART 8192UL
+
+/* generation gen at pages [first, first + n) of a region, written at mem (its page first) */
+static void fill_at(char *mem, __u64 first, __u64 n, __u64 gen)
+{
+	for (__u64 p = 0; p < n; p++)
+		for (__u64 w = 0; w < 512; w++)
+			((__u64 *)(void *)(mem + p * PG))[w] = th_word(gen, first + p, w);
+}
+
+static __u64 wrong_at(const char *mem, __u64 first, __u64 n, __u64 gen)
+{
+	__u64 bad = 0;
+
+	for (__u64 p = 0; p < n; p++)
+		for (__u64 w = 0; w < 512; w++)
+			bad += ((const __u64 *)(const void *)(mem + p * PG))[w] !=
+			       th_word(gen, first + p, w);
+	return bad;
+}
+
+/* Pages [first, first + n) of the region at mem moved to a free place; where they went. */
+static char *move_part(char *mem, __u64 first, __u64 n)
+{
+	char *hint = mmap(NULL, n * PG, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), *moved;
+
+	TH_ASSERT(hint != MAP_FAILED, "mmap: %s", strerror(errno));
+	moved = mremap(mem + first * PG, n * PG, n * PG, MREMAP_MAYMOVE | MREMAP_FIXED, hint);
+	TH_ASSERT(moved == hint, "mremap: %s", strerror(errno));
+	return moved;
+}
+
+/*
+ * The moved part is the process's ordinary memory within 5 s: no longer
+ * registered with the userfaultfd (no "um"/"uw" in its VmFlags).
+ */
+static void check_unregistered(const char *what, const char *moved)
+{
+	for (double t0 = th_now();; usleep(10000)) {
+		FILE *f = fopen("/proc/self/smaps", "r");
+		char line[512], flags[512] = "";
+		bool in = false;
+
+		TH_ASSERT(f, "open smaps: %s", strerror(errno));
+		while (fgets(line, sizeof(line), f)) {
+			unsigned long lo, hi;
+
+			if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, ' ') &&
+			    line[strcspn(line, " ")] == ' ' &&
+			    strchr(line, '-') < strchr(line, ' '))
+				in = lo <= (unsigned long)moved && (unsigned long)moved < hi;
+			else if (in && !strncmp(line, "VmFlags:", 8))
+				snprintf(flags, sizeof(flags), "%s", line + 8);
+		}
+		fclose(f);
+		if (!strstr(flags, " um") && !strstr(flags, " uw"))
+			return;
+		TH_ASSERT(th_now() - t0 < 5, "%s: the moved part is still registered 5 s on:%s",
+			  what, flags);
+	}
+}
+
+static void check_part(const char *what, const char *mem, __u64 first, __u64 n, __u64 gen)
+{
+	__u64 bad = wrong_at(mem, first, n, gen);
+
+	printf("%s: pages %llu-%llu: %llu words wrong (%llu pages' worth)\n", what,
+	       (unsigned long long)first, (unsigned long long)(first + n - 1),
+	       (unsigned long long)bad, (unsigned long long)bad / 512);
+	TH_ASSERT(!bad, "%s: %llu words of pages %llu-%llu do not hold generation %llu", what,
+		  (unsigned long long)bad, (unsigned long long)first,
+		  (unsigned long long)(first + n - 1), (unsigned long long)gen);
+}
+
+static char *writer_mem;
+static __u64 writer_first, writer_n;
+
+static void *write_moved(void *arg)
+{
+	(void)arg;
+	fill_at(writer_mem, writer_first, writer_n, 2);
+	return NULL;
+}
+
+/*
+ * Generation 2 written to the n pages moved (the region's pages first on)
+ * within secs; a gate given opens 0.3 s after the writes start.
+ */
+static void write_moved_within(char *moved, __u64 first, __u64 n, int secs, struct th_gate *g)
+{
+	struct timespec until;
+	pthread_t th;
+
+	writer_mem = moved;
+	writer_first = first;
+	writer_n = n;
+	TH_ASSERT(!pthread_create(&th, NULL, write_moved, NULL), "pthread_create");
+	if (g) {
+		usleep(300000);
+		th_gate_open(g);
+	}
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += secs;
+	TH_ASSERT(!pthread_timedjoin_np(th, NULL, &until),
+		  "a write to the moved part still waits after %d s", secs);
+}
+
+/* At most `pages` of a region of npg pages at mem but its moved-away [first, first + n) present within 20 s. */
+static void rest_met(struct npf_client *c, int id, const char *mem, __u64 npg, __u64 first, __u64 n,
+		     __u64 pages)
+{
+	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, pages * PG, NULL),
+		  "set a budget: %s", npf_client__errmsg(c));
+	for (double t0 = th_now();; usleep(100000)) {
+		__u64 present = th_present_pages(mem, first) +
+				th_present_pages(mem + (first + n) * PG, npg - first - n);
+
+		if (present <= pages) {
+			printf("%llu pages of what stays present with a budget of %llu\n",
+			       (unsigned long long)present, (unsigned long long)pages);
+			return;
+		}
+		TH_ASSERT(
+			th_now() - t0 < 20,
+			"%llu pages of what stays present 20 s after the budget came down to %llu",
+			(unsigned long long)present, (unsigned long long)pages);
+	}
+}
+
+/*
+ * A region keeps the addresses of a hole moved out of its middle: the
+ * next mmap may land there, and a region registered there would overlap
+ * it. Unregistered once its part of the test is over.
+ */
+static void done(struct npf_client *c, int id)
+{
+	TH_ASSERT(!npf_client__unregister(c, (__u32)id), "unregister: %s", npf_client__errmsg(c));
+}
+
+static void middle_while_evicting(struct npf_client *c)
+{
+	static struct zap_log zaps;
+	struct th_gate g;
+	char *mem, *moved;
+	int id;
+
+	mem = zap_log_gated_region(&zaps, &g, c, NPG, BUDGET, &id);
+	moved = move_part(mem, PART, PART);
+	write_moved_within(moved, PART, PART, 10, &g);
+	printf("a batch under way at the move: %u zaps behind the gate\n", zaps.n);
+	check_part("1. moved during a batch", moved, PART, PART, 2);
+	check_unregistered("1. moved during a batch", moved);
+	check_part("1. stays, below", mem, 0, PART, 1);
+	check_part("1. stays, above", mem + 2 * PART * PG, 2 * PART, NPG - 2 * PART, 1);
+	rest_met(c, id, mem, NPG, PART, PART, 16);
+	check_part("1. stays, below, evicted", mem, 0, PART, 1);
+	check_part("1. stays, above, evicted", mem + 2 * PART * PG, 2 * PART, NPG - 2 * PART, 1);
+	done(c, id);
+}
+
+/* A region of npg pages filled with generation 1 and evicted down to its budget: most of it stored. */
+static char *evicted_region(struct npf_client *c, __u64 npg, int *id)
+{
+	char *mem = th_budget_region(c, npg, BUDGET, id);
+	struct npf_budget_info bi;
+
+	th_fill(mem, npg, 1);
+	th_budget_settle(c, *id);
+	bi = th_budget(c, *id);
+	printf("before the move: %llu pages resident, %llu stored\n",
+	       (unsigned long long)bi.resident_pages, (unsigned long long)bi.stored_pages);
+	TH_ASSERT(bi.stored_pages >= npg / 2, "only %llu pages stored: little was evicted",
+		  (unsigned long long)bi.stored_pages);
+	return mem;
+}
+
+/*
+ * More pages than npfd puts back in one pass of its loop (moved.c): a
+ * fault on the last one, right after the move, must wait for its data.
+ */
+static void middle_evicted(struct npf_client *c)
+{
+	const __u64 last = BIG_FIRST + BIG_PART - 1;
+	char *mem, *moved;
+	__u64 word;
+	int id;
+
+	mem = evicted_region(c, BIG_NPG, &id);
+	moved = move_part(mem, BIG_FIRST, BIG_PART);
+	word = *(volatile __u64 *)(void *)(moved + (BIG_PART - 1) * PG);
+	TH_ASSERT(word == th_word(1, last, 0),
+		  "2. the moved part's last page read at once: %#llx, not generation 1",
+		  (unsigned long long)word);
+	check_part("2. moved", moved, BIG_FIRST, BIG_PART, 1);
+	check_unregistered("2. moved", moved);
+	write_moved_within(moved, BIG_FIRST, BIG_PART, 5, NULL);
+	check_part("2. moved, written", moved, BIG_FIRST, BIG_PART, 2);
+	check_part("2. stays, below", mem, 0, BIG_FIRST, 1);
+	check_part("2. stays, above", mem + (BIG_FIRST + BIG_PART) * PG, BIG_FIRST + BIG_PART,
+		   BIG_NPG - BIG_FIRST - BIG_PART, 1);
+	rest_met(c, id, mem, BIG_NPG, BIG_FIRST, BIG_PART, 16);
+	check_part("2. moved, after more eviction", moved, BIG_FIRST, BIG_PART, 2);
+	done(c, id);
+}
+
+static void head_evicted(struct npf_client *c)
+{
+	char *mem, *moved;
+	int id;
+
+	mem = evicted_region(c, NPG, &id);
+	moved = move_part(mem, 0, PART);
+	check_part("3. moved head", moved, 0, PART, 1);
+	check_unregistered("3. moved head", moved);
+	check_part("3. stays", mem + PART * PG, PART, NPG - PART, 1);
+	th_budget_met(c, id, mem + PART * PG, NPG - PART, 16, 20);
+	check_part("3. stays, evicted", mem + PART * PG, PART, NPG - PART, 1);
+	write_moved_within(moved, 0, PART, 5, NULL);
+	check_part("3. moved head, written", moved, 0, PART, 2);
+	done(c, id);
+}
+
+/*
+ * Pages [0, 2 * PART) read (and evicted, clean: the file has them), the
+ * rest never; the part moved is half of each.
+ */
+static void file_middle(struct npf_client *c)
+{
+	char path[64] = "/tmp/npf-mremap-part-XXXXXX", *mem, *moved;
+	__u64 buf[PG / 8];
+	int fd, id;
+
+	fd = mkstemp(path);
+	TH_ASSERT(fd >= 0, "mkstemp: %s", strerror(errno));
+	unlink(path);
+	for (__u64 p = 0; p < NPG; p++) {
+		for (__u64 w = 0; w < PG / 8; w++)
+			buf[w] = th_word(1, p, w);
+		TH_ASSERT(pwrite(fd, buf, PG, (off_t)(p * PG)) == (ssize_t)PG, "write the file");
+	}
+	mem = mmap(NULL, NPG * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	TH_ASSERT(mem != MAP_FAILED, "mmap");
+	NPF_OPTS(npf_region_opts, o, .backing = NPF_BACKING_FILE, .backing_fd = fd,
+		 .name = "mremap-part");
+	id = npf_client__register(c, mem, NPG * PG, &o);
+	TH_ASSERT(id > 0, "register: %s", npf_client__errmsg(c));
+	TH_ASSERT(!npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, BUDGET * PG, NULL),
+		  "set budget: %s", npf_client__errmsg(c));
+	check_part("4. file, read", mem, 0, 2 * PART, 1);
+	th_budget_settle(c, id);
+	printf("4. file: %llu of the %lu pages read are present before the move\n",
+	       (unsigned long long)th_present_pages(mem, 2 * PART), 2 * PART);
+	moved = move_part(mem, FILE_FIRST, PART);
+	check_part("4. file, moved", moved, FILE_FIRST, PART, 1);
+	check_unregistered("4. file, moved", moved);
+	write_moved_within(moved, FILE_FIRST, PART, 5, NULL);
+	check_part("4. file, moved, written", moved, FILE_FIRST, PART, 2);
+	check_part("4. file, stays, below", mem, 0, FILE_FIRST, 1);
+	check_part("4. file, stays, above", mem + (FILE_FIRST + PART) * PG, FILE_FIRST + PART,
+		   NPG - FILE_FIRST - PART, 1);
+	done(c, id);
+	close(fd);
+}
+
+int main(void)
+{
+	struct th_npfd d;
+	struct npf_client *c;
+
+	th_npfd_start(&d, NULL);
+	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock);
+	c = npf_client__connect(&co);
+	TH_ASSERT(c, "connect: %s", strerror(errno));
+	/* first: a gate needs the ring's io-wq to have one worker (evict_mremap.c) */
+	middle_while_evicting(c);
+	middle_evicted(c);
+	head_evicted(c);
+	file_middle(c);
+	TH_ASSERT(th_npfd_alive(&d), "npfd died");
+	npf_client__close(c);
+	th_npfd_stop(&d);
+	printf("PASS\n");
+	return 0;
+}
