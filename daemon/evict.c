@@ -125,9 +125,18 @@ struct evict_region {
 struct evict_ring {
 	struct io_uring ring;
 	int fd;
-	bool draining;	 /* the client's budget: as evict_region.draining */
-	__u32 last_id;	 /* the client's region that gave last: its regions give in turn */
-	__u32 old_zaps;	 /* an earlier npfd's zaps still in flight when the ring was adopted */
+	bool draining;	/* the client's budget: as evict_region.draining */
+	__u32 last_id;	/* the client's region that gave last: its regions give in turn */
+	__u32 old_zaps; /* an earlier npfd's zaps still in flight when the ring was adopted */
+	/*
+	 * What they may drop: the ranges of the earlier npfds' zaps among the
+	 * ring's last NPF_EVICT_RING_ENTRIES submissions, where every zap in
+	 * flight is (zap_more()); old_known false: more in flight than that,
+	 * so not all known.
+	 */
+	__u64 old_range[NPF_EVICT_RING_ENTRIES][2];
+	unsigned int n_old_ranges;
+	bool old_known;
 	__u32 late_zaps; /* this npfd's zaps still in flight after their batch ended */
 	/* unregisters answered once no zap is in flight (evict_region_gone()) */
 	struct npfd_wait *waits;
@@ -311,27 +320,68 @@ static void found_old_frozen(struct npfd_region *r, __u64 start, __u64 npages, v
 }
 
 /*
+ * The adopted ring tells which ranges the earlier npfds' zaps in flight
+ * may drop (ring_take_over()): exactly the pages under them are possible
+ * victims, whatever they are now.
+ */
+static void old_frozen_from_ranges(struct npfd_region *r, struct evict_region *e,
+				   const struct evict_ring *er)
+{
+	memset(e->old_frozen, 0, e->npages / 8 + 1);
+	for (unsigned int k = 0; k < er->n_old_ranges; k++) {
+		__u64 lo = er->old_range[k][0], hi = lo + er->old_range[k][1];
+
+		lo = lo > r->start ? lo & ~(NPF_PAGE_SIZE - 1) : r->start;
+		hi = hi < r->start + r->length ? hi : r->start + r->length;
+		for (__u64 p = lo; p < hi; p += NPF_PAGE_SIZE)
+			bit_set(e->old_frozen, page_index(r, p), true);
+	}
+}
+
+static void found_present(struct npfd_region *r, __u64 start, __u64 npages, void *arg)
+{
+	__u8 *map = arg;
+
+	for (__u64 i = page_index(r, start), end = i + npages; i < end; i++)
+		bit_set(map, i, false);
+}
+
+/*
  * r's page state is made while zaps of the npfd before this one may still
  * run. A page write-protected now may be one of its victims whose zap has
  * not run: frozen with its copy stored, or clean and dropped with no copy
  * at all (installed as zeros or from its file and never written since).
  * Taken again, it would have a second zap queued behind the first, which
- * drops a write made between the two (zap_may_be_queued()). The stored
- * bits know only the first kind, and a file-backed region has none: the
- * kernel's write-protect bits know both. A REMOVE does not unmark a page:
- * it may be the process's own drop, the zap still to run (zap_may_run()).
- * Unreadable: every page counts as one.
+ * drops a write made between the two (zap_may_be_queued()). So may a page
+ * not present now: a victim the process dropped itself while no npfd ran
+ * (its zap still to run), written after the adoption, lost that write to
+ * the zap (tests/evict_adopt_dropped: 1 page of zeros); counted as one,
+ * it is installed write-protected and its writes wait for the earlier
+ * zaps (zap_may_run()). Only a page present and writable is surely no
+ * victim: a victim is write-protected before its zap is queued. The
+ * stored bits know only stored victims, and a file-backed region has
+ * none. A REMOVE does not unmark a page: it may be the process's own
+ * drop, the zap still to run. Unreadable: every page counts as one.
  */
 static int old_frozen_scan(struct npfd_region *r, struct evict_region *e)
 {
+	const struct evict_ring *er = r->mm->evict_ring;
 	int err;
 
-	e->old_frozen = calloc(e->npages / 8 + 1, 1);
+	if (!e->old_frozen)
+		e->old_frozen = malloc(e->npages / 8 + 1);
 	if (!e->old_frozen)
 		return -ENOMEM;
-	err = region_scan_present(r, true, found_old_frozen, e->old_frozen);
+	if (er && er->old_known) {
+		old_frozen_from_ranges(r, e, er);
+		return 0;
+	}
+	memset(e->old_frozen, 0xff, e->npages / 8 + 1);
+	err = region_scan_present(r, false, found_present, e->old_frozen);
+	if (!err)
+		err = region_scan_present(r, true, found_old_frozen, e->old_frozen);
 	if (err) {
-		pr_warn("region %u: cannot read which pages of pid %d are write-protected: %s (none is evicted until the earlier npfd's zaps are done)",
+		pr_warn("region %u: cannot read which pages of pid %d are present and write-protected: %s (none is evicted until the earlier npfd's zaps are done)",
 			r->id, r->mm->tgid, strerror(-err));
 		memset(e->old_frozen, 0xff, e->npages / 8 + 1);
 	}
@@ -577,10 +627,12 @@ static bool ring_layout_known;
  * (tests/evict_adopt_frozen lost pages so). One snapshot of the
  * completion tail decides both.
  */
-static int ring_take_over(struct io_uring *ring, __u32 *old, char *err, size_t errlen)
+static void old_zap_ranges(struct evict_ring *er, unsigned int sq_tail);
+
+static int ring_take_over(struct evict_ring *er, char *err, size_t errlen)
 {
-	struct io_uring_sq *sq = &ring->sq;
-	struct io_uring_cq *cq = &ring->cq;
+	struct io_uring_sq *sq = &er->ring.sq;
+	struct io_uring_cq *cq = &er->ring.cq;
 	unsigned int cq_head, cq_tail, sq_tail;
 
 	sq->ring_entries = ring_layout.sq_entries;
@@ -604,8 +656,101 @@ static int ring_take_over(struct io_uring *ring, __u32 *old, char *err, size_t e
 			cq_tail - cq_head, cq->ring_entries);
 	sq->sqe_head = sq->sqe_tail = sq_tail;
 	__atomic_store_n(cq->khead, cq_tail, __ATOMIC_RELEASE);
-	*old = sq_tail - cq_tail;
+	er->old_zaps = sq_tail - cq_tail;
+	old_zap_ranges(er, sq_tail);
 	return 0;
+}
+
+/*
+ * The ranges the earlier npfds' zaps still in flight may drop. An npfd
+ * keeps at most NPF_EVICT_RING_ENTRIES zaps in flight in a ring, its
+ * predecessors' counted (zap_more()), so each of them is among the last
+ * that many submitted, whose entries no later submission has written
+ * over: their zaps' ranges are a superset (some of those zaps are done).
+ * The client can write the entries: a lie makes its own writes wait, or
+ * exposes them to its own zaps -- as a lie about the count does.
+ */
+static void old_zap_ranges(struct evict_ring *er, unsigned int sq_tail)
+{
+	const struct io_uring_sq *sq = &er->ring.sq;
+	unsigned int n = sq->ring_entries, k;
+
+	er->n_old_ranges = 0;
+	er->old_known = er->old_zaps <= n;
+	if (!er->old_zaps || !er->old_known)
+		return;
+	for (k = sq_tail - (sq_tail < n ? sq_tail : n); k != sq_tail; k++) {
+		const struct io_uring_sqe *sqe =
+			&sq->sqes[sq->array[k & sq->ring_mask] & sq->ring_mask];
+
+		if (sqe->opcode != IORING_OP_MADVISE ||
+		    (sqe->user_data & 0xffffff0000000000ULL) != ZAP_TAG)
+			continue;
+		er->old_range[er->n_old_ranges][0] = sqe->addr;
+		er->old_range[er->n_old_ranges][1] = sqe->len;
+		er->n_old_ranges++;
+	}
+}
+
+static void unfreeze(struct npfd_mm *mm, struct npfd_region *r, __u64 page);
+static void adopt_frozen(struct npfd_region *r);
+static bool old_victim(const struct npfd_region *r, __u64 i, bool old_zaps);
+
+/*
+ * The ring came: until now (since the adoption) every page that might be
+ * an earlier npfd's victim counted as one (old_frozen_scan() by pagemap);
+ * now the ranges of its zaps in flight are known, and only their pages
+ * count. A page held meanwhile (a write to it waited, evict_wp_fault())
+ * that no such zap can reach goes on now.
+ */
+static void old_zaps_known(struct npfd_mm *mm)
+{
+	const struct evict_ring *er = mm->evict_ring;
+	char err[NPF_ERRMSG_LEN];
+	struct npfd_region *r;
+	__u64 i, let_go = 0;
+
+	if (!er->old_zaps)
+		return; /* late_settle() lets every held page go */
+	list_for_each_entry(r, &mm->regions, node) {
+		struct evict_region *e = r->ev;
+		bool under = false;
+
+		for (unsigned int k = 0; k < er->n_old_ranges; k++)
+			under |= er->old_range[k][0] < r->start + r->length &&
+				 er->old_range[k][0] + er->old_range[k][1] > r->start;
+		if (!er->old_known) {
+			adopt_frozen(r); /* as at the adoption, if not done then */
+			continue;
+		}
+		if (!e && !under)
+			continue;
+		/* page state for its possible victims, their installs write-protected */
+		if (!e || !e->old_frozen) {
+			if ((!e && !region_ev(r, err, sizeof(err))) ||
+			    (e && old_frozen_scan(r, e))) {
+				pr_warn("region %u: no page state for the earlier npfd's zaps",
+					r->id);
+				continue;
+			}
+			e = r->ev;
+		} else {
+			old_frozen_from_ranges(r, e, er);
+		}
+		if (under && region_wp(r, err, sizeof(err)))
+			pr_warn("region %u: %s", r->id, err);
+		for (i = 0; i < e->npages; i++) {
+			if (!bit_test(e->late, i) || old_victim(r, i, true))
+				continue;
+			bit_set(e->late, i, false);
+			bit_set(e->busy, i, false);
+			unfreeze(mm, r, r->start + i * NPF_PAGE_SIZE);
+			let_go++;
+		}
+	}
+	if (let_go)
+		pr_info("pid %d: %llu pages held for the earlier npfd's zaps are out of their reach: let go",
+			mm->tgid, (unsigned long long)let_go);
 }
 
 int evict_ring_adopt(struct npfd_client *c, const struct npf_evict_ring_req *req, char *err,
@@ -661,7 +806,7 @@ int evict_ring_adopt(struct npfd_client *c, const struct npf_evict_ring_req *req
 		if (ret) {
 			ret = refuse(err, errlen, -ret, "cannot map the io_uring: %s",
 				     strerror(-ret));
-		} else if ((ret = ring_take_over(&er->ring, &er->old_zaps, err, errlen))) {
+		} else if ((ret = ring_take_over(er, err, errlen))) {
 			io_uring_queue_exit(&er->ring); /* by npfd's sizes; closes fd */
 			fd = -1;
 		}
@@ -679,10 +824,14 @@ int evict_ring_adopt(struct npfd_client *c, const struct npf_evict_ring_req *req
 	for (unsigned int i = 0; i < er->ring.sq.ring_entries; i++)
 		er->ring.sq.array[i] = i;
 	if (er->old_zaps)
-		pr_info("pid %d: %u zaps of the earlier npfd are still in flight", c->pid,
-			er->old_zaps);
+		pr_info("pid %d: %u zaps of the earlier npfd are still in flight%s", c->pid,
+			er->old_zaps,
+			er->old_known ?
+				"" :
+				" (more than a ring holds: which pages they drop is not known)");
 	er->fd = fd;
 	mm->evict_ring = er;
+	old_zaps_known(mm);
 	pr_info("pid %d: eviction ring adopted", c->pid);
 	/* Its regions registered before the ring came may have a budget waiting. */
 	{
@@ -1326,8 +1475,11 @@ static bool in_batch(const struct npfd_region *r, __u64 page, unsigned int *at)
 
 /*
  * May page i be a victim of the npfd before this one, its zap still to
- * run? Stored, or write-protected when the page state was made
- * (old_frozen_scan()), while old_zaps (old_zaps_pending()).
+ * run, while old_zaps (old_zaps_pending())? Stored (not all stored pages
+ * are: a few wait for nothing, for as long as the earlier zaps take), or
+ * old_frozen: under one of its zaps in the adopted ring, once that is
+ * known (old_zaps_known()), and until then counted as one when the page
+ * state was made (old_frozen_scan(): write-protected, or not present).
  */
 static bool old_victim(const struct npfd_region *r, __u64 i, bool old_zaps)
 {
@@ -1402,7 +1554,7 @@ void evict_wp_fault(struct npfd_mm *mm, __u64 addr)
 	 * the zap's REMOVE evicts it, or late_settle() lets it go once no
 	 * earlier zap can run.
 	 */
-	if (r && r->ev && old_zaps_pending(mm)) {
+	if (r && r->ev && old_victim(r, page_index(r, page), old_zaps_pending(mm))) {
 		bit_set(r->ev->late, page_index(r, page), true);
 		bit_set(r->ev->busy, page_index(r, page), true);
 		mm->late_unsettled = true;
@@ -1575,11 +1727,15 @@ void evict_range_unmapped(struct npfd_mm *mm, __u64 start, __u64 end)
  * the batch, and batch_end() without a region touches none of them.
  */
 static void unfreeze(struct npfd_mm *mm, struct npfd_region *r, __u64 page);
+static void write_reap(bool wait);
 
 static void batch_abandon(struct npfd_region *r, __u64 shift, __u64 delta)
 {
 	struct evict_region *e = r->ev;
 
+	/* counted while the batch has its region (write_reap() counts through b.r) */
+	if (b.state == B_WRITE)
+		write_reap(true);
 	for (unsigned int k = 0; k < b.n; k++) {
 		__u64 i = page_index(r, b.page[k]);
 
@@ -1588,6 +1744,11 @@ static void batch_abandon(struct npfd_region *r, __u64 shift, __u64 delta)
 		if (b.zapped[k] && k < b.zap_next && !b.unmapped[k]) {
 			bit_set(e->late, i, !b.removed[k]);
 			r->mm->late_unsettled = true;
+			/* gone: batch_end() without a region counts nothing (a late one counts at its REMOVE) */
+			if (b.removed[k] && r->budget_info) {
+				r->budget_info->evicted_pages++;
+				r->budget_info->dropped_clean += !b.dirty[k];
+			}
 			continue;
 		}
 		bit_set(e->busy, i, false);
@@ -1605,8 +1766,6 @@ void evict_region_moved(struct npfd_region *r, __u64 delta)
 	if (r->ev && b.state != B_IDLE && b.r == r)
 		batch_abandon(r, 0, delta);
 }
-
-static void write_reap(bool wait);
 
 __u8 *evict_part_leaving(struct npfd_region *r, __u64 lo, __u64 hi, __u64 *off0)
 {
@@ -2120,9 +2279,18 @@ static void batch_end(void)
 	for (i = 0; i < b.n; i++) {
 		__u64 page = b.page[i];
 
-		/* the address may hold another mapping now: nothing to put back or unprotect */
-		if (b.unmapped[i])
+		/*
+		 * The address may hold another mapping now: nothing to put back
+		 * or unprotect. Its slot was punched at the unmap
+		 * (evict_range_removed()); a write of its copy that landed after
+		 * is punched again (a cut region's batch was abandoned after its
+		 * writes: batch_abandon()).
+		 */
+		if (b.unmapped[i]) {
+			if (r && r->ev && b.dirty[i] && page_index(r, page) < r->ev->npages)
+				unstore_late_write(r, page);
 			continue;
+		}
 		if (!r) {
 			/* below zap_next: handed to the ring (the others were never zapped) */
 			if (b.zapped[i] && i < b.zap_next && b.mm && !page_present(b.mm, page) &&
@@ -2413,8 +2581,16 @@ static void zap_more(void)
 		while (j < b.n && b.zapped[j] && !b.unmapped[j] &&
 		       b.page[j] == b.page[j - 1] + NPF_PAGE_SIZE)
 			j++;
-		/* at most a ring's worth in flight: the CQ ring holds twice that */
-		sqe = b.zaps < NPF_EVICT_RING_ENTRIES ? io_uring_get_sqe(ring) : NULL;
+		/*
+		 * At most a ring's worth in flight, late and earlier npfds' ones
+		 * counted: the CQ ring holds twice that, and the next npfd finds
+		 * every zap in flight among the ring's last entries
+		 * (old_zap_ranges()).
+		 */
+		sqe = b.zaps + b.mm->evict_ring->late_zaps + b.mm->evict_ring->old_zaps <
+				      NPF_EVICT_RING_ENTRIES ?
+			      io_uring_get_sqe(ring) :
+			      NULL;
 		if (!sqe)
 			break;
 		io_uring_prep_madvise(sqe, (void *)(uintptr_t)b.page[i],

@@ -200,6 +200,8 @@ moved-part-not-put-back @@ daemon/moved.c @@ s{\tif \(got <= 0\)\n}{\tif (1)\n} 
 moved-faults-not-held @@ daemon/resolve.c @@ s{if \(!rn->region && moved_waits\(rn->mm, rn->start\)\)}{if (0)} @@ evict_mremap_part
 moved-slots-not-handed-over @@ daemon/evict.c @@ s{\t\tbit_set\(e->stored, first \+ j, false\);\n}{} @@ evict_mremap_part
 moved-part-stays-registered @@ daemon/moved.c @@ s{\tif \(ioctl\(pt->mm->uffd, UFFDIO_UNREGISTER, &range\)}{\tif (0 && ioctl(pt->mm->uffd, UFFDIO_UNREGISTER, &range)} @@ evict_mremap_part
+old-ranges-missed @@ daemon/evict.c @@ s{\t\ter->n_old_ranges\+\+;\n}{} @@ evict_adopt_dropped evict_adopt_unstored
+wp-fault-waits-any-page @@ daemon/evict.c @@ s{if \(r && r->ev && old_victim\(r, page_index\(r, page\), old_zaps_pending\(mm\)\)\)}{if (r && r->ev && old_zaps_pending(mm))} @@ evict_adopt_unstored
 batch-removed-page-let-go @@ daemon/evict.c @@ s{\t\tif \(zaps_pending && i < b.zap_next && b.zapped\[i\]\) \{(.*?)(bool zap_left = zaps_pending && !b.unmapped\[i\] && i < b.zap_next && b.zapped\[i\])}{\t\tif (0) \{$1$2 && !b.removed[i]}s @@ evict_adopt_frozen
 zap-pending-installed-writable @@ daemon/resolve.c @@ s{\(!rn->write \|\| \(hooks.zap_may_run && hooks.zap_may_run\(rn\)\)\)}{!rn->write} @@ evict_adopt_frozen
 stored-zap-pending-installed-writable @@ daemon/evict.c @@ s{\(!rn->write \|\| zap_may_run\(r, addr\)\)}{!rn->write} @@ evict_adopt_frozen

@@ -10,10 +10,18 @@
  * process's own drop because of that page: the written pages under the
  * zap would lose their copies and read zeros.
  *
+ * And the pages the process dropped are written again once the new npfd
+ * has adopted the region, before the zaps run: a dropped page is one the
+ * new npfd cannot tell from a page never touched, yet the zap still to
+ * run would drop what is written there (not present at the adoption, it
+ * counts as a possible victim until the earlier zaps are done, and its
+ * writes wait).
+ *
  * The zaps wait behind a gate in the ring's io-wq worker (th_gate_close())
  * across the first npfd's death, the drops and the adoption; then the
  * gate opens, and every page must read what was written, or zeros.
  */
+#include <pthread.h>
 #include <sys/mman.h>
 #include "budget.h"
 #include "restart_common.h"
@@ -32,12 +40,30 @@ static bool written(__u64 p)
 	return p < READ && p % 4 == 1;
 }
 
+static bool dropped_page[NPG]; /* dropped while no npfd ran, written again after the adoption */
+
+static __u64 gen_of(__u64 p, __u64 w)
+{
+	return dropped_page[p] ? th_word(2, p, w) : written(p) ? th_word(1, p, w) : 0;
+}
+
+static void *write_dropped(void *arg)
+{
+	(void)arg;
+	for (__u64 p = 0; p < NPG; p++)
+		for (__u64 w = 0; dropped_page[p] && w < PG / 8; w++)
+			((__u64 *)(mem + p * PG))[w] = th_word(2, p, w);
+	return NULL;
+}
+
 int main(void)
 {
 	static struct zap_log zaps;
 	static bool zap_dropped[NPG + 1]; /* by zap (its number in the log) */
 	struct npf_client *c;
 	struct th_gate g;
+	struct timespec until;
+	pthread_t th;
 	__u64 victims = 0, stored = 0, dropped = 0, at_stake = 0, bad = 0, badpages = 0;
 	int id, fd, store;
 
@@ -73,6 +99,7 @@ int main(void)
 		if (!z || z > NPG || written(p) || zap_dropped[z])
 			continue;
 		zap_dropped[z] = true;
+		dropped_page[p] = true;
 		TH_ASSERT(!madvise(mem + p * PG, PG, MADV_DONTNEED), "MADV_DONTNEED: %s",
 			  strerror(errno));
 		dropped++;
@@ -85,17 +112,26 @@ int main(void)
 	       (unsigned long long)dropped, (unsigned long long)at_stake);
 	TH_ASSERT(dropped && at_stake, "no zap covers both a written page and one only read");
 
-	/* 3. A new npfd adopts; the gate opens and the earlier zaps run. */
+	/*
+	 * 3. A new npfd adopts; the dropped pages are written again; the gate
+	 * opens and the earlier zaps run.
+	 */
 	rs_npfd_start(&d);
 	th_budget_again(c, id, NPG);
+	TH_ASSERT(!pthread_create(&th, NULL, write_dropped, NULL), "pthread_create");
+	usleep(300000);
 	th_gate_open(&g);
 	for (double t0 = th_now(); th_zaps_in_flight(fd) && th_now() - t0 < 10;)
 		usleep(10000);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 15;
+	TH_ASSERT(!pthread_timedjoin_np(th, NULL, &until),
+		  "a write to a dropped page still waits 15 s after the gate opened");
 	for (__u64 p = 0; p < NPG; p++) {
 		__u64 before = bad;
 
 		for (__u64 w = 0; w < PG / 8; w++)
-			bad += ((__u64 *)(mem + p * PG))[w] != (written(p) ? th_word(1, p, w) : 0);
+			bad += ((__u64 *)(mem + p * PG))[w] != gen_of(p, w);
 		badpages += bad != before;
 	}
 	printf("%llu words wrong in %llu pages\n", (unsigned long long)bad,
