@@ -132,6 +132,9 @@ struct npf_client {
 	size_t ring_map_len;
 	const __u32 *ring_sq_tail, *ring_cq_tail;
 	int reply_fd; /* the descriptor the last reply carried, or -1 */
+	/* npfd's layout journal of this process's regions, read-only (layout_sync()), or -1 */
+	int layout_fd;
+	__u32 layout_gen; /* conn_gen + 1 of the connection it came on */
 	/*
 	 * Ranges the process dropped itself (MADV_DONTNEED) while the fallback
 	 * served: they read zeros, not what npfd's store holds (tab_lock).
@@ -286,6 +289,7 @@ struct npf_client *npf_client__connect(const struct npf_client_opts *opts)
 	c->wake_fd = -1;
 	c->evict_ring = -1;
 	c->reply_fd = -1;
+	c->layout_fd = -1;
 	memcpy(c->path, path, strlen(path) + 1);
 	c->timeout_ms = opt_ms(OPTS_GET(opts, struct npf_client_opts, timeout_ms, 0),
 			       "NPF_TIMEOUT_MS", DEFAULT_TIMEOUT_MS);
@@ -485,7 +489,7 @@ static ssize_t recv_reply(struct npf_client *c, __u32 seq, __u64 deadline)
  * The region's store that came with a register or adopt reply (flags has
  * NPF_REGION_STORE_FD), or -1.
  */
-static int reply_take_fd(struct npf_client *c, __u32 flags)
+static int reply_take_file(struct npf_client *c, bool expected)
 {
 	int fd = c->reply_fd;
 	struct stat st;
@@ -494,11 +498,16 @@ static int reply_take_fd(struct npf_client *c, __u32 flags)
 	if (fd < 0)
 		return -1;
 	/* a pipe or a socket would block the fallback's reads: only a regular file */
-	if (!(flags & NPF_REGION_STORE_FD) || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+	if (!expected || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
 		close(fd);
 		return -1;
 	}
 	return fd;
+}
+
+static int reply_take_fd(struct npf_client *c, __u32 flags)
+{
+	return reply_take_file(c, flags & NPF_REGION_STORE_FD);
 }
 
 /*
@@ -609,17 +618,85 @@ static void fallback_settle_drops(struct npf_client *c);
 static void evict_ring_offer(struct npf_client *c);
 
 /* The request that registers r again (an adoption, a forked child's copy). */
+/* As npfd knows r now; an anonymous region's offset is its store's (npf_abi.h NPF_MSG_LAYOUT). */
 static struct npf_region_req region_req_of(const struct lib_region *r)
 {
 	struct npf_region_req req = {.start = r->start,
 				     .length = r->length,
-				     .file_offset = r->file_offset,
+				     .file_offset = r->backing == NPF_BACKING_ANON ?
+							    r->start - r->store_origin :
+							    r->file_offset,
 				     .backing = r->backing,
 				     .flags = r->flags,
 				     .fault_around_kib = r->fault_around_kib};
 
 	memcpy(req.name, r->name, sizeof(req.name));
 	return req;
+}
+
+/*
+ * Where npfd says this process's regions are now (npf_abi.h
+ * NPF_MSG_LAYOUT): it followed their moves (mremap) and cuts (munmap of an
+ * end) by the userfaultfd's events, which this process never sees. Read
+ * before the regions are handed to the next npfd, and before the fallback
+ * serves them: adopted where it was registered, a region moved or cut was
+ * refused, and its memory, still registered with nobody to serve it, left
+ * its threads waiting for good. A region with no entry (an npfd before
+ * the journal) keeps what it was registered as.
+ */
+static void layout_sync(struct npf_client *c)
+{
+	struct npf_layout_entry e[NPF_MAX_RANGES_PER_PROC];
+	size_t i, k, n;
+	ssize_t got;
+
+	pthread_mutex_lock(&c->tab_lock);
+	got = c->layout_fd >= 0 ? pread(c->layout_fd, e, sizeof(e), 0) : -1;
+	n = got > 0 ? (size_t)got / sizeof(e[0]) : 0;
+	for (i = 0; i < c->nregions; i++) {
+		struct lib_region *r = &c->regions[i];
+
+		for (k = 0; k < n && e[k].region_id != r->npfd_id; k++)
+			;
+		/* npfd's own file, read-only here: still, nothing odd is taken */
+		if (k == n || !e[k].length || ((e[k].start | e[k].length | e[k].offset) & 4095) ||
+		    (e[k].start == r->start && e[k].length == r->length))
+			continue;
+		pr_info("region %u is at %p+0x%llx now (npfd followed a move or a cut; registered at %p+0x%llx)",
+			r->id, (void *)(unsigned long)e[k].start, (unsigned long long)e[k].length,
+			(void *)(unsigned long)r->start, (unsigned long long)r->length);
+		if (r->backing == NPF_BACKING_ANON)
+			r->store_origin = e[k].start - e[k].offset;
+		else
+			r->file_offset = e[k].offset;
+		r->start = e[k].start;
+		r->length = e[k].length;
+	}
+	pthread_mutex_unlock(&c->tab_lock);
+}
+
+/* With c->lock held: the current npfd's journal, once per connection (an older npfd has none). */
+static void layout_fetch(struct npf_client *c)
+{
+	void *items = NULL;
+	size_t n;
+	int fd;
+
+	if (c->layout_gen == c->conn_gen + 1)
+		return;
+	c->layout_gen = c->conn_gen + 1;
+	if (request_raw(c, NPF_MSG_LAYOUT, NULL, 0, NULL, 0, sizeof(struct npf_layout_info), &items,
+			&n, c->timeout_ms)) {
+		pr_debug("npfd keeps no layout journal: %s", c->errmsg);
+		return;
+	}
+	free(items);
+	fd = reply_take_file(c, true);
+	pthread_mutex_lock(&c->tab_lock);
+	if (c->layout_fd >= 0)
+		close(c->layout_fd);
+	c->layout_fd = fd;
+	pthread_mutex_unlock(&c->tab_lock);
 }
 
 /*
@@ -645,6 +722,7 @@ static int reconnect(struct npf_client *c)
 	c->conn_gen++;
 	__atomic_store_n(&c->connected, 1, __ATOMIC_RELEASE);
 
+	layout_sync(c); /* the earlier npfd's journal */
 	fallback_settle_drops(c);
 	for (i = 0; i < c->nregions;) {
 		struct lib_region *r = &c->regions[i];
@@ -678,7 +756,9 @@ static int reconnect(struct npf_client *c)
 		if (r->store_fd >= 0)
 			close(r->store_fd);
 		r->store_fd = store;
-		r->store_origin = r->start;
+		/* anonymous: where its store begins (npf_abi.h NPF_MSG_LAYOUT) */
+		r->store_origin = r->backing == NPF_BACKING_ANON ? info.start - info.file_offset :
+								   r->start;
 		pthread_mutex_unlock(&c->tab_lock);
 		i++;
 	}
@@ -706,8 +786,10 @@ static int reconnect(struct npf_client *c)
 	}
 	pr_info("reconnected to npfd at %s: %zu regions and %zu devices adopted", c->path,
 		c->nregions, c->ndevices);
-	if (c->nregions)
+	if (c->nregions) {
 		evict_ring_offer(c);
+		layout_fetch(c);
+	}
 	return 0;
 }
 
@@ -1418,6 +1500,7 @@ static void fallback_start(struct npf_client *c, const char *why)
 {
 	if (c->serving)
 		return;
+	layout_sync(c);
 	c->serving = 1;
 	pr_warn("%s: %s until npfd is back", why,
 		c->fallback == NPF_FALLBACK_SIGBUS ?
@@ -1654,6 +1737,7 @@ static void fork_prepare(void)
 		c->forking = c->nregions && c->fork_mode == NPF_FORK_COPY &&
 			     __atomic_load_n(&c->connected, __ATOMIC_ACQUIRE) && !fork_ask(c);
 		regions |= c->nregions && c->fork_mode == NPF_FORK_COPY;
+		layout_sync(c); /* the child claims its regions where they are */
 		pthread_mutex_lock(&c->tab_lock);
 	}
 	if (regions && pipe2(fork_pipe, O_CLOEXEC))
@@ -1814,6 +1898,10 @@ static void fork_child_client(struct npf_client *c)
 	if (c->reply_fd >= 0)
 		close(c->reply_fd);
 	c->reply_fd = -1;
+	if (c->layout_fd >= 0)
+		close(c->layout_fd); /* the parent's */
+	c->layout_fd = -1;
+	c->layout_gen = 0;
 	while (c->ndevices)
 		device_forget(c, c->ndevices - 1);
 	c->nheld = 0;
@@ -1860,6 +1948,8 @@ static void fork_child_client(struct npf_client *c)
 	}
 	if (pagemap >= 0)
 		close(pagemap);
+	if (c->nregions && !err)
+		layout_fetch(c);
 	c->ndropped = 0;
 	c->forking = false;
 }
@@ -1957,6 +2047,8 @@ void npf_client__close(struct npf_client *c)
 		munmap(c->ring_map, c->ring_map_len);
 	if (c->reply_fd >= 0)
 		close(c->reply_fd);
+	if (c->layout_fd >= 0)
+		close(c->layout_fd);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->tab_lock);
 	free(c->regions);
@@ -2069,6 +2161,7 @@ int npf_client__register(struct npf_client *c, void *addr, size_t len,
 	pthread_mutex_unlock(&c->tab_lock);
 	dup_fd = -1;
 	evict_ring_offer(c);
+	layout_fetch(c);
 	err = (int)info.region_id;
 	pr_debug("registered region %d: %p+0x%zx", err, addr, len);
 out:

@@ -154,8 +154,8 @@ static void uid_usage(uid_t uid, struct uid_usage *u)
 	list_for_each_entry(mm, &mms, node) {
 		if (mm->uid != uid || mm->dead)
 			continue;
-		u->fds += 1 + (mm->pagemap_fd >= 0) + (mm->pidfd >= 0) + device_fds(mm) +
-			  evict_fork_fds(mm);
+		u->fds += 1 + (mm->pagemap_fd >= 0) + (mm->pidfd >= 0) + (mm->layout_fd >= 0) +
+			  device_fds(mm) + evict_fork_fds(mm);
 		list_for_each_entry(r, &mm->regions, node) {
 			u->regions++;
 			u->fds += (r->file_fd >= 0) + (r->store_fd >= 0);
@@ -802,6 +802,24 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 		case NPF_MSG_FORK_DONE:
 			rc = evict_fork_done(c, body, err, sizeof(err));
 			break;
+		case NPF_MSG_LAYOUT: {
+			struct npf_layout_info li = {.entries = NPF_MAX_RANGES_PER_PROC,
+						     .entry_size = sizeof(struct npf_layout_entry)};
+
+			if (!c->mm || c->mm->tgid != c->pid) {
+				rc = refuse(err, sizeof(err), ENOENT,
+					    "this connection has registered no region");
+				break;
+			}
+			rc = c->mm->layout_fd < 0 ?
+				     uid_limit_check(c->uid, 0, 1, err, sizeof(err)) :
+				     0;
+			rp.fd = rc ? -1 : mm_layout_reader(c->mm, err, sizeof(err));
+			rc = rc ? rc : rp.fd < 0 ? rp.fd : 0;
+			if (!rc)
+				memcpy(reply_item(&rp, sizeof(li)), &li, sizeof(li));
+			break;
+		}
 		case NPF_MSG_REGION_FORKED: {
 			struct npf_region_forked_req *fr = body;
 			struct npf_region_info info;

@@ -15,11 +15,13 @@
  * Per-uid limits: what one user of the socket may make npfd hold, so that
  * one user cannot lock the others out (root is not limited). Descriptors
  * are the connection sockets, userfaultfds, backing files, swap stores
- * (one per anonymous region) and pidfds npfd holds for the user.
+ * (one per anonymous region), pidfds and layout journals (one each per
+ * process) npfd holds for the user: as many as its regions and
+ * connections may be.
  */
 #define NPFD_UID_MAX_CONNECTIONS 64
 #define NPFD_UID_MAX_REGIONS 256
-#define NPFD_UID_MAX_FDS 288
+#define NPFD_UID_MAX_FDS 320
 /* May uid hold that much more? 0, or -errno with the reason in err (region.c's hook). */
 int uid_limit_check(uid_t uid, unsigned int more_regions, unsigned int more_fds, char *err,
 		    size_t errlen);

@@ -414,6 +414,8 @@ static struct evict_region *region_ev(struct npfd_region *r, char *err, size_t e
 		return NULL;
 	}
 	e->npages = n;
+	/* an adopted region's store may begin past its first page (npf_abi.h NPF_MSG_LAYOUT) */
+	e->store_base = r->backing == NPF_BACKING_ANON ? r->file_offset >> NPF_PAGE_SHIFT : 0;
 	e->clean = calloc(n / 8 + 1, 1);
 	e->ref = calloc(n / 8 + 1, 1);
 	e->busy = calloc(n / 8 + 1, 1);
@@ -1033,13 +1035,17 @@ static __u64 store_scan(struct npfd_region *r, struct evict_region *e, off_t dat
 	off_t hole;
 
 	for (; data >= 0; data = lseek(r->store_fd, hole, SEEK_DATA)) {
-		__u64 i;
+		__u64 i, end;
 
 		hole = lseek(r->store_fd, data, SEEK_HOLE);
 		if (hole < 0)
 			break;
-		for (i = (__u64)data >> NPF_PAGE_SHIFT;
-		     i < ((__u64)hole + NPF_PAGE_SIZE - 1) >> NPF_PAGE_SHIFT && i < e->npages; i++)
+		/* store pages, from its base on (before it: pages cut off the region) */
+		i = (__u64)data >> NPF_PAGE_SHIFT;
+		i = i > e->store_base ? i - e->store_base : 0;
+		end = ((__u64)hole + NPF_PAGE_SIZE - 1) >> NPF_PAGE_SHIFT;
+		end = end > e->store_base ? end - e->store_base : 0;
+		for (; i < end && i < e->npages; i++)
 			if (!bit_test(e->stored, i)) {
 				bit_set(e->stored, i, true);
 				found++;
@@ -1112,7 +1118,7 @@ void evict_region_adopted(struct npfd_region *r, __u32 old_id)
 	 * per-page state until a budget comes. A 64 TiB region's is 80 GiB
 	 * of counters (tests/restart_sparse).
 	 */
-	data = lseek(fd, 0, SEEK_DATA);
+	data = lseek(fd, (off_t)r->file_offset, SEEK_DATA); /* the store's base (region_ev()) */
 	evicted = data >= 0;
 	e = evicted ? region_ev(r, err, sizeof(err)) : NULL;
 	if (evicted && !e) {

@@ -67,6 +67,7 @@ struct npfd_region {
 	 */
 	int store_fd;
 	char store_name[SWAPSTORE_NAME_LEN];
+	int layout_slot; /* its entry in its mm's layout journal (region.c) */
 };
 
 /* One userfaultfd, i.e. one address space npfd serves. */
@@ -91,6 +92,9 @@ struct npfd_mm {
 	/* a fork() under way: no eviction until then, copies of its stores for the child (evict.c) */
 	__u64 fork_hold_until;
 	struct evict_fork *fork;
+	/* the layout journal (npf_abi.h NPF_MSG_LAYOUT), or -1; its slots in use */
+	int layout_fd;
+	__u32 layout_slots;
 };
 
 struct npfd_client {

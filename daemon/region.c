@@ -64,6 +64,7 @@ struct npfd_mm *mm_new(int uffd, ino_t ino, pid_t tgid, struct npfd_client *owne
 	mm->tgid = tgid;
 	mm->owner = owner;
 	mm->pagemap_fd = -1;
+	mm->layout_fd = -1;
 	/* the process is there now: it is on the other end of the request */
 	mm->pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
 	INIT_LIST_HEAD(&mm->regions);
@@ -76,6 +77,67 @@ struct npfd_mm *mm_new(int uffd, ino_t ino, pid_t tgid, struct npfd_client *owne
 	}
 	list_add_tail(&mm->node, &mms);
 	return mm;
+}
+
+/* ---- the layout journal (npf_abi.h NPF_MSG_LAYOUT) ---- */
+
+_Static_assert(NPF_MAX_RANGES_PER_PROC <= 32, "a region's journal slot is a bit of a __u32");
+
+static void layout_put_entry(struct npfd_mm *mm, int slot, const struct npf_layout_entry *e)
+{
+	if (mm->layout_fd < 0)
+		return;
+	/* one pwrite(): an entry is never seen half written, npfd dead or not */
+	if (pwrite(mm->layout_fd, e, sizeof(*e), (off_t)slot * (off_t)sizeof(*e)) !=
+	    (ssize_t)sizeof(*e))
+		pr_warn_rl("pid %d: cannot write its layout journal: %s", mm->tgid,
+			   strerror(errno));
+}
+
+/* r was registered, moved or cut: its process reads where it is now. */
+static void layout_put(struct npfd_region *r)
+{
+	struct npf_layout_entry e = {.region_id = r->id,
+				     .start = r->start,
+				     .length = r->length,
+				     .offset = r->file_offset};
+
+	layout_put_entry(r->mm, r->layout_slot, &e);
+}
+
+int mm_layout_reader(struct npfd_mm *mm, char *err, size_t errlen)
+{
+	const size_t size = NPF_MAX_RANGES_PER_PROC * sizeof(struct npf_layout_entry);
+	struct npfd_region *r;
+	char path[32];
+	int fd;
+
+	if (mm->layout_fd < 0) {
+		fd = (int)syscall(SYS_memfd_create, "npf-layout", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		/*
+		 * Read-only for the process, whose /proc/PID/fd link could open
+		 * it again for writing were its mode to allow it; sealed, so
+		 * that it can neither shrink it under npfd nor seal npfd out.
+		 */
+		if (fd < 0 || ftruncate(fd, (off_t)size) || fchmod(fd, 0444) ||
+		    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+			int e = errno;
+
+			if (fd >= 0)
+				close(fd);
+			return refuse(err, errlen, e, "cannot make a layout journal: %s",
+				      strerror(e));
+		}
+		mm->layout_fd = fd;
+		list_for_each_entry(r, &mm->regions, node)
+			layout_put(r);
+	}
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", mm->layout_fd);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return refuse(err, errlen, errno, "cannot open the layout journal read-only: %s",
+			      strerror(errno));
+	return fd;
 }
 
 /*
@@ -110,6 +172,10 @@ static void region_drop(struct npfd_region *r, bool unregister_range, struct npf
 		hooks.going(r, stopping, !stopping && unregister_range && process_alive(mm->tgid),
 			    w);
 	}
+	/* npfd stopping: the entry stays, for the process to hand the region to the next one */
+	if (!loop_stopping())
+		layout_put_entry(mm, r->layout_slot, &(struct npf_layout_entry){0});
+	mm->layout_slots &= ~(1U << r->layout_slot);
 	list_del_init(&r->node);
 	mm->nr_regions--;
 	nr_regions--;
@@ -149,6 +215,8 @@ void mm_destroy(struct npfd_mm *mm, bool unregister_ranges)
 	source_del(mm->src);
 	if (mm->pagemap_fd >= 0)
 		close(mm->pagemap_fd);
+	if (mm->layout_fd >= 0)
+		close(mm->layout_fd);
 	if (mm->pidfd >= 0)
 		close(mm->pidfd);
 	/* Closing the last reference wakes every thread still blocked on it. */
@@ -773,7 +841,12 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	}
 	r->start = start;
 	r->length = len;
-	r->file_offset = req->file_offset;
+	/*
+	 * An anonymous region's offset is its swap store's byte offset of
+	 * its first page (evict.c): 0 when registered, what the journal said
+	 * when adopted (npf_abi.h NPF_MSG_LAYOUT).
+	 */
+	r->file_offset = want_fds == 2 || adopt_id ? req->file_offset : 0;
 	r->backing = req->backing;
 	r->file_fd = -1;
 	r->store_fd = -1;
@@ -791,6 +864,10 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	list_add_tail(&r->node, &c->mm->regions);
 	c->mm->nr_regions++;
 	nr_regions++;
+	/* nr_regions <= NPF_MAX_RANGES_PER_PROC (above): a slot is free */
+	r->layout_slot = __builtin_ctz(~c->mm->layout_slots);
+	c->mm->layout_slots |= 1U << r->layout_slot;
+	layout_put(r);
 	if (!r->installed || collect_slot_alloc(r) || collect_filter_update(c->mm->tgid, c->mm)) {
 		region_remove(r, !adopt_id);
 		return refuse(err, errlen, ENOSPC, "cannot add the region to the BPF maps");
@@ -969,6 +1046,7 @@ void mm_unmapped(struct npfd_mm *mm, __u64 start, __u64 end)
 			r->stats->start = r->start;
 			r->stats->length = r->length;
 		}
+		layout_put(r);
 		collect_filter_update(mm->tgid, mm);
 	}
 }
@@ -1033,6 +1111,7 @@ void mm_remapped(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len)
 		r->start = r->start - from + to;
 		if (r->stats)
 			r->stats->start = r->start;
+		layout_put(r);
 		pr_info("pid %d moved region %u to 0x%llx", mm->tgid, r->id,
 			(unsigned long long)r->start);
 	}

@@ -73,6 +73,8 @@ void region_set_hooks(const struct region_hooks *h);
 struct npfd_mm *mm_new(int uffd, ino_t ino, pid_t tgid, struct npfd_client *owner);
 void mm_destroy(struct npfd_mm *mm, bool unregister_ranges);
 struct npfd_region *mm_find_region(struct npfd_mm *mm, __u64 addr);
+/* A read-only descriptor of mm's layout journal (npf_abi.h NPF_MSG_LAYOUT), or -errno. */
+int mm_layout_reader(struct npfd_mm *mm, char *err, size_t errlen);
 struct npfd_region *region_find_id(__u32 id);
 int region_register(struct npfd_client *c, const struct npf_region_req *req, int *fds, int nfds,
 		    __u32 adopt_id, struct npf_region_info *out, char *err, size_t errlen);

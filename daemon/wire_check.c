@@ -35,6 +35,7 @@ long wire_body_size(__u16 type)
 	switch (type) {
 	case NPF_MSG_STATUS:
 	case NPF_MSG_FORK_PREPARE:
+	case NPF_MSG_LAYOUT:
 	case NPF_MSG_REGION_LIST:
 	case NPF_MSG_DEVICE_LIST:
 	case NPF_MSG_POLICY_LIST:
@@ -178,9 +179,11 @@ int wire_check_region_req(const struct npf_region_req *req, int nfds, char *err,
 		return wire_refuse(err, errlen, EINVAL,
 				   "region 0x%llx+0x%llx is outside user space",
 				   (unsigned long long)req->start, (unsigned long long)req->length);
-	/* pread() takes a signed offset: the region's last byte must be one. */
-	if (req->backing == NPF_BACKING_FILE &&
-	    (__builtin_add_overflow(req->file_offset, req->length, &file_end) ||
+	/*
+	 * pread() takes a signed offset: the region's last byte must be one,
+	 * in its file or (an adopted anonymous region) its swap store.
+	 */
+	if ((__builtin_add_overflow(req->file_offset, req->length, &file_end) ||
 	     file_end > (__u64)INT64_MAX))
 		return wire_refuse(err, errlen, EOVERFLOW,
 				   "file offset %llu + length %llu is past the largest file offset",

@@ -362,7 +362,9 @@ enum npf_msg_type {
 	NPF_MSG_FORK_PREPARE = 20,  /* nothing -> npf_fork_info */
 	NPF_MSG_FORK_DONE = 21,	    /* npf_fork_req -> nothing */
 	NPF_MSG_REGION_FORKED = 22, /* npf_region_forked_req + fds as REGISTER -> npf_region_info */
-	NPF_MSG_REPLY = 0x8000,	    /* OR-ed into the request type */
+	/* The layout journal (added in version 1 too; libnpf asks for it, see below) */
+	NPF_MSG_LAYOUT = 23,	/* nothing -> npf_layout_info + the journal, read-only */
+	NPF_MSG_REPLY = 0x8000, /* OR-ed into the request type */
 };
 
 struct npf_msg_hdr {
@@ -416,12 +418,40 @@ struct npf_region_req {
 /*
  * In the reply to a register or an adopt (npf_region_info.flags): a
  * read-only descriptor of the anonymous region's swap store comes with it.
- * Page i of the region as registered (or adopted) is at byte i * 4096; a
- * page is stored iff that range is not a hole. The process reads its
+ * Page i of the region as registered (or adopted) is at byte
+ * npf_region_info.file_offset + i * 4096 (0 when registered; see
+ * NPF_MSG_LAYOUT); a page is stored iff that range is not a hole. The process reads its
  * evicted pages there if npfd dies and does not come back (libnpf's
  * fallback).
  */
 #define NPF_REGION_STORE_FD 0x100
+
+/*
+ * The layout journal (NPF_MSG_LAYOUT): where the process's regions are
+ * now. npfd follows the mm events that move a region (mremap) or cut it
+ * (munmap of an end), reading them from the userfaultfd, so the process
+ * never sees them; if npfd dies, the process hands its regions to the
+ * next npfd (NPF_MSG_REGION_ADOPT) and serves them itself meanwhile as
+ * the journal says, not as they were registered. A memfd npfd writes, one
+ * entry per slot (NPF_MAX_RANGES_PER_PROC of them), each entry with one
+ * pwrite() (never torn by npfd's death); the process gets it read-only.
+ * An adopt names a region as its entry says: start, length, and in
+ * region.file_offset its offset -- for an anonymous region the swap
+ * store's byte offset of its first page (a cut region's first pages were
+ * cut off the store's beginning).
+ */
+struct npf_layout_entry {
+	__u32 region_id; /* npfd's id; 0: a free slot */
+	__u32 pad;
+	__u64 start;
+	__u64 length;
+	__u64 offset; /* file-backed: the file offset of start; anonymous: the store's */
+};
+
+struct npf_layout_info {
+	__u32 entries;	  /* slots in the journal */
+	__u32 entry_size; /* sizeof(struct npf_layout_entry) */
+};
 
 /*
  * Adopt a region registered with an earlier npfd (one that died or was

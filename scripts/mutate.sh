@@ -202,6 +202,11 @@ moved-slots-not-handed-over @@ daemon/evict.c @@ s{\t\tbit_set\(e->stored, first
 moved-part-stays-registered @@ daemon/moved.c @@ s{\tif \(ioctl\(pt->mm->uffd, UFFDIO_UNREGISTER, &range\)}{\tif (0 && ioctl(pt->mm->uffd, UFFDIO_UNREGISTER, &range)} @@ evict_mremap_part
 old-ranges-missed @@ daemon/evict.c @@ s{\t\ter->n_old_ranges\+\+;\n}{} @@ evict_adopt_dropped evict_adopt_unstored
 wp-fault-waits-any-page @@ daemon/evict.c @@ s{if \(r && r->ev && old_victim\(r, page_index\(r, page\), old_zaps_pending\(mm\)\)\)}{if (r && r->ev && old_zaps_pending(mm))} @@ evict_adopt_unstored
+layout-not-synced @@ client/libnpf.c @@ s{got = c->layout_fd >= 0 \?}{got = 0 && c->layout_fd >= 0 ?} @@ evict_restart_layout
+layout-move-not-written @@ daemon/region.c @@ s{(\t\tif \(r->stats\)\n\t\t\tr->stats->start = r->start;\n)\t\tlayout_put\(r\);\n}{$1} @@ evict_restart_layout
+layout-cut-not-written @@ daemon/region.c @@ s{(\t\t\tr->stats->length = r->length;\n\t\t\}\n)\t\tlayout_put\(r\);\n}{$1} @@ evict_restart_layout
+layout-store-base-ignored @@ daemon/evict.c @@ s{e->store_base = r->backing == NPF_BACKING_ANON \? r->file_offset >> NPF_PAGE_SHIFT : 0;}{e->store_base = 0;} @@ evict_restart_layout
+layout-file-offset-kept @@ client/libnpf.c @@ s{\t\telse\n\t\t\tr->file_offset = e\[k\]\.offset;\n}{} @@ evict_restart_layout
 batch-removed-page-let-go @@ daemon/evict.c @@ s{\t\tif \(zaps_pending && i < b.zap_next && b.zapped\[i\]\) \{(.*?)(bool zap_left = zaps_pending && !b.unmapped\[i\] && i < b.zap_next && b.zapped\[i\])}{\t\tif (0) \{$1$2 && !b.removed[i]}s @@ evict_adopt_frozen
 zap-pending-installed-writable @@ daemon/resolve.c @@ s{\(!rn->write \|\| \(hooks.zap_may_run && hooks.zap_may_run\(rn\)\)\)}{!rn->write} @@ evict_adopt_frozen
 stored-zap-pending-installed-writable @@ daemon/evict.c @@ s{\(!rn->write \|\| zap_may_run\(r, addr\)\)}{!rn->write} @@ evict_adopt_frozen
