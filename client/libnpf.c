@@ -615,6 +615,7 @@ static int request_one_raw(struct npf_client *c, __u16 type, const void *body, s
 static void region_forget(struct npf_client *c, size_t i);
 static void device_forget(struct npf_client *c, size_t i);
 static void fallback_settle_drops(struct npf_client *c);
+static void wake_all(struct npf_client *c);
 static void evict_ring_offer(struct npf_client *c);
 
 /* The request that registers r again (an adoption, a forked child's copy). */
@@ -789,6 +790,7 @@ static int reconnect(struct npf_client *c)
 	if (c->nregions) {
 		evict_ring_offer(c);
 		layout_fetch(c);
+		wake_all(c); /* faults the earlier npfd read outside any region now */
 	}
 	return 0;
 }
@@ -1481,11 +1483,18 @@ static void fallback_serve(struct npf_client *c)
 /*
  * Faults npfd read but never served sleep until someone wakes them: wake
  * every range, so that they fault again and whoever serves now sees them.
+ * Not only the regions': a part npfd was putting back after a partial
+ * mremap (npfd's moved.c) is no region, and its faults wait too. A wake
+ * of a fault served meanwhile only makes it fault again.
  */
 static void wake_all(struct npf_client *c)
 {
+	/* the user address space from the lowest address mmap gives (vm.mmap_min_addr's default) */
+	struct uffdio_range all = {.start = 0x10000, .len = 0x7ffffffff000ULL - 0x10000};
 	size_t i;
 
+	if (ioctl(c->uffd, UFFDIO_WAKE, &all))
+		pr_debug("cannot wake the whole address space: %s", strerror(errno));
 	pthread_mutex_lock(&c->tab_lock);
 	for (i = 0; i < c->nregions; i++) {
 		struct uffdio_range range = {.start = c->regions[i].start,

@@ -1707,11 +1707,18 @@ void evict_range_unmapped(struct npfd_mm *mm, __u64 start, __u64 end)
 	unsigned int i;
 	__u64 p;
 
-	/* late zaps there are not waited for: nothing to unfreeze afterwards */
+	/*
+	 * Late zaps there are not waited for: nothing to unfreeze afterwards.
+	 * A writer waiting on a late page is woken: it faults again on what
+	 * is there now (nothing, another mapping, or the page moved away).
+	 */
 	list_for_each_entry(r, &mm->regions, node)
 		for (p = start > r->start ? start : r->start;
 		     r->ev && p < end && p < r->start + r->length; p += NPF_PAGE_SIZE)
-			bit_set(r->ev->late, page_index(r, p), false);
+			if (bit_test(r->ev->late, page_index(r, p))) {
+				bit_set(r->ev->late, page_index(r, p), false);
+				wake_page(mm, p);
+			}
 
 	if (b.state == B_IDLE || b.mm != mm)
 		return;
@@ -1762,6 +1769,9 @@ static void batch_abandon(struct npfd_region *r, __u64 shift, __u64 delta)
 			continue;
 		bit_set(e->clean, i, false);
 		unfreeze(r->mm, NULL, b.page[k] + delta);
+		/* a writer frozen before a move waits at the old address: it faults again at the new */
+		if (delta)
+			wake_page(r->mm, b.page[k]);
 	}
 	b.r = NULL;
 }
@@ -1787,6 +1797,10 @@ __u8 *evict_part_leaving(struct npfd_region *r, __u64 lo, __u64 hi, __u64 *off0)
 			write_reap(true);
 			break;
 		}
+	/* the copies are the part's now: batch_end() must not punch them as late writes */
+	for (j = 0; b.state != B_IDLE && b.r == r && j < b.n; j++)
+		if (b.page[j] >= lo && b.page[j] < hi)
+			b.dirty[j] = false;
 	if (!e->stored || r->store_fd < 0)
 		return NULL;
 	map = calloc(n / 8 + 1, 1);
@@ -1909,6 +1923,10 @@ int evict_install_stored(struct run *rn)
 		if (ioctl(rn->mm->uffd, UFFDIO_COPY, &c)) {
 			if (c.copy == -EEXIST) {
 				run_skipped(rn, k); /* there already: not installed clean */
+				continue;
+			}
+			if (c.copy == -ENOENT) {
+				run_absent(rn, k); /* a hole in the region */
 				continue;
 			}
 			return c.copy < 0 ? (int)c.copy : -errno;
@@ -2295,6 +2313,8 @@ static void batch_end(void)
 		if (b.unmapped[i]) {
 			if (r && r->ev && b.dirty[i] && page_index(r, page) < r->ev->npages)
 				unstore_late_write(r, page);
+			/* a writer frozen there before the unmap or move: it faults again, on what is there now */
+			wake_page(b.mm, page);
 			continue;
 		}
 		if (!r) {

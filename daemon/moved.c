@@ -69,8 +69,9 @@ static void part_done(struct part *pt)
 {
 	struct uffdio_range range = {.start = pt->dst, .len = pt->npages << NPF_PAGE_SHIFT};
 
+	/* ENOMEM: the mm is gone, or a mapping could not be split (then it stays registered) */
 	if (ioctl(pt->mm->uffd, UFFDIO_UNREGISTER, &range) && errno != ENOENT && errno != ESRCH &&
-	    errno != EINVAL && errno != ENOMEM)
+	    errno != EINVAL)
 		pr_warn("pid %d: cannot unregister the part of region %u moved to 0x%llx: %s",
 			pt->mm->tgid, pt->region_id, (unsigned long long)pt->dst, strerror(errno));
 	if (pt->failed)
@@ -101,7 +102,7 @@ static int put_page(struct part *pt, __u64 j)
 	if (!ioctl(pt->mm->uffd, UFFDIO_COPY, &c)) {
 		pt->put++;
 	} else {
-		/* refused before it started (an mm event pending), c.copy is not written */
+		/* refused before it started (an mm event pending): c.copy may not say so */
 		err = c.copy < 0 ? (int)-c.copy : errno;
 		if (err == EAGAIN)
 			return -EAGAIN;
@@ -201,13 +202,13 @@ bool moved_pending(void)
 	return !list_empty(&parts);
 }
 
-bool moved_waits(const struct npfd_mm *mm, __u64 addr)
+bool moved_waits(const struct npfd_mm *mm, __u64 addr, __u64 len)
 {
 	struct part *pt;
 
 	list_for_each_entry(pt, &parts, node)
-		if (pt->mm == mm && addr >= pt->dst &&
-		    addr - pt->dst < pt->npages << NPF_PAGE_SHIFT)
+		if (pt->mm == mm && addr < pt->dst + (pt->npages << NPF_PAGE_SHIFT) &&
+		    pt->dst < addr + len)
 			return true;
 	return false;
 }
@@ -272,7 +273,8 @@ void moved_stop(void)
 		pr_err("pid %d: npfd stops with the part of region %u moved to 0x%llx not all put back: from page %llu of %llu on it reads zeros",
 		       pt->mm->tgid, pt->region_id, (unsigned long long)pt->dst,
 		       (unsigned long long)pt->next, (unsigned long long)pt->npages);
-		part_free(pt);
+		part_done(
+			pt); /* unregistered: the faults it held wake, and nothing waits for good */
 	}
 }
 

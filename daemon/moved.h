@@ -28,8 +28,8 @@ void moved_start(struct npfd_mm *mm, __u32 region_id, __u64 dst, __u64 npages, i
 void moved_step(void);
 /* A part still being put back: moved_step() again soon. */
 bool moved_pending(void);
-/* Does a fault at addr of mm wait for a part being put back? */
-bool moved_waits(const struct npfd_mm *mm, __u64 addr);
+/* Does a fault in [addr, addr + len) of mm wait for a part being put back? */
+bool moved_waits(const struct npfd_mm *mm, __u64 addr, __u64 len);
 /*
  * The process dropped (MADV_DONTNEED: anonymous pages read zeros now) or
  * unmapped [start, end): nothing is put back there.
@@ -37,7 +37,10 @@ bool moved_waits(const struct npfd_mm *mm, __u64 addr);
 void moved_removed(struct npfd_mm *mm, __u64 start, __u64 end, bool unmapped);
 /* mremap moved [from, from + len) to to: a part being put back there follows. */
 void moved_remapped(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len);
-/* npfd stops: the parts are finished if they can be (2 s at most), the others forgotten. */
+/*
+ * npfd stops: the parts are finished if they can be (2 s at most); the
+ * others are unregistered (their faults wake to the kernel's zeros).
+ */
 void moved_stop(void);
 /* mm is torn down: its parts are forgotten. */
 void moved_mm_gone(struct npfd_mm *mm);

@@ -231,6 +231,9 @@ struct npfd_region *mm_find_region(struct npfd_mm *mm, __u64 addr)
 {
 	struct npfd_region *r;
 
+	/* a part moved into a hole a region keeps is not the region's (moved.c) */
+	if (moved_waits(mm, addr, NPF_PAGE_SIZE))
+		return NULL;
 	list_for_each_entry(r, &mm->regions, node)
 		if (addr >= r->start && addr - r->start < r->length)
 			return r;

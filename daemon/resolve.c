@@ -349,24 +349,32 @@ void resolve_uffd_ready(void *arg)
 }
 
 /*
- * The run's pages are installed: tell the hooks, clean (write-protected
- * from a copy) as the caller says, except the pages the install skipped
- * because they were there already: another thread's write fault may have
- * installed them writable and written them since, so they keep the state
- * eviction knows them in (told clean, an eviction dropped such a page
- * unwritten and its refault read zeros: evict_race, evict_stress).
+ * The run's first npages are installed: mark them, and tell the hooks,
+ * clean (write-protected from a copy) as the caller says, except the
+ * pages the install skipped because they were there already: another
+ * thread's write fault may have installed them writable and written them
+ * since, so they keep the state eviction knows them in (told clean, an
+ * eviction dropped such a page unwritten and its refault read zeros:
+ * evict_race, evict_stress). Pages with no mapping (a hole in the
+ * region) are neither.
  */
-static void report_installed(const struct run *rn, bool clean)
+static void report_installed(const struct run *rn, __u32 npages, bool clean)
 {
 	__u32 i = 0;
 
-	while (i < rn->npages) {
-		bool skip = run_was_skipped(rn, i);
+	while (i < npages) {
+		bool skip = run_was_skipped(rn, i), gone = run_was_absent(rn, i);
 		__u64 start = rn->start + ((__u64)i << NPF_PAGE_SHIFT);
 		__u32 j = i + 1;
 
-		while (j < rn->npages && run_was_skipped(rn, j) == skip)
+		while (j < npages && run_was_skipped(rn, j) == skip &&
+		       run_was_absent(rn, j) == gone)
 			j++;
+		if (gone) {
+			i = j;
+			continue;
+		}
+		region_mark_installed(rn->region, start, j - i);
 		/* a skipped page may be called dirty (a write run), never clean */
 		if (skip && clean) {
 			if (hooks.present)
@@ -390,8 +398,7 @@ static void report_partial(const struct run *rn)
 	part.npages = (__u32)(rn->done >> NPF_PAGE_SHIFT);
 	if (!part.npages || !rn->region || rn->unservable)
 		return;
-	region_mark_installed(rn->region, part.start, part.npages);
-	report_installed(&part, !rn->write && rn->region->install_clean);
+	report_installed(&part, part.npages, !rn->write && rn->region->install_clean);
 }
 
 /*
@@ -401,9 +408,10 @@ static void report_partial(const struct run *rn)
 static int install(struct run *rn, const char *src)
 {
 	__u64 len = (__u64)rn->npages * NPF_PAGE_SIZE;
-	bool first = true;
+	bool first = true, one = false; /* one: a page at a time, past a hole */
 
 	while (rn->done < len) {
+		__u64 left = one ? NPF_PAGE_SIZE : len - rn->done;
 		/*
 		 * The first ioctl wakes what it fills: when it covers the run,
 		 * that is the run's one wake-up and no UFFDIO_WAKE is needed.
@@ -423,20 +431,21 @@ static int install(struct run *rn, const char *src)
 		if (src) {
 			struct uffdio_copy c = {.dst = rn->start + rn->done,
 						.src = (__u64)(uintptr_t)(src + rn->done),
-						.len = len - rn->done,
+						.len = left,
 						.mode = mode | (wp ? UFFDIO_COPY_MODE_WP : 0)};
 			rc = ioctl(rn->mm->uffd, UFFDIO_COPY, &c);
 			res = c.copy;
 		} else {
-			struct uffdio_zeropage z = {.range = {rn->start + rn->done, len - rn->done},
+			struct uffdio_zeropage z = {.range = {rn->start + rn->done, left},
 						    .mode = mode};
 			rc = ioctl(rn->mm->uffd, UFFDIO_ZEROPAGE, &z);
 			res = z.zeropage;
 		}
 		if (rc == 0) {
 			rn->woken = first;
-			rn->done = len;
-			break;
+			rn->done += left;
+			first = false;
+			continue;
 		}
 		first = false;
 		if (res > 0) { /* partial: carry on after what was done */
@@ -445,6 +454,23 @@ static int install(struct run *rn, const char *src)
 		}
 		if (res == -EEXIST) {
 			run_skipped(rn, (__u32)(rn->done >> NPF_PAGE_SHIFT));
+			rn->done += NPF_PAGE_SIZE;
+			continue;
+		}
+		/*
+		 * No mapping at the first page, or the range crosses a hole
+		 * (the kernel wants one mapping under the whole range): a page
+		 * at a time from here, the unmapped ones left out. Failed
+		 * whole, a fault-around run over a hole a munmap or a partial
+		 * mremap left never installed its faulting page: the fault came
+		 * back for good, npfd at 100% CPU (tests/evict_mremap_part).
+		 */
+		if (res == -ENOENT && !one) {
+			one = true;
+			continue;
+		}
+		if (res == -ENOENT) {
+			run_absent(rn, (__u32)(rn->done >> NPF_PAGE_SHIFT));
 			rn->done += NPF_PAGE_SIZE;
 			continue;
 		}
@@ -733,7 +759,8 @@ void resolve_flush(void)
 						(__u64)rn->npages * NPF_PAGE_SIZE;
 				continue;
 			}
-			if (!rn->region && moved_waits(rn->mm, rn->start)) {
+			if (!rn->region &&
+			    moved_waits(rn->mm, rn->start, (__u64)rn->npages * NPF_PAGE_SIZE)) {
 				/* a part moved out of a region: its pages are on their way (moved.c) */
 				rn->status = -EAGAIN;
 				continue;
@@ -799,10 +826,9 @@ void resolve_flush(void)
 					   strerror(-rn->status));
 			if (!rn->woken)
 				wake(rn);
-			if (!rn->status && !rn->unservable && rn->region) {
-				region_mark_installed(rn->region, rn->start, rn->npages);
-				report_installed(rn, !rn->write && rn->region->install_clean);
-			}
+			if (!rn->status && !rn->unservable && rn->region)
+				report_installed(rn, rn->npages,
+						 !rn->write && rn->region->install_clean);
 			account(rn, t);
 		}
 		pos = next;

@@ -42,6 +42,11 @@ struct run {
 	 * must not hear of them as installed clean.
 	 */
 	__u8 skipped[MAX_RUN_PAGES / 8];
+	/*
+	 * Pages the install found no mapping for (ENOENT): a hole a munmap or
+	 * a partial mremap left in the region. Not installed, nor told so.
+	 */
+	__u8 absent[MAX_RUN_PAGES / 8];
 	bool write;	   /* a fault of the run writes: no read-only zero page */
 	bool unservable;   /* its data cannot be had (the backing read failed) */
 	__u32 valid_pages; /* unservable: leading pages the read did fill */
@@ -56,6 +61,16 @@ static inline void run_skipped(struct run *rn, __u32 i)
 static inline bool run_was_skipped(const struct run *rn, __u32 i)
 {
 	return rn->skipped[i / 8] & (1 << (i % 8));
+}
+
+static inline void run_absent(struct run *rn, __u32 i)
+{
+	rn->absent[i / 8] |= (__u8)(1 << (i % 8));
+}
+
+static inline bool run_was_absent(const struct run *rn, __u32 i)
+{
+	return rn->absent[i / 8] & (1 << (i % 8));
 }
 
 /* Sort f[0..n) by address space and page, merge faults on one page; returns the new n. */

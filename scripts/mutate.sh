@@ -207,6 +207,9 @@ layout-move-not-written @@ daemon/region.c @@ s{(\t\tif \(r->stats\)\n\t\t\tr->s
 layout-cut-not-written @@ daemon/region.c @@ s{(\t\t\tr->stats->length = r->length;\n\t\t\}\n)\t\tlayout_put\(r\);\n}{$1} @@ evict_restart_layout
 layout-store-base-ignored @@ daemon/evict.c @@ s{e->store_base = r->backing == NPF_BACKING_ANON \? r->file_offset >> NPF_PAGE_SHIFT : 0;}{e->store_base = 0;} @@ evict_restart_layout
 layout-file-offset-kept @@ client/libnpf.c @@ s{\t\telse\n\t\t\tr->file_offset = e\[k\]\.offset;\n}{} @@ evict_restart_layout
+moved-part-region-owns-hole @@ daemon/region.c @@ s{\tif \(moved_waits\(mm, addr, NPF_PAGE_SIZE\)\)\n\t\treturn NULL;\n}{} @@ evict_mremap_part
+unmapped-frozen-writer-not-woken @@ daemon/evict.c @@ s{\t\t\twake_page\(b\.mm, page\);\n\t\t\tcontinue;\n}{\t\t\tcontinue;\n} @@ evict_mremap_part
+hole-run-fails-whole @@ daemon/resolve.c @@ s{\t\tif \(res == -ENOENT && !one\) \{\n\t\t\tone = true;\n\t\t\tcontinue;\n\t\t\}\n\t\tif \(res == -ENOENT\) \{\n\t\t\trun_absent\(rn, \(__u32\)\(rn->done >> NPF_PAGE_SHIFT\)\);\n\t\t\trn->done \+= NPF_PAGE_SIZE;\n\t\t\tcontinue;\n\t\t\}\n}{} @@ evict_mremap_part
 batch-removed-page-let-go @@ daemon/evict.c @@ s{\t\tif \(zaps_pending && i < b.zap_next && b.zapped\[i\]\) \{(.*?)(bool zap_left = zaps_pending && !b.unmapped\[i\] && i < b.zap_next && b.zapped\[i\])}{\t\tif (0) \{$1$2 && !b.removed[i]}s @@ evict_adopt_frozen
 zap-pending-installed-writable @@ daemon/resolve.c @@ s{\(!rn->write \|\| \(hooks.zap_may_run && hooks.zap_may_run\(rn\)\)\)}{!rn->write} @@ evict_adopt_frozen
 stored-zap-pending-installed-writable @@ daemon/evict.c @@ s{\(!rn->write \|\| zap_may_run\(r, addr\)\)}{!rn->write} @@ evict_adopt_frozen

@@ -173,23 +173,53 @@ static inline __u64 th_word(__u64 gen, __u64 p, __u64 w)
 	return ((gen << 40) + p * 512 + w) * 0x9e3779b97f4a7c15ULL + 1;
 }
 
-static inline void th_fill(char *mem, __u64 npages, __u64 gen)
+/* Generation gen written to pages [first, first + npages) of a region, mem being its page first. */
+static inline void th_fill_at(char *mem, __u64 first, __u64 npages, __u64 gen)
 {
 	for (__u64 p = 0; p < npages; p++)
 		for (__u64 w = 0; w < 512; w++)
-			((__u64 *)(void *)(mem + p * 4096))[w] = th_word(gen, p, w);
+			((__u64 *)(void *)(mem + p * 4096))[w] = th_word(gen, first + p, w);
 }
 
-/* Words of the npages pages at mem that do not hold generation gen. */
-static inline __u64 th_wrong(const char *mem, __u64 npages, __u64 gen)
+static inline void th_fill(char *mem, __u64 npages, __u64 gen)
+{
+	th_fill_at(mem, 0, npages, gen);
+}
+
+/* Words of pages [first, first + npages) of a region at mem (its page first) not of generation gen. */
+static inline __u64 th_wrong_at(const char *mem, __u64 first, __u64 npages, __u64 gen)
 {
 	__u64 bad = 0;
 
 	for (__u64 p = 0; p < npages; p++)
 		for (__u64 w = 0; w < 512; w++)
 			bad += ((const __u64 *)(const void *)(mem + p * 4096))[w] !=
-			       th_word(gen, p, w);
+			       th_word(gen, first + p, w);
 	return bad;
+}
+
+/* Words of the npages pages at mem that do not hold generation gen. */
+static inline __u64 th_wrong(const char *mem, __u64 npages, __u64 gen)
+{
+	return th_wrong_at(mem, 0, npages, gen);
+}
+
+/* An unlinked file of npages pages holding generation gen (th_word()); its descriptor. */
+static inline int th_gen_file(__u64 npages, __u64 gen)
+{
+	char path[64] = "/tmp/npf-gen-file-XXXXXX";
+	__u64 buf[512];
+	int fd = mkstemp(path);
+
+	TH_ASSERT(fd >= 0, "mkstemp: %s", strerror(errno));
+	unlink(path);
+	for (__u64 p = 0; p < npages; p++) {
+		for (__u64 w = 0; w < 512; w++)
+			buf[w] = th_word(gen, p, w);
+		TH_ASSERT(pwrite(fd, buf, sizeof(buf), (off_t)(p * 4096)) == (ssize_t)sizeof(buf),
+			  "write the file: %s", strerror(errno));
+	}
+	return fd;
 }
 
 /*

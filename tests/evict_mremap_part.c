@@ -14,9 +14,16 @@
  *      part larger than npfd puts back at once, its last page read first;
  *   3. the head of one (the region is cut: its page state shifts down);
  *   4. the middle of a file-backed region: pages read and evicted, pages
- *      never read.
+ *      never read;
+ *   5. a part moved into the hole another region keeps where its middle was
+ *      moved away;
+ *   6. the first page past a hole a munmap left in a region.
+ * In 1., a writer frozen on a victim of the part before the move waits at
+ * the old address: it must go on (fault again there, and find nothing).
  */
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include "budget.h"
 #include "zap_log.h"
@@ -30,25 +37,6 @@
 #define BIG_NPG 12288UL
 #define BIG_FIRST 2048UL
 #define BIG_PART 8192UL
-
-/* generation gen at pages [first, first + n) of a region, written at mem (its page first) */
-static void fill_at(char *mem, __u64 first, __u64 n, __u64 gen)
-{
-	for (__u64 p = 0; p < n; p++)
-		for (__u64 w = 0; w < 512; w++)
-			((__u64 *)(void *)(mem + p * PG))[w] = th_word(gen, first + p, w);
-}
-
-static __u64 wrong_at(const char *mem, __u64 first, __u64 n, __u64 gen)
-{
-	__u64 bad = 0;
-
-	for (__u64 p = 0; p < n; p++)
-		for (__u64 w = 0; w < 512; w++)
-			bad += ((const __u64 *)(const void *)(mem + p * PG))[w] !=
-			       th_word(gen, first + p, w);
-	return bad;
-}
 
 /* Pages [first, first + n) of the region at mem moved to a free place; where they went. */
 static char *move_part(char *mem, __u64 first, __u64 n)
@@ -84,6 +72,7 @@ static void check_unregistered(const char *what, const char *moved)
 				snprintf(flags, sizeof(flags), "%s", line + 8);
 		}
 		fclose(f);
+		TH_ASSERT(flags[0], "%s: no mapping at %p in smaps", what, (const void *)moved);
 		if (!strstr(flags, " um") && !strstr(flags, " uw"))
 			return;
 		TH_ASSERT(th_now() - t0 < 5, "%s: the moved part is still registered 5 s on:%s",
@@ -93,7 +82,7 @@ static void check_unregistered(const char *what, const char *moved)
 
 static void check_part(const char *what, const char *mem, __u64 first, __u64 n, __u64 gen)
 {
-	__u64 bad = wrong_at(mem, first, n, gen);
+	__u64 bad = th_wrong_at(mem, first, n, gen);
 
 	printf("%s: pages %llu-%llu: %llu words wrong (%llu pages' worth)\n", what,
 	       (unsigned long long)first, (unsigned long long)(first + n - 1),
@@ -109,7 +98,7 @@ static __u64 writer_first, writer_n;
 static void *write_moved(void *arg)
 {
 	(void)arg;
-	fill_at(writer_mem, writer_first, writer_n, 2);
+	th_fill_at(writer_mem, writer_first, writer_n, 2);
 	return NULL;
 }
 
@@ -168,34 +157,86 @@ static void done(struct npf_client *c, int id)
 	TH_ASSERT(!npf_client__unregister(c, (__u32)id), "unregister: %s", npf_client__errmsg(c));
 }
 
+/*
+ * A writer frozen on a victim of the part before the move waits at the
+ * old address: it must be woken, and fault again there (nothing is
+ * mapped there now: SIGSEGV, caught).
+ */
+static __thread sigjmp_buf poke_jmp;
+static __thread volatile int poking;
+static char *poke_addr;
+
+static void on_segv(int sig)
+{
+	(void)sig;
+	if (poking)
+		siglongjmp(poke_jmp, 1);
+	abort();
+}
+
+static void *poke_old(void *arg)
+{
+	(void)arg;
+	if (sigsetjmp(poke_jmp, 1))
+		return (void *)1; /* the address was gone when it faulted again */
+	poking = 1;
+	*(volatile __u64 *)(void *)poke_addr = 7;
+	poking = 0;
+	return NULL;
+}
+
 static void middle_while_evicting(struct npf_client *c)
 {
 	static struct zap_log zaps;
+	struct sigaction sa = {.sa_handler = on_segv};
+	struct timespec until;
 	struct th_gate g;
 	char *mem, *moved;
+	void *segv = NULL;
+	__u64 p, first;
+	pthread_t th;
 	int id;
 
 	mem = zap_log_gated_region(&zaps, &g, c, NPG, BUDGET, &id);
-	moved = move_part(mem, PART, PART);
-	write_moved_within(moved, PART, PART, 10, &g);
+	/* the part: from the second page under the held zaps on (a middle part) */
+	for (p = 1; p + PART <= NPG && !zaps.zap[p]; p++)
+		;
+	TH_ASSERT(p + PART <= NPG, "no page past the first is under a zap behind the gate");
+	first = p;
+	TH_ASSERT(!sigaction(SIGSEGV, &sa, NULL), "sigaction");
+	poke_addr = mem + p * PG;
+	TH_ASSERT(!pthread_create(&th, NULL, poke_old, NULL), "pthread_create");
+	usleep(200000); /* it waits on the frozen page */
+	moved = move_part(mem, first, PART);
+	check_part("1. moved during a batch, before the writes", moved, first, PART, 1);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	TH_ASSERT(!pthread_timedjoin_np(th, &segv, &until),
+		  "a writer frozen at the old address of page %llu still waits 10 s after the move",
+		  (unsigned long long)p);
+	printf("1. the writer frozen at the old address of page %llu went on (%s)\n",
+	       (unsigned long long)p, segv ? "SIGSEGV: nothing is mapped there" : "written");
+	write_moved_within(moved, first, PART, 10, &g);
 	printf("a batch under way at the move: %u zaps behind the gate\n", zaps.n);
-	check_part("1. moved during a batch", moved, PART, PART, 2);
+	check_part("1. moved during a batch", moved, first, PART, 2);
 	check_unregistered("1. moved during a batch", moved);
-	check_part("1. stays, below", mem, 0, PART, 1);
-	check_part("1. stays, above", mem + 2 * PART * PG, 2 * PART, NPG - 2 * PART, 1);
-	rest_met(c, id, mem, NPG, PART, PART, 16);
-	check_part("1. stays, below, evicted", mem, 0, PART, 1);
-	check_part("1. stays, above, evicted", mem + 2 * PART * PG, 2 * PART, NPG - 2 * PART, 1);
+	check_part("1. stays, below", mem, 0, first, 1);
+	check_part("1. stays, above", mem + (first + PART) * PG, first + PART, NPG - first - PART,
+		   1);
+	rest_met(c, id, mem, NPG, first, PART, 16);
+	check_part("1. stays, below, evicted", mem, 0, first, 1);
+	check_part("1. stays, above, evicted", mem + (first + PART) * PG, first + PART,
+		   NPG - first - PART, 1);
 	done(c, id);
 }
 
-/* A region of npg pages filled with generation 1 and evicted down to its budget: most of it stored. */
-static char *evicted_region(struct npf_client *c, __u64 npg, int *id)
+/* A region of npg pages filled with generation gen and evicted down to its budget: most of it stored. */
+static char *evicted_region(struct npf_client *c, __u64 npg, __u64 gen, int *id)
 {
 	char *mem = th_budget_region(c, npg, BUDGET, id);
 	struct npf_budget_info bi;
 
-	th_fill(mem, npg, 1);
+	th_fill(mem, npg, gen);
 	th_budget_settle(c, *id);
 	bi = th_budget(c, *id);
 	printf("before the move: %llu pages resident, %llu stored\n",
@@ -216,7 +257,7 @@ static void middle_evicted(struct npf_client *c)
 	__u64 word;
 	int id;
 
-	mem = evicted_region(c, BIG_NPG, &id);
+	mem = evicted_region(c, BIG_NPG, 1, &id);
 	moved = move_part(mem, BIG_FIRST, BIG_PART);
 	word = *(volatile __u64 *)(void *)(moved + (BIG_PART - 1) * PG);
 	TH_ASSERT(word == th_word(1, last, 0),
@@ -239,7 +280,7 @@ static void head_evicted(struct npf_client *c)
 	char *mem, *moved;
 	int id;
 
-	mem = evicted_region(c, NPG, &id);
+	mem = evicted_region(c, NPG, 1, &id);
 	moved = move_part(mem, 0, PART);
 	check_part("3. moved head", moved, 0, PART, 1);
 	check_unregistered("3. moved head", moved);
@@ -252,23 +293,85 @@ static void head_evicted(struct npf_client *c)
 }
 
 /*
+ * A part moved into the hole another region keeps where its own middle
+ * was moved away: its faults there are the part's, not that region's
+ * (which would install zeros, and the part's put-back would then find
+ * the pages there).
+ */
+static void into_a_hole(struct npf_client *c)
+{
+	const __u64 last = BIG_FIRST + BIG_PART - 1;
+	char *mem1, *mem2, *part1, *part2;
+	__u64 word;
+	int id1, id2;
+
+	mem1 = evicted_region(c, BIG_NPG, 1, &id1);
+	part1 = move_part(mem1, BIG_FIRST, BIG_PART);
+	check_part("5. moved out, leaving a hole", part1, BIG_FIRST, BIG_PART, 1);
+	mem2 = evicted_region(c, BIG_NPG, 3, &id2);
+	part2 = mremap(mem2 + BIG_FIRST * PG, BIG_PART * PG, BIG_PART * PG,
+		       MREMAP_MAYMOVE | MREMAP_FIXED, mem1 + BIG_FIRST * PG);
+	TH_ASSERT(part2 == mem1 + BIG_FIRST * PG, "mremap into the hole: %s", strerror(errno));
+	/* before npfd has put it all back (moved.c: 1024 pages a pass) */
+	word = *(volatile __u64 *)(void *)(part2 + (BIG_PART - 1) * PG);
+	TH_ASSERT(word == th_word(3, last, 0),
+		  "5. the last page of the part moved into the hole read at once: %#llx",
+		  (unsigned long long)word);
+	check_part("5. moved into the hole", part2, BIG_FIRST, BIG_PART, 3);
+	check_unregistered("5. moved into the hole", part2);
+	check_part("5. the first region, below", mem1, 0, BIG_FIRST, 1);
+	check_part("5. the second region, above", mem2 + (BIG_FIRST + BIG_PART) * PG,
+		   BIG_FIRST + BIG_PART, BIG_NPG - BIG_FIRST - BIG_PART, 3);
+	done(c, id1);
+	done(c, id2);
+}
+
+/*
+ * A hole whose end is not aligned to the fault-around block: the first
+ * page past it must be served (a run that reached into the hole used to
+ * fail whole, its faulting page never installed, the fault back for good).
+ */
+static char *hole_edge_page;
+
+static void *read_hole_edge(void *arg)
+{
+	(void)arg;
+	return (void *)(uintptr_t)(*(volatile __u64 *)(void *)hole_edge_page == 0);
+}
+
+static void hole_edge(struct npf_client *c)
+{
+	char *mem =
+		mmap(NULL, NPG * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct timespec until;
+	void *zero = NULL;
+	pthread_t th;
+	int id;
+
+	TH_ASSERT(mem != MAP_FAILED, "mmap: %s", strerror(errno));
+	id = npf_client__register(c, mem, NPG * PG, NULL);
+	TH_ASSERT(id > 0, "register: %s", npf_client__errmsg(c));
+	TH_ASSERT(!munmap(mem + 100 * PG, 101 * PG), "munmap: %s", strerror(errno));
+	hole_edge_page = mem + 201 * PG;
+	TH_ASSERT(!pthread_create(&th, NULL, read_hole_edge, NULL), "pthread_create");
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	TH_ASSERT(!pthread_timedjoin_np(th, &zero, &until),
+		  "6. the page past a hole (pages 100-200) still waits after 10 s");
+	TH_ASSERT(zero, "6. the page past a hole does not read zeros");
+	printf("6. the page past a hole was served\n");
+	done(c, id);
+}
+
+/*
  * Pages [0, 2 * PART) read (and evicted, clean: the file has them), the
  * rest never; the part moved is half of each.
  */
 static void file_middle(struct npf_client *c)
 {
-	char path[64] = "/tmp/npf-mremap-part-XXXXXX", *mem, *moved;
-	__u64 buf[PG / 8];
-	int fd, id;
+	char *mem, *moved;
+	int fd = th_gen_file(NPG, 1), id;
 
-	fd = mkstemp(path);
-	TH_ASSERT(fd >= 0, "mkstemp: %s", strerror(errno));
-	unlink(path);
-	for (__u64 p = 0; p < NPG; p++) {
-		for (__u64 w = 0; w < PG / 8; w++)
-			buf[w] = th_word(1, p, w);
-		TH_ASSERT(pwrite(fd, buf, PG, (off_t)(p * PG)) == (ssize_t)PG, "write the file");
-	}
 	mem = mmap(NULL, NPG * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	TH_ASSERT(mem != MAP_FAILED, "mmap");
 	NPF_OPTS(npf_region_opts, o, .backing = NPF_BACKING_FILE, .backing_fd = fd,
@@ -298,7 +401,8 @@ int main(void)
 	struct th_npfd d;
 	struct npf_client *c;
 
-	th_npfd_start(&d, NULL);
+	static const char *dbg[] = {"-v", "-v", NULL};
+	th_npfd_start(&d, getenv("DBG") ? dbg : NULL);
 	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock);
 	c = npf_client__connect(&co);
 	TH_ASSERT(c, "connect: %s", strerror(errno));
@@ -307,6 +411,8 @@ int main(void)
 	middle_evicted(c);
 	head_evicted(c);
 	file_middle(c);
+	into_a_hole(c);
+	hole_edge(c);
 	TH_ASSERT(th_npfd_alive(&d), "npfd died");
 	npf_client__close(c);
 	th_npfd_stop(&d);

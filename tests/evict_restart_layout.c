@@ -26,18 +26,6 @@ static struct rs_npfd d;
 static char *moved, *cut, *file_mem;
 static int file_fd;
 
-/* pages [first, first + n) of a region filled with generation gen, read at mem */
-static __u64 wrong_at(const char *mem, __u64 first, __u64 n, __u64 gen)
-{
-	__u64 bad = 0;
-
-	for (__u64 p = 0; p < n; p++)
-		for (__u64 w = 0; w < 512; w++)
-			bad += ((const __u64 *)(const void *)(mem + p * PG))[w] !=
-			       th_word(gen, first + p, w);
-	return bad;
-}
-
 static __u64 bad_moved, bad_cut, bad_file;
 #define HALF                                                                                       \
 	(CUT + (NPG - CUT) / 2) /* the fallback reads the pages below, the new npfd the others */
@@ -47,9 +35,9 @@ static void *read_half(void *arg)
 	bool second = arg != NULL;
 	__u64 lo = second ? HALF : CUT, hi = second ? NPG : HALF;
 
-	bad_moved = wrong_at(moved + lo * PG, lo, hi - lo, 1);
-	bad_cut = wrong_at(cut + lo * PG, lo, hi - lo, 1);
-	bad_file = wrong_at(file_mem + lo * PG, lo, hi - lo, 1);
+	bad_moved = th_wrong_at(moved + lo * PG, lo, hi - lo, 1);
+	bad_cut = th_wrong_at(cut + lo * PG, lo, hi - lo, 1);
+	bad_file = th_wrong_at(file_mem + lo * PG, lo, hi - lo, 1);
 	return NULL;
 }
 
@@ -80,18 +68,9 @@ static void check(const char *what, bool second)
 
 static char *file_region(struct npf_client *c, int *id)
 {
-	char path[64] = "/tmp/npf-layout-XXXXXX", *mem;
-	__u64 buf[PG / 8];
+	char *mem;
 
-	file_fd = mkstemp(path);
-	TH_ASSERT(file_fd >= 0, "mkstemp: %s", strerror(errno));
-	unlink(path);
-	for (__u64 p = 0; p < NPG; p++) {
-		for (__u64 w = 0; w < PG / 8; w++)
-			buf[w] = th_word(1, p, w);
-		TH_ASSERT(pwrite(file_fd, buf, PG, (off_t)(p * PG)) == (ssize_t)PG,
-			  "write the file");
-	}
+	file_fd = th_gen_file(NPG, 1);
 	mem = mmap(NULL, NPG * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	TH_ASSERT(mem != MAP_FAILED, "mmap");
 	NPF_OPTS(npf_region_opts, o, .backing = NPF_BACKING_FILE, .backing_fd = file_fd);
