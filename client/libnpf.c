@@ -88,6 +88,14 @@ struct lib_region {
 	 */
 	int store_fd;
 	__u64 store_origin;
+	/*
+	 * What npfd's layout journal said of it when this record last agreed
+	 * with npfd (registered, adopted, or an entry applied): an entry is
+	 * applied only if npfd changed it since. The fallback's own cuts
+	 * (npfd away) are not npfd's, and a dead npfd's entry must not undo
+	 * them.
+	 */
+	__u64 known_start, known_length, known_offset;
 };
 
 struct lib_device {
@@ -652,7 +660,16 @@ static void layout_sync(struct npf_client *c)
 	ssize_t got;
 
 	pthread_mutex_lock(&c->tab_lock);
-	got = c->layout_fd >= 0 ? pread(c->layout_fd, e, sizeof(e), 0) : -1;
+	/* npfd may be writing an entry (alive, stalled): read until two reads agree */
+	got = -1;
+	for (int tries = 0; c->layout_fd >= 0 && tries < 8; tries++) {
+		struct npf_layout_entry again[NPF_MAX_RANGES_PER_PROC];
+
+		got = pread(c->layout_fd, e, sizeof(e), 0);
+		if (got <= 0 || pread(c->layout_fd, again, sizeof(again), 0) != got ||
+		    !memcmp(e, again, (size_t)got))
+			break;
+	}
 	n = got > 0 ? (size_t)got / sizeof(e[0]) : 0;
 	for (i = 0; i < c->nregions; i++) {
 		struct lib_region *r = &c->regions[i];
@@ -661,8 +678,12 @@ static void layout_sync(struct npf_client *c)
 			;
 		/* npfd's own file, read-only here: still, nothing odd is taken */
 		if (k == n || !e[k].length || ((e[k].start | e[k].length | e[k].offset) & 4095) ||
-		    (e[k].start == r->start && e[k].length == r->length))
+		    (e[k].start == r->known_start && e[k].length == r->known_length &&
+		     e[k].offset == r->known_offset))
 			continue;
+		r->known_start = e[k].start;
+		r->known_length = e[k].length;
+		r->known_offset = e[k].offset;
 		pr_info("region %u is at %p+0x%llx now (npfd followed a move or a cut; registered at %p+0x%llx)",
 			r->id, (void *)(unsigned long)e[k].start, (unsigned long long)e[k].length,
 			(void *)(unsigned long)r->start, (unsigned long long)r->length);
@@ -689,10 +710,11 @@ static void layout_fetch(struct npf_client *c)
 	if (request_raw(c, NPF_MSG_LAYOUT, NULL, 0, NULL, 0, sizeof(struct npf_layout_info), &items,
 			&n, c->timeout_ms)) {
 		pr_debug("npfd keeps no layout journal: %s", c->errmsg);
-		return;
+		fd = -1; /* an earlier npfd's would be read for this one's regions */
+	} else {
+		free(items);
+		fd = reply_take_file(c, true);
 	}
-	free(items);
-	fd = reply_take_file(c, true);
 	pthread_mutex_lock(&c->tab_lock);
 	if (c->layout_fd >= 0)
 		close(c->layout_fd);
@@ -758,6 +780,9 @@ static int reconnect(struct npf_client *c)
 			close(r->store_fd);
 		r->store_fd = store;
 		/* anonymous: where its store begins (npf_abi.h NPF_MSG_LAYOUT) */
+		r->known_start = info.start;
+		r->known_length = info.length;
+		r->known_offset = info.file_offset;
 		r->store_origin = r->backing == NPF_BACKING_ANON ? info.start - info.file_offset :
 								   r->start;
 		pthread_mutex_unlock(&c->tab_lock);
@@ -859,6 +884,21 @@ static void evict_ring_offer(struct npf_client *c)
 			return;
 		}
 		fcntl(c->evict_ring, F_SETFD, FD_CLOEXEC);
+		/*
+		 * One io-wq worker: npfd's zaps run, and complete, in the order
+		 * npfd submits them, so every zap still in flight is among the
+		 * ring's last NPF_EVICT_RING_ENTRIES entries -- where the next
+		 * npfd reads them if this one dies (npfd's old_zap_ranges()).
+		 * With workers in parallel, a zap could outlive its entry.
+		 */
+		{
+			__u32 one[2] = {1, 1}; /* bounded and unbounded workers */
+
+			if (syscall(__NR_io_uring_register, c->evict_ring,
+				    IORING_REGISTER_IOWQ_MAX_WORKERS, one, 2))
+				pr_debug("cannot limit the eviction ring to one worker: %s",
+					 strerror(errno));
+		}
 		ring_map(c, &p);
 	}
 	req.fd = c->evict_ring;
@@ -1870,6 +1910,9 @@ static int fork_claim(struct npf_client *c, struct lib_region *r)
 		close(r->store_fd);
 	r->store_fd = reply_take_fd(c, info.flags);
 	r->store_origin = r->start;
+	r->known_start = info.start;
+	r->known_length = info.length;
+	r->known_offset = info.file_offset;
 	return 0;
 }
 
@@ -2165,7 +2208,10 @@ int npf_client__register(struct npf_client *c, void *addr, size_t len,
 							.fault_around_kib = req.fault_around_kib,
 							.fd = dup_fd,
 							.store_fd = reply_take_fd(c, info.flags),
-							.store_origin = req.start};
+							.store_origin = req.start,
+							.known_start = info.start,
+							.known_length = info.length,
+							.known_offset = info.file_offset};
 	memcpy(c->regions[c->nregions - 1].name, req.name, sizeof(req.name));
 	pthread_mutex_unlock(&c->tab_lock);
 	dup_fd = -1;

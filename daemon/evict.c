@@ -668,8 +668,9 @@ static int ring_take_over(struct evict_ring *er, char *err, size_t errlen)
  * keeps at most NPF_EVICT_RING_ENTRIES zaps in flight in a ring, its
  * predecessors' counted (zap_more()), so each of them is among the last
  * that many submitted, whose entries no later submission has written
- * over: their zaps' ranges are a superset (some of those zaps are done).
- * The client can write the entries: a lie makes its own writes wait, or
+ * over -- libnpf gives the ring one io-wq worker, so zaps complete in
+ * the order they were submitted: their zaps' ranges are a superset (some
+ * of those zaps are done). The client can write the entries: a lie makes its own writes wait, or
  * exposes them to its own zaps -- as a lie about the count does.
  */
 static void old_zap_ranges(struct evict_ring *er, unsigned int sq_tail)
@@ -681,7 +682,8 @@ static void old_zap_ranges(struct evict_ring *er, unsigned int sq_tail)
 	er->old_known = er->old_zaps <= n;
 	if (!er->old_zaps || !er->old_known)
 		return;
-	for (k = sq_tail - (sq_tail < n ? sq_tail : n); k != sq_tail; k++) {
+	/* the last n whatever the tail's wraps: a fresh ring's unused entries are zeros, no-ops */
+	for (k = sq_tail - n; k != sq_tail; k++) {
 		const struct io_uring_sqe *sqe =
 			&sq->sqes[sq->array[k & sq->ring_mask] & sq->ring_mask];
 
@@ -692,6 +694,9 @@ static void old_zap_ranges(struct evict_ring *er, unsigned int sq_tail)
 		er->old_range[er->n_old_ranges][1] = sqe->len;
 		er->n_old_ranges++;
 	}
+	/* fewer zaps there than in flight: entries written over (an earlier rule, or a lie) */
+	if (er->n_old_ranges < er->old_zaps)
+		er->old_known = false;
 }
 
 static void unfreeze(struct npfd_mm *mm, struct npfd_region *r, __u64 page);
@@ -2205,6 +2210,15 @@ static struct npfd_region *over_budget(unsigned int *want)
 		bool resting;
 
 		if (mm->dead || !mm->evict_ring || fork_holds(mm, now))
+			continue;
+		/*
+		 * Its ring holds as many zaps in flight as zap_more() allows
+		 * (a stopped client): a batch would freeze and write its
+		 * victims, then wait 2 s with no zap, and the other clients'
+		 * eviction with it.
+		 */
+		if ((__u64)mm->evict_ring->late_zaps + mm->evict_ring->old_zaps >=
+		    NPF_EVICT_RING_ENTRIES)
 			continue;
 		list_for_each_entry(r, &mm->regions, node) {
 			__u64 bud = region_budget(r);

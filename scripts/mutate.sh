@@ -210,6 +210,7 @@ layout-file-offset-kept @@ client/libnpf.c @@ s{\t\telse\n\t\t\tr->file_offset =
 moved-part-region-owns-hole @@ daemon/region.c @@ s{\tif \(moved_waits\(mm, addr, NPF_PAGE_SIZE\)\)\n\t\treturn NULL;\n}{} @@ evict_mremap_part
 unmapped-frozen-writer-not-woken @@ daemon/evict.c @@ s{\t\t\twake_page\(b\.mm, page\);\n\t\t\tcontinue;\n}{\t\t\tcontinue;\n} @@ evict_mremap_part
 hole-run-fails-whole @@ daemon/resolve.c @@ s{\t\tif \(res == -ENOENT && !one\) \{\n\t\t\tone = true;\n\t\t\tcontinue;\n\t\t\}\n\t\tif \(res == -ENOENT\) \{\n\t\t\trun_absent\(rn, \(__u32\)\(rn->done >> NPF_PAGE_SHIFT\)\);\n\t\t\trn->done \+= NPF_PAGE_SIZE;\n\t\t\tcontinue;\n\t\t\}\n}{} @@ evict_mremap_part
+layout-fallback-cut-undone @@ client/libnpf.c @@ s{\(e\[k\]\.start == r->known_start && e\[k\]\.length == r->known_length &&\n\t\s+e\[k\]\.offset == r->known_offset\)}{(e[k].start == r->start && e[k].length == r->length)} @@ evict_restart_layout
 batch-removed-page-let-go @@ daemon/evict.c @@ s{\t\tif \(zaps_pending && i < b.zap_next && b.zapped\[i\]\) \{(.*?)(bool zap_left = zaps_pending && !b.unmapped\[i\] && i < b.zap_next && b.zapped\[i\])}{\t\tif (0) \{$1$2 && !b.removed[i]}s @@ evict_adopt_frozen
 zap-pending-installed-writable @@ daemon/resolve.c @@ s{\(!rn->write \|\| \(hooks.zap_may_run && hooks.zap_may_run\(rn\)\)\)}{!rn->write} @@ evict_adopt_frozen
 stored-zap-pending-installed-writable @@ daemon/evict.c @@ s{\(!rn->write \|\| zap_may_run\(r, addr\)\)}{!rn->write} @@ evict_adopt_frozen
