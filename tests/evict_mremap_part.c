@@ -125,6 +125,27 @@ static void write_moved_within(char *moved, __u64 first, __u64 n, int secs, stru
 		  "a write to the moved part still waits after %d s", secs);
 }
 
+/*
+ * Pages [first, first + n) of a region of npg pages at mem, generation 1,
+ * moved to moved: they read right there, are the process's own memory
+ * (written at once), and what stayed reads right.
+ */
+static void check_moved(const char *what, char *mem, __u64 npg, char *moved, __u64 first, __u64 n)
+{
+	char label[64];
+
+	snprintf(label, sizeof(label), "%s moved", what);
+	check_part(label, moved, first, n, 1);
+	check_unregistered(label, moved);
+	write_moved_within(moved, first, n, 5, NULL);
+	snprintf(label, sizeof(label), "%s moved, written", what);
+	check_part(label, moved, first, n, 2);
+	snprintf(label, sizeof(label), "%s stays, below", what);
+	check_part(label, mem, 0, first, 1);
+	snprintf(label, sizeof(label), "%s stays, above", what);
+	check_part(label, mem + (first + n) * PG, first + n, npg - first - n, 1);
+}
+
 /* At most `pages` of a region of npg pages at mem but its moved-away [first, first + n) present within 20 s. */
 static void rest_met(struct npf_client *c, int id, const char *mem, __u64 npg, __u64 first, __u64 n,
 		     __u64 pages)
@@ -263,13 +284,7 @@ static void middle_evicted(struct npf_client *c)
 	TH_ASSERT(word == th_word(1, last, 0),
 		  "2. the moved part's last page read at once: %#llx, not generation 1",
 		  (unsigned long long)word);
-	check_part("2. moved", moved, BIG_FIRST, BIG_PART, 1);
-	check_unregistered("2. moved", moved);
-	write_moved_within(moved, BIG_FIRST, BIG_PART, 5, NULL);
-	check_part("2. moved, written", moved, BIG_FIRST, BIG_PART, 2);
-	check_part("2. stays, below", mem, 0, BIG_FIRST, 1);
-	check_part("2. stays, above", mem + (BIG_FIRST + BIG_PART) * PG, BIG_FIRST + BIG_PART,
-		   BIG_NPG - BIG_FIRST - BIG_PART, 1);
+	check_moved("2.", mem, BIG_NPG, moved, BIG_FIRST, BIG_PART);
 	rest_met(c, id, mem, BIG_NPG, BIG_FIRST, BIG_PART, 16);
 	check_part("2. moved, after more eviction", moved, BIG_FIRST, BIG_PART, 2);
 	done(c, id);
@@ -385,13 +400,7 @@ static void file_middle(struct npf_client *c)
 	printf("4. file: %llu of the %lu pages read are present before the move\n",
 	       (unsigned long long)th_present_pages(mem, 2 * PART), 2 * PART);
 	moved = move_part(mem, FILE_FIRST, PART);
-	check_part("4. file, moved", moved, FILE_FIRST, PART, 1);
-	check_unregistered("4. file, moved", moved);
-	write_moved_within(moved, FILE_FIRST, PART, 5, NULL);
-	check_part("4. file, moved, written", moved, FILE_FIRST, PART, 2);
-	check_part("4. file, stays, below", mem, 0, FILE_FIRST, 1);
-	check_part("4. file, stays, above", mem + (FILE_FIRST + PART) * PG, FILE_FIRST + PART,
-		   NPG - FILE_FIRST - PART, 1);
+	check_moved("4. file,", mem, NPG, moved, FILE_FIRST, PART);
 	done(c, id);
 	close(fd);
 }
