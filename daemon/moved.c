@@ -35,9 +35,9 @@ struct part {
 	__u64 dst, npages;
 	int fd;
 	__u64 off0;
-	/* todo_map: a set bit is a page to put back; else a set bit is one not to (unmapped) */
+	/* map_lists_wanted: a set bit is a page to put back; else (a file's part) a set bit is one not to (unmapped since) */
 	__u8 *map;
-	bool todo_map;
+	bool map_lists_wanted;
 	bool punch;
 	__u64 next; /* the first page not looked at */
 	__u64 put, failed;
@@ -52,7 +52,7 @@ static bool map_bit(const struct part *pt, __u64 j)
 
 static bool wanted(const struct part *pt, __u64 j)
 {
-	return pt->todo_map ? map_bit(pt, j) : !map_bit(pt, j);
+	return pt->map_lists_wanted ? map_bit(pt, j) : !map_bit(pt, j);
 }
 
 static void part_free(struct part *pt)
@@ -130,7 +130,7 @@ static int part_step(struct part *pt)
 		__u64 j = pt->next;
 		int err;
 
-		if (pt->todo_map && !(j % 8) && !pt->map[j / 8] && pt->npages - j >= 8) {
+		if (pt->map_lists_wanted && !(j % 8) && !pt->map[j / 8] && pt->npages - j >= 8) {
 			pt->next += 8; /* a byte of nothing to do */
 			continue;
 		}
@@ -162,7 +162,7 @@ static void part_run(struct part *pt)
 }
 
 void moved_start(struct npfd_mm *mm, __u32 region_id, __u64 dst, __u64 npages, int fd, __u64 off0,
-		 __u8 *todo, bool punch)
+		 __u8 *wanted, bool punch)
 {
 	struct part *pt = calloc(1, sizeof(*pt));
 
@@ -171,7 +171,7 @@ void moved_start(struct npfd_mm *mm, __u32 region_id, __u64 dst, __u64 npages, i
 		       mm->tgid, region_id, (unsigned long long)dst);
 		if (fd >= 0)
 			close(fd);
-		free(todo);
+		free(wanted);
 		return;
 	}
 	*pt = (struct part){.mm = mm,
@@ -180,8 +180,8 @@ void moved_start(struct npfd_mm *mm, __u32 region_id, __u64 dst, __u64 npages, i
 			    .npages = npages,
 			    .fd = fd,
 			    .off0 = off0,
-			    .map = todo,
-			    .todo_map = todo != NULL,
+			    .map = wanted,
+			    .map_lists_wanted = wanted != NULL,
 			    .punch = punch,
 			    /* nothing to put back: unregistered at once */
 			    .next = fd >= 0 ? 0 : npages};
@@ -223,7 +223,7 @@ void moved_removed(struct npfd_mm *mm, __u64 start, __u64 end, bool unmapped)
 		if (pt->mm != mm || end <= pt->dst || start >= pend)
 			continue;
 		/* a file's page dropped reads its file again, as in a region */
-		if (!pt->todo_map && !unmapped)
+		if (!pt->map_lists_wanted && !unmapped)
 			continue;
 		if (!pt->map && !(pt->map = calloc(pt->npages / 8 + 1, 1))) {
 			pr_err("pid %d: out of memory: pages the process unmapped may be written by npfd",
@@ -232,11 +232,11 @@ void moved_removed(struct npfd_mm *mm, __u64 start, __u64 end, bool unmapped)
 		}
 		for (j = ((start > pt->dst ? start : pt->dst) - pt->dst) >> NPF_PAGE_SHIFT;
 		     j < pt->npages && pt->dst + (j << NPF_PAGE_SHIFT) < end; j++) {
-			if (pt->todo_map && map_bit(pt, j)) {
+			if (pt->map_lists_wanted && map_bit(pt, j)) {
 				pt->map[j / 8] &= (__u8) ~(1 << (j % 8));
 				if (pt->punch)
 					swapstore_punch(pt->fd, pt->off0 + (j << NPF_PAGE_SHIFT));
-			} else if (!pt->todo_map)
+			} else if (!pt->map_lists_wanted)
 				pt->map[j / 8] |= (__u8)(1 << (j % 8));
 		}
 	}

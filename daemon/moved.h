@@ -16,14 +16,14 @@
 
 /*
  * Put back the part of npages pages moved to dst, page j from fd at byte
- * off0 + j pages: those set in todo if todo, else every page (a file's
+ * off0 + j pages: those set in wanted if wanted, else every page (a file's
  * part; past the end of the file, nothing). A page present there stays
- * as it is (it moved with its data). fd and todo are
+ * as it is (it moved with its data). fd and wanted are
  * taken (fd may be -1: nothing to put back). punch: fd is a swap store:
  * a page's slot is punched once it is back.
  */
 void moved_start(struct npfd_mm *mm, __u32 region_id, __u64 dst, __u64 npages, int fd, __u64 off0,
-		 __u8 *todo, bool punch);
+		 __u8 *wanted, bool punch);
 /* From the event loop: more of every part put back. */
 void moved_step(void);
 /* A part still being put back: moved_step() again soon. */

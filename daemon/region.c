@@ -1069,25 +1069,25 @@ void mm_unmapped(struct npfd_mm *mm, __u64 start, __u64 end)
 static void part_moved(struct npfd_region *r, __u64 lo, __u64 hi, __u64 delta)
 {
 	__u64 off0 = 0;
-	__u8 *todo = hooks.part_leaving ? hooks.part_leaving(r, lo, hi, &off0) : NULL;
+	__u8 *stored = hooks.part_leaving ? hooks.part_leaving(r, lo, hi, &off0) : NULL;
 	int fd = -1;
 
-	if (todo) {
+	if (stored) {
 		fd = fcntl(r->store_fd, F_DUPFD_CLOEXEC, 0);
 	} else if (r->backing == NPF_BACKING_FILE) {
 		fd = fcntl(r->file_fd, F_DUPFD_CLOEXEC, 0);
 		off0 = r->file_offset + (lo - r->start);
 	}
-	if ((todo || r->backing == NPF_BACKING_FILE) && fd < 0)
+	if ((stored || r->backing == NPF_BACKING_FILE) && fd < 0)
 		pr_err("pid %d: the part of region %u moved to 0x%llx reads zeros where npfd held its pages: %s",
 		       r->mm->tgid, r->id, (unsigned long long)(lo + delta), strerror(errno));
 	pr_warn("pid %d moved pages 0x%llx-0x%llx of region %u to 0x%llx: they leave the region",
 		r->mm->tgid, (unsigned long long)lo, (unsigned long long)hi, r->id,
 		(unsigned long long)(lo + delta));
 	moved_start(r->mm, r->id, lo + delta, (hi - lo) >> NPF_PAGE_SHIFT, fd, off0,
-		    fd >= 0 ? todo : NULL, todo != NULL);
+		    fd >= 0 ? stored : NULL, stored != NULL);
 	if (fd < 0)
-		free(todo);
+		free(stored);
 }
 
 /* mremap: a region that moved whole follows its memory; a part moved leaves its region. */
