@@ -722,6 +722,40 @@ static void layout_fetch(struct npf_client *c)
 	pthread_mutex_unlock(&c->tab_lock);
 }
 
+static int shorter_first(const void *a, const void *b)
+{
+	const struct lib_region *x = a, *y = b;
+
+	return x->length < y->length ? -1 : x->length > y->length;
+}
+
+/*
+ * Unregister r's range in the kernel, but not the other regions inside it
+ * (in a hole of r: npfd's daemon/holes.h): they are still served.
+ */
+static void unregister_own(struct npf_client *c, const struct lib_region *r)
+{
+	__u64 lo = r->start, end = r->start + r->length;
+
+	while (lo < end) {
+		struct uffdio_range range = {.start = lo};
+		__u64 hi = end, next = end;
+
+		for (size_t k = 0; k < c->nregions; k++) {
+			const struct lib_region *q = &c->regions[k];
+
+			if (q == r || q->start < lo || q->start >= hi || q->length > end - q->start)
+				continue;
+			hi = q->start;
+			next = q->start + q->length;
+		}
+		range.len = hi - lo;
+		if (range.len)
+			ioctl(c->uffd, UFFDIO_UNREGISTER, &range);
+		lo = next;
+	}
+}
+
 /*
  * A new connection to npfd, and everything this process had registered
  * handed to it. Called with c->lock held, when the old connection is gone.
@@ -747,6 +781,15 @@ static int reconnect(struct npf_client *c)
 
 	layout_sync(c); /* the earlier npfd's journal */
 	fallback_settle_drops(c);
+	/*
+	 * Shortest first: a region in a hole of another lies inside that
+	 * one's range, and the new npfd learns of the hole from it (the
+	 * journal has no holes). Adopted first, the region around it would
+	 * serve the inner one's pages until the inner one came.
+	 */
+	pthread_mutex_lock(&c->tab_lock);
+	qsort(c->regions, c->nregions, sizeof(*c->regions), shorter_first);
+	pthread_mutex_unlock(&c->tab_lock);
 	for (i = 0; i < c->nregions;) {
 		struct lib_region *r = &c->regions[i];
 		struct npf_region_adopt_req req = {.region = region_req_of(r),
@@ -761,12 +804,10 @@ static int reconnect(struct npf_client *c)
 		if (err == -ECONNRESET || err == -ETIMEDOUT || err == -EPROTO)
 			return err; /* this connection failed too: tried again later */
 		if (err) {
-			struct uffdio_range range = {.start = r->start, .len = r->length};
-
 			pr_warn("region %u (%p+0x%llx) lost: npfd at %s refused to adopt it: %s",
 				r->id, (void *)(unsigned long)r->start,
 				(unsigned long long)r->length, c->path, c->errmsg);
-			ioctl(c->uffd, UFFDIO_UNREGISTER, &range);
+			unregister_own(c, r);
 			region_forget(c, i);
 			continue;
 		}
@@ -1077,14 +1118,21 @@ static void *grow(void *arr, size_t *cap, size_t n, size_t size)
 
 /* ---- the fallback: faults served in-process while npfd is away ---- */
 
-/* With tab_lock: the region addr is in, or NULL. */
+/*
+ * With tab_lock: the region addr is in, or NULL. The shortest: a region
+ * registered in a hole another one keeps (npfd: daemon/holes.h) lies
+ * inside that one's range, and the page is the inner one's.
+ */
 static const struct lib_region *region_at(const struct npf_client *c, __u64 addr)
 {
+	const struct lib_region *at = NULL;
+
 	for (size_t i = 0; i < c->nregions; i++)
 		if (addr >= c->regions[i].start &&
-		    addr - c->regions[i].start < c->regions[i].length)
-			return &c->regions[i];
-	return NULL;
+		    addr - c->regions[i].start < c->regions[i].length &&
+		    (!at || c->regions[i].length < at->length))
+			at = &c->regions[i];
+	return at;
 }
 
 /*
@@ -2236,7 +2284,18 @@ int npf_client__unregister(struct npf_client *c, __u32 region_id)
 		return -EINVAL;
 	pthread_mutex_lock(&c->lock);
 	req.region_id = npfd_region_id(c, region_id);
-	err = npf_request(c, NPF_MSG_REGION_UNREGISTER, &req, sizeof(req), NULL, 0, 0, NULL, NULL);
+	/*
+	 * EAGAIN: npfd could not put an evicted page back yet (an mm event of
+	 * this process it has not read yet: the kernel refuses UFFDIO_COPY
+	 * until it has); the region is still registered. It reads it at once.
+	 */
+	for (int tries = 0;; tries++) {
+		err = npf_request(c, NPF_MSG_REGION_UNREGISTER, &req, sizeof(req), NULL, 0, 0, NULL,
+				  NULL);
+		if (err != -EAGAIN || tries == 2000)
+			break;
+		usleep(1000);
+	}
 	if (!err)
 		for (i = 0; i < c->nregions; i++)
 			if (c->regions[i].id == region_id) {

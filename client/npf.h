@@ -101,6 +101,9 @@ NPF_API struct npf_client *npf_client__connect(const struct npf_client_opts *opt
 /*
  * Unregister all regions (in the kernel first, so that a munmap() that
  * follows never waits for npfd), close the userfaultfd and the connection.
+ * The end of the regions' use: pages npfd evicted are not put back (they
+ * read zeros); npf_client__unregister() first a region whose memory the
+ * process goes on using.
  */
 NPF_API void npf_client__close(struct npf_client *client);
 
@@ -132,7 +135,10 @@ NPF_API int npf_client__register(struct npf_client *client, void *addr, size_t l
 				 const struct npf_region_opts *opts);
 
 /*
- * Unregister a region: npfd stops serving it; its pages stay as they are.
+ * Unregister a region: npfd stops serving it; its pages stay as they are,
+ * and pages npfd evicted (a region with a budget) are put back first.
+ * -ENOMEM: they do not fit under the process's memory cgroup limit, and
+ * the region stays registered and served.
  * With a device attached, it returns once the device acknowledged that no
  * DMA to the pages is in flight; -ETIMEDOUT (unregistered, but the device
  * did not acknowledge within 2 s) or -ESHUTDOWN (npfd stopped first) mean

@@ -783,12 +783,21 @@ int collect_filter_update(pid_t tgid, struct npfd_mm *mm)
 	if (!tgid)
 		return 0;
 	list_for_each_entry(r, &mm->regions, node) {
+		__u32 k = pr.nr;
+
 		if (pr.nr == NPF_MAX_RANGES_PER_PROC)
 			return -E2BIG;
-		pr.r[pr.nr].start = r->start;
-		pr.r[pr.nr].end = r->start + r->length;
-		pr.r[pr.nr].slot = r->slot;
-		pr.r[pr.nr].region_id = r->id;
+		/*
+		 * Shortest first: the BPF programs take the first range an
+		 * address is in, and a region inside another's range is in a
+		 * hole of it (region.c), so it must come first.
+		 */
+		for (; k > 0 && pr.r[k - 1].end - pr.r[k - 1].start > r->length; k--)
+			pr.r[k] = pr.r[k - 1];
+		pr.r[k].start = r->start;
+		pr.r[k].end = r->start + r->length;
+		pr.r[k].slot = r->slot;
+		pr.r[k].region_id = r->id;
 		pr.nr++;
 		if (r->stats)
 			r->stats->tgid = key;

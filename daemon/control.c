@@ -822,12 +822,16 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 		}
 		case NPF_MSG_REGION_FORKED: {
 			struct npf_region_forked_req *fr = body;
+			struct npfd_region *parent;
 			struct npf_region_info info;
 			struct fork_copy *copy;
 
 			rc = evict_fork_find(c, fr, &copy, err, sizeof(err));
+			parent = rc ? NULL : region_find_id(fr->parent_region_id);
+			/* the child's copy has the parent's holes: what is there is not the region's */
 			if (!rc)
-				rc = region_register(c, &fr->region, fds, nfds, 0, &info, err,
+				rc = region_register(c, &fr->region, fds, nfds, 0,
+						     parent ? &parent->holes : NULL, &info, err,
 						     sizeof(err));
 			if (rc) {
 				pr_info_rl("client pid %d: forked region refused: %s", c->pid, err);
@@ -866,7 +870,7 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 			}
 			rc = region_register(c, body, fds, nfds,
 					     hdr->type == NPF_MSG_REGION_ADOPT ? ar->region_id : 0,
-					     &info, err, sizeof(err));
+					     NULL, &info, err, sizeof(err));
 			/* the last adoption, done or refused, ends the adopting */
 			if (hdr->type == NPF_MSG_REGION_ADOPT && c->mm)
 				c->mm->adopting = (ar->flags & NPF_ADOPT_MORE) != 0;

@@ -692,6 +692,16 @@ void device_pages_installed(struct npfd_region *r, __u64 start, __u64 npages)
 	}
 }
 
+/* Does any page of [first, last] of d lie in a hole of its region? */
+static bool in_hole(const struct npfd_device *d, __u64 first, __u64 last)
+{
+	__u64 lo = d->start + first * NPF_PAGE_SIZE, hi = d->start + (last + 1) * NPF_PAGE_SIZE;
+	__u64 from = lo, pe;
+
+	return d->region && d->region->holes.n &&
+	       (!holes_piece(&d->region->holes, &lo, hi, &pe) || lo != from || pe != hi);
+}
+
 /*
  * Queue the pages of [first, last] the device cannot use yet. Pages the
  * process already has need no install and are mapped at once: those npfd
@@ -828,7 +838,7 @@ static void device_request(const struct npf_fault_record *rec)
 {
 	struct npfd_device *d = device_of((pid_t)rec->tgid, rec->device_id);
 	struct npf_policy_decision dec;
-	__u64 first, last;
+	__u64 first, last, n;
 	struct group *g;
 
 	if (!d || !d->mm || (pid_t)rec->tgid != d->mm->tgid) {
@@ -857,6 +867,19 @@ static void device_request(const struct npf_fault_record *rec)
 	last = (rec->addr + rec->len - 1 - d->start) >> NPF_PAGE_SHIFT;
 	if (last - first >= DEVICE_REQUEST_MAX_PAGES)
 		last = first + DEVICE_REQUEST_MAX_PAGES - 1;
+	if (in_hole(d, first, last)) {
+		/*
+		 * A hole of its region (region.c) is not the region's memory,
+		 * whatever is mapped there now: mapped for the device, it would
+		 * never be invalidated. The DMA fails, as to unmapped memory.
+		 */
+		pr_warn_rl(
+			"device %u: page request 0x%llx+%llu reaches a hole of region %u: invalid",
+			d->id, (unsigned long long)rec->addr, (unsigned long long)rec->len,
+			d->region->id);
+		post_response(d, rec->cookie, NPF_PR_INVALID);
+		return;
+	}
 	if (d->info.requests_waiting >= DEVICE_GROUPS_MAX) {
 		pr_warn_rl(
 			"device %u: %u page requests wait for answers its NIC does not take: one more dropped",
@@ -864,8 +887,15 @@ static void device_request(const struct npf_fault_record *rec)
 		return;
 	}
 	dec = policy_clamp(rec, d->region);
-	first -= dec.before < first ? dec.before : first;
-	last += dec.after < d->npages - 1 - last ? dec.after : d->npages - 1 - last;
+	/* what the policy adds stops short of a hole */
+	for (n = dec.before < first ? dec.before : first; n && in_hole(d, first - n, first - 1);
+	     n--)
+		;
+	first -= n;
+	for (n = dec.after < d->npages - 1 - last ? dec.after : d->npages - 1 - last;
+	     n && in_hole(d, last + 1, last + n); n--)
+		;
+	last += n;
 	g = calloc(1, sizeof(*g));
 	if (!g) {
 		post_response(d, rec->cookie, NPF_PR_INVALID);

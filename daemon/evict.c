@@ -267,21 +267,27 @@ static void region_stats(struct npfd_region *r)
 /*
  * Registering the range again for write-protect faults too (the same
  * userfaultfd may widen its own registration) makes read faults
- * installable write-protected, the dirty tracking eviction needs.
+ * installable write-protected, the dirty tracking eviction needs. Not its
+ * holes: a mapping the process made there is its own (registered, its
+ * faults would come to npfd, which has no region there to serve them).
  */
 static int region_wp(struct npfd_region *r, char *err, size_t errlen)
 {
-	struct uffdio_register reg = {.range = {.start = r->start, .len = r->length},
-				      .mode = UFFDIO_REGISTER_MODE_MISSING |
+	struct uffdio_register reg = {.mode = UFFDIO_REGISTER_MODE_MISSING |
 					      UFFDIO_REGISTER_MODE_WP};
+	__u64 lo, pe, end = r->start + r->length;
 
 	if (r->ev->wp)
 		return 0;
-	if (ioctl(r->mm->uffd, UFFDIO_REGISTER, &reg))
-		return refuse(
-			err, errlen, errno,
-			"region %u: cannot register it for write-protect faults (%s): its writes could not be tracked during eviction",
-			r->id, strerror(errno));
+	for (lo = r->start; holes_piece(&r->holes, &lo, end, &pe); lo = pe) {
+		reg.range.start = lo;
+		reg.range.len = pe - lo;
+		if (ioctl(r->mm->uffd, UFFDIO_REGISTER, &reg))
+			return refuse(
+				err, errlen, errno,
+				"region %u: cannot register it for write-protect faults (%s): its writes could not be tracked during eviction",
+				r->id, strerror(errno));
+	}
 	r->ev->wp = true;
 	r->install_clean = true; /* resolve.c installs read faults write-protected now */
 	return 0;
@@ -971,7 +977,7 @@ int evict_store_reader(struct npfd_region *r)
 }
 
 /* Pages stored and not in the process now: only the store holds them. */
-static __u64 stored_only(const struct npfd_region *r)
+__u64 evict_stored_only(const struct npfd_region *r)
 {
 	const struct evict_region *e = r->ev;
 	__u64 i, n = 0;
@@ -1012,7 +1018,7 @@ void evict_region_gone(struct npfd_region *r, bool stopping, struct npfd_wait *w
 	 * process asks to adopt the region. Otherwise it goes (the process's
 	 * read-only descriptor of it keeps what it holds readable).
 	 */
-	left = e && stopping ? stored_only(r) : 0;
+	left = e && stopping ? evict_stored_only(r) : 0;
 	if (left)
 		pr_warn("region %u: %llu evicted pages stay in the swap store %s for the next npfd",
 			r->id, (unsigned long long)left, r->store_name);
@@ -2858,6 +2864,43 @@ void evict_tick(void)
 }
 
 /*
+ * r's pages that only its store holds, installed as a fault would install
+ * them; how many went back, and in *failed 0 or the -errno of the first
+ * that could not.
+ */
+static __u64 put_back_stored(struct npfd_region *r, int *failed)
+{
+	struct evict_region *e = r->ev;
+	__u64 i, back = 0;
+	int ret;
+
+	*failed = 0;
+	for (i = 0; e && e->stored && i < e->npages; i++) {
+		struct run rn = {.mm = r->mm,
+				 .region = r,
+				 .start = r->start + i * NPF_PAGE_SIZE,
+				 .npages = 1,
+				 .write = true};
+
+		if (!e->stored[i / 8]) {
+			i |= 7; /* none of these 8: a sparse store of a huge region is walked fast */
+			continue;
+		}
+		/* a copy in a hole is not the page there: another mapping's, or region's */
+		if (!bit_test(e->stored, i) || region_page_installed(r, rn.start) ||
+		    holes_contain(&r->holes, rn.start))
+			continue;
+		ret = evict_install_stored(&rn);
+		if (!ret)
+			back++;
+		else if (!*failed)
+			*failed = ret; /* the first: the caller says why */
+		wake_page(r->mm, rn.start);
+	}
+	return back;
+}
+
+/*
  * npfd stops: the pages only its swap store holds go back to their
  * processes now, installed as a fault would install them, so that a
  * process whose npfd does not come back (libnpf's fallback serves zeros:
@@ -2871,6 +2914,7 @@ void evict_stop(void)
 	struct npfd_mm *mm;
 	struct npfd_region *r;
 	__u64 back = 0;
+	int failed;
 
 	if (b.state == B_WRITE) {
 		write_reap(true);
@@ -2887,35 +2931,40 @@ void evict_stop(void)
 	 */
 	list_for_each_entry(mm, &mms, node)
 		list_for_each_entry(r, &mm->regions, node) {
-			struct uffdio_writeprotect wp = {
-				.range = {.start = r->start, .len = r->length}};
+			struct uffdio_writeprotect wp = {0};
+			__u64 lo, pe, end = r->start + r->length;
 
-			if (r->ev && r->ev->wp && ioctl(mm->uffd, UFFDIO_WRITEPROTECT, &wp) &&
-			    errno != ESRCH)
-				pr_warn("region %u: cannot unprotect it before stopping: %s", r->id,
-					strerror(errno));
-		}
-	list_for_each_entry(mm, &mms, node)
-		list_for_each_entry(r, &mm->regions, node) {
-			struct evict_region *e = r->ev;
-			__u64 i;
-
-			if (!e || !e->stored)
-				continue;
-			for (i = 0; i < e->npages; i++) {
-				struct run rn = {.mm = mm,
-						 .region = r,
-						 .start = r->start + i * NPF_PAGE_SIZE,
-						 .npages = 1,
-						 .write = true};
-
-				if (!bit_test(e->stored, i) || region_page_installed(r, rn.start))
-					continue;
-				if (!evict_install_stored(&rn))
-					back++;
-				wake_page(mm, rn.start);
+			/* not its holes: a mapping there that is not registered fails it (ENOENT) */
+			for (lo = r->start;
+			     r->ev && r->ev->wp && holes_piece(&r->holes, &lo, end, &pe); lo = pe) {
+				wp.range.start = lo;
+				wp.range.len = pe - lo;
+				if (ioctl(mm->uffd, UFFDIO_WRITEPROTECT, &wp) && errno != ESRCH)
+					pr_warn("region %u: cannot unprotect it before stopping: %s",
+						r->id, strerror(errno));
 			}
 		}
+	list_for_each_entry(mm, &mms, node)
+		list_for_each_entry(r, &mm->regions, node)
+			back += put_back_stored(r, &failed);
 	if (back)
 		pr_info("put %llu evicted pages back before stopping", (unsigned long long)back);
+}
+
+/*
+ * Unregistered, a region is its process's memory again, served by the
+ * kernel, and the process may go on using it (a registration cache
+ * deregisters buffers that are still in use): a page only the swap store
+ * holds would read zeros from then on. Before, every evicted page of an
+ * unregistered region did (tests/evict_region_hole: 775 of 775).
+ */
+int evict_put_back(struct npfd_region *r)
+{
+	int failed;
+	__u64 back = put_back_stored(r, &failed);
+
+	if (back)
+		pr_info("region %u: put %llu evicted pages back before unregistering it", r->id,
+			(unsigned long long)back);
+	return failed;
 }

@@ -32,6 +32,10 @@ struct evict_hooks {
 int evict_init(const char *swap_dir, const struct evict_hooks *hooks);
 /* npfd stops: the pages only its swap store holds go back to their processes. */
 void evict_stop(void);
+/* Pages of r only its swap store holds. */
+__u64 evict_stored_only(const struct npfd_region *r);
+/* r is unregistered, its process lives: its evicted pages go back into it. 0, or the -errno of the first that could not. */
+int evict_put_back(struct npfd_region *r);
 void evict_exit(void);
 /* npfd.conf: client-budget-mib (0: none), budget-high-pct, budget-low-pct. */
 void evict_set_config(unsigned int client_budget_mib, unsigned int high_pct, unsigned int low_pct);

@@ -95,6 +95,31 @@ static void region_going(struct npfd_region *r, bool stopping, bool alive, struc
 	evict_region_gone(r, stopping, w);
 }
 
+/*
+ * Its process unregisters r and keeps the memory: the pages only the swap
+ * store holds go back first. Under a memory cgroup with no room for them
+ * the process would be OOM-killed, or (not put back) read zeros there:
+ * the unregister is refused and r stays registered and served.
+ */
+static int region_put_back(struct npfd_region *r, char *err, size_t errlen)
+{
+	__u64 stored = evict_stored_only(r), room;
+	int ret;
+
+	if (stored && !memcg_room(r->mm, stored, &room))
+		return refuse(
+			err, errlen, ENOMEM,
+			"region %u: %llu of its pages are only in npfd's swap store and its memory cgroup has room for %llu: unregistered, they would be lost, or put back, its process OOM-killed; it stays registered (unmap or MADV_DONTNEED the memory, or raise the limit)",
+			r->id, (unsigned long long)stored, (unsigned long long)room);
+	ret = evict_put_back(r);
+	if (ret)
+		return refuse(
+			err, errlen, -ret,
+			"region %u: some of its evicted pages could not be put back (%s); it stays registered",
+			r->id, strerror(-ret));
+	return 0;
+}
+
 /* A region registered: the wsreplay record, the client's budget. */
 static void region_registered(struct npfd_region *r)
 {
@@ -159,6 +184,7 @@ static void wire(void)
 		.uid_limit = uid_limit_check,
 		.registered = region_registered,
 		.adopted = evict_region_adopted,
+		.put_back = region_put_back,
 		.going = region_going,
 		.range_removed = device_range_removed,
 		.dropped = evict_range_removed,

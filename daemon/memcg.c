@@ -413,6 +413,19 @@ static bool in_cgroup(const struct npfd_mm *mm, const char *dir)
 	       !strcmp(d, dir);
 }
 
+bool memcg_room(const struct npfd_mm *mm, __u64 npages, __u64 *room)
+{
+	char dir[PATH_MAX], tight[PATH_MAX];
+	__u64 limit, bytes;
+
+	*room = UINT64_MAX;
+	if (!mm->tgid || !find_mount() || client_dir(mm->tgid, dir, sizeof(dir)) ||
+	    !cgroup_room(dir, &limit, &bytes, tight, sizeof(tight)))
+		return true;
+	*room = bytes >> NPF_PAGE_SHIFT;
+	return npages <= *room;
+}
+
 void memcg_region_registered(struct npfd_region *r)
 {
 	/* npfd itself sets the budget, as root would with npfctl region set */

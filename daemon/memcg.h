@@ -19,5 +19,11 @@ void memcg_region_registered(struct npfd_region *r);
  * eviction) because r has as many pages as its cgroup limit allows?
  */
 bool memcg_hold(const struct npfd_region *r, __u64 npages);
+/*
+ * Is there room for npages more pages of mm's process under its memory
+ * cgroup's limits (always, without a limit)? If not, the room there is,
+ * in pages, in *room.
+ */
+bool memcg_room(const struct npfd_mm *mm, __u64 npages, __u64 *room);
 
 #endif

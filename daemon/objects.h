@@ -14,6 +14,7 @@
 #include <sys/types.h>
 #include "npf_abi.h"
 #include "list.h"
+#include "holes.h"
 
 struct npfd_wait;
 struct npfd_client;
@@ -33,6 +34,7 @@ struct npfd_region {
 	__u32 slot; /* index into the stats and latency maps */
 	__u64 start;
 	__u64 length;
+	struct holes holes; /* parts of [start, start + length) unmapped from its middle (region.c) */
 	__u64 file_offset;
 	__u32 backing;
 	int file_fd; /* NPF_BACKING_FILE: npfd's own descriptor */

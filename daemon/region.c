@@ -150,15 +150,22 @@ static void region_drop(struct npfd_region *r, bool unregister_range, struct npf
 	struct npfd_mm *mm = r->mm;
 
 	if (unregister_range) {
-		struct uffdio_range range = {.start = r->start, .len = r->length};
+		struct uffdio_range range;
+		__u64 lo, pe, end = r->start + r->length;
 
 		/*
 		 * Also wakes any thread still waiting on the range. ENOMEM means
-		 * the mm is gone (the process exited): nothing left to undo.
+		 * the mm is gone (the process exited): nothing left to undo. Not
+		 * its holes: a region registered there stays registered.
 		 */
-		if (ioctl(mm->uffd, UFFDIO_UNREGISTER, &range) && errno != ENOENT &&
-		    errno != ESRCH && errno != EINVAL && errno != ENOMEM)
-			pr_warn("region %u: UFFDIO_UNREGISTER failed: %s", r->id, strerror(errno));
+		for (lo = r->start; holes_piece(&r->holes, &lo, end, &pe); lo = pe) {
+			range.start = lo;
+			range.len = pe - lo;
+			if (ioctl(mm->uffd, UFFDIO_UNREGISTER, &range) && errno != ENOENT &&
+			    errno != ESRCH && errno != EINVAL && errno != ENOMEM)
+				pr_warn("region %u: UFFDIO_UNREGISTER failed: %s", r->id,
+					strerror(errno));
+		}
 	}
 	/*
 	 * What is above hears of it while r is still whole (main.c:
@@ -187,6 +194,7 @@ static void region_drop(struct npfd_region *r, bool unregister_range, struct npf
 	if (r->file_fd >= 0)
 		close(r->file_fd);
 	pr_debug("region %u removed", r->id);
+	holes_free(&r->holes);
 	free(r->installed);
 	free(r);
 }
@@ -235,7 +243,8 @@ struct npfd_region *mm_find_region(struct npfd_mm *mm, __u64 addr)
 	if (moved_waits(mm, addr, NPF_PAGE_SIZE))
 		return NULL;
 	list_for_each_entry(r, &mm->regions, node)
-		if (addr >= r->start && addr - r->start < r->length)
+		if (addr >= r->start && addr - r->start < r->length &&
+		    !holes_contain(&r->holes, addr))
 			return r;
 	return NULL;
 }
@@ -328,6 +337,23 @@ static bool registered_in(pid_t pid, __u64 start, __u64 end)
 }
 
 /*
+ * Is the mapping lo-hi (a line of /proc/PID/maps or smaps: permissions,
+ * inode, name) private anonymous memory, the only kind npf serves? If not,
+ * what it is, in what.
+ */
+static bool private_anon(unsigned long long lo, unsigned long long hi, const char *perms,
+			 unsigned long long ino, const char *name, char *what, size_t whatlen)
+{
+	while (*name == ' ')
+		name++;
+	if (ino == 0 && perms[3] == 'p' && (!*name || !strcmp(name, "[heap]")))
+		return true;
+	snprintf(what, whatlen, "0x%llx-0x%llx is not private anonymous memory (%s mapping%s%s)",
+		 lo, hi, perms[3] == 's' ? "a shared" : "a private", *name ? " of " : "", name);
+	return false;
+}
+
+/*
  * Is [start, end) entirely private anonymous memory of pid? Returns 0, or
  * -ENOMEM (a hole) or -EACCES (a mapping npf cannot serve), with `what`
  * describing the offending mapping.
@@ -359,15 +385,7 @@ static int check_mapped_anon(pid_t pid, __u64 start, __u64 end, char *what, size
 			snprintf(what, whatlen, "nothing is mapped at 0x%llx", covered);
 			break;
 		}
-		char *n = name;
-
-		while (*n == ' ')
-			n++;
-		if (ino != 0 || perms[3] != 'p' || (*n && strcmp(n, "[heap]"))) {
-			snprintf(what, whatlen,
-				 "0x%llx-0x%llx is not private anonymous memory (%s mapping%s%s)",
-				 lo, hi, perms[3] == 's' ? "a shared" : "a private",
-				 *n ? " of " : "", n);
+		if (!private_anon(lo, hi, perms, ino, name, what, whatlen)) {
 			ret = -EACCES;
 			break;
 		}
@@ -379,6 +397,118 @@ static int check_mapped_anon(pid_t pid, __u64 start, __u64 end, char *what, size
 	}
 	fclose(f);
 	return ret;
+}
+
+/*
+ * An adopted range [start, end) of pid: the parts still registered with a
+ * userfaultfd ("um" in smaps VmFlags) must be private anonymous memory;
+ * the rest are holes -- unmapped from the region's middle while the
+ * earlier npfd served it (the layout journal has no holes), maybe with a
+ * mapping of the process's own there since -- and go to *holes. Another
+ * region of the process inside [start, end) looks registered here: the
+ * caller makes it a hole (adopted_nesting()). A region never starts or
+ * ends with a hole (mm_unmapped()): one that does is refused. 0, or
+ * -ENOENT / -EACCES / -ENOSPC / -ESRCH with what was wrong in what.
+ */
+static int check_adopted(pid_t pid, __u64 start, __u64 end, struct holes *holes, char *what,
+			 size_t whatlen)
+{
+	unsigned long long lo = 0, hi = 0, ino = 0;
+	char path[64], *line = NULL, perms[8] = "", name[256] = "";
+	size_t cap = 0;
+	__u64 covered = start;
+	int ret = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/smaps", pid);
+	f = fopen(path, "re");
+	if (!f) {
+		snprintf(what, whatlen, "cannot read %s: %s", path, strerror(errno));
+		return -ESRCH;
+	}
+	/* whole lines: a long file name must not split one into a line that reads as a VMA */
+	while (!ret && covered < end && getline(&line, &cap, f) > 0) {
+		unsigned long long l, h, i;
+		char p[8], n[256] = "";
+
+		/* a VMA's header line, then its fields; VmFlags comes last */
+		if (sscanf(line, "%llx-%llx %7s %*s %*s %llu %255[^\n]", &l, &h, p, &i, n) >= 4) {
+			lo = l, hi = h, ino = i;
+			memcpy(perms, p, sizeof(perms));
+			memcpy(name, n, sizeof(name));
+			continue;
+		}
+		if (strncmp(line, "VmFlags:", 8) || hi <= covered || lo >= end ||
+		    !strstr(line, " um"))
+			continue;
+		if (lo > covered) {
+			if (covered == start) {
+				ret = -ENOENT;
+				break;
+			}
+			ret = holes_add(holes, covered, lo);
+		}
+		if (!ret && !private_anon(lo, hi, perms, ino, name, what, whatlen))
+			ret = -EACCES;
+		covered = hi;
+	}
+	free(line);
+	fclose(f);
+	if (!ret && covered < end)
+		ret = -ENOENT;
+	if (ret == -ENOENT)
+		snprintf(
+			what, whatlen,
+			"0x%llx is no longer registered with a userfaultfd: unmapped or unregistered while npfd was away",
+			(unsigned long long)(covered == start ? start : covered));
+	else if (ret == -ENOSPC || ret == -ENOMEM)
+		snprintf(what, whatlen, "it has more holes than npfd keeps (%d)", HOLES_MAX);
+	if (ret)
+		holes_free(holes);
+	return ret;
+}
+
+/* Is [start, end) strictly inside r's range (neither end on r's), where only a hole of r can be? */
+static bool inside(__u64 start, __u64 end, const struct npfd_region *r)
+{
+	return start > r->start && end < r->start + r->length;
+}
+
+static int region_hole_add(struct npfd_region *r, __u64 lo, __u64 hi);
+static void region_dropped(struct npfd_region *r, __u64 start, __u64 end);
+
+/*
+ * Adopted r and the process's other regions: one inside another's range
+ * is in a hole of it that the earlier npfd kept and the layout journal
+ * does not hold (check_adopted() sees the inner one registered), in
+ * whichever order libnpf hands them over. What the outer one counted
+ * there is dropped: those pages are the inner one's. 0, or -ENOSPC.
+ */
+static int adopted_nesting(struct npfd_region *r)
+{
+	__u64 re = r->start + r->length, lo, pe;
+	struct npfd_region *it;
+
+	list_for_each_entry(it, &r->mm->regions, node) {
+		__u64 ie = it->start + it->length;
+		struct npfd_region *outer = it, *inner = r;
+
+		if (it == r)
+			continue;
+		if (inside(it->start, ie, r))
+			outer = r, inner = it;
+		else if (!inside(r->start, re, it))
+			continue;
+		if (holes_cover(&outer->holes, inner->start, inner->start + inner->length))
+			continue;
+		lo = inner->start;
+		for (; holes_piece(&outer->holes, &lo, inner->start + inner->length, &pe); lo = pe)
+			region_dropped(outer, lo, pe);
+		if (region_hole_add(outer, inner->start, inner->start + inner->length))
+			return -ENOSPC;
+		collect_filter_update(r->mm->tgid, r->mm);
+	}
+	return 0;
 }
 
 static bool overlaps(const struct npfd_region *r, __u64 start, __u64 len)
@@ -626,6 +756,19 @@ struct pm_scan_arg {
 #endif
 
 /*
+ * A scan's find [lo, hi) handed on without what lies in r's holes: pages
+ * there are another mapping's, or another region's (adopted_holes()).
+ */
+static void found_outside_holes(struct npfd_region *r, __u64 lo, __u64 hi, region_scan_fn found,
+				void *arg)
+{
+	__u64 pe;
+
+	for (; holes_piece(&r->holes, &lo, hi, &pe); lo = pe)
+		found(r, lo, (pe - lo) >> NPF_PAGE_SHIFT, arg);
+}
+
+/*
  * The pages of r that are present (and, wp_only, still write-protected by
  * its userfaultfd: not written since), handed to found() in ranges.
  * PAGEMAP_SCAN hands out the matching ranges and skips page tables that
@@ -660,7 +803,7 @@ static int scan_pagemap_scan(struct npfd_region *r, bool wp_only, region_scan_fn
 			__u64 hi = vec[i].end > a.end ? a.end : vec[i].end;
 
 			if (lo < hi)
-				found(r, lo, (hi - lo) >> NPF_PAGE_SHIFT, arg);
+				found_outside_holes(r, lo, hi, found, arg);
 		}
 		if (a.walk_end <= a.start)
 			return -EIO; /* no progress: never loop on it */
@@ -687,7 +830,9 @@ int region_scan_present(struct npfd_region *r, bool wp_only, region_scan_fn foun
 			return errno ? -errno : -EIO; /* a short read sets none */
 		for (j = 0; j < n; j++)
 			if (ent[j] >> 63 && (!wp_only || (ent[j] >> 57 & 1)))
-				found(r, r->start + (i + j) * NPF_PAGE_SIZE, 1, arg);
+				found_outside_holes(r, r->start + (i + j) * NPF_PAGE_SIZE,
+						    r->start + (i + j + 1) * NPF_PAGE_SIZE, found,
+						    arg);
 	}
 	return 0;
 }
@@ -727,15 +872,18 @@ void region_mark_present(struct npfd_region *r)
  * served are raised again and served here.
  */
 int region_register(struct npfd_client *c, const struct npf_region_req *req, int *fds, int nfds,
-		    __u32 adopt_id, struct npf_region_info *out, char *err, size_t errlen)
+		    __u32 adopt_id, const struct holes *inherit, struct npf_region_info *out,
+		    char *err, size_t errlen)
 {
 	__u64 start = req->start, len = req->length, end = start + len;
 	struct uffdio_register reg = {};
 	struct uffdio_range range;
 	struct npfd_region *r, *it;
+	struct holes holes = {0};
 	char what[384];
 	int ret, want_fds, uffd;
 	ino_t ino = 0;
+	__u64 lo, pe;
 
 	ret = wire_check_region_req(req, nfds, err, errlen);
 	if (ret)
@@ -763,13 +911,18 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 				region_info(it, out); /* handed over with its mm */
 				return 0;
 			}
-			if (overlaps(it, start, len))
-				return refuse(
-					err, errlen, EEXIST,
-					"region 0x%llx-0x%llx overlaps region %u (0x%llx-0x%llx)",
-					(unsigned long long)start, (unsigned long long)end, it->id,
-					(unsigned long long)it->start,
-					(unsigned long long)(it->start + it->length));
+			/* in a hole of it: not it's (holes.h) */
+			if (!overlaps(it, start, len) || holes_cover(&it->holes, start, end))
+				continue;
+			/* adopting, one inside the other: a hole this npfd has not heard of */
+			if (adopt_id && (inside(start, end, it) ||
+					 (it->start > start && it->start + it->length < end)))
+				continue;
+			return refuse(err, errlen, EEXIST,
+				      "region 0x%llx-0x%llx overlaps region %u (0x%llx-0x%llx)",
+				      (unsigned long long)start, (unsigned long long)end, it->id,
+				      (unsigned long long)it->start,
+				      (unsigned long long)(it->start + it->length));
 		}
 	if (c->mm && c->mm->nr_regions >= NPF_MAX_RANGES_PER_PROC)
 		return refuse(err, errlen, ENOSPC, "a process may register at most %d regions",
@@ -778,54 +931,84 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 		return refuse(err, errlen, ENOSPC, "npfd serves at most %d regions",
 			      NPF_MAX_REGIONS);
 
-	ret = check_mapped_anon(c->pid, start, end, what, sizeof(what));
+	if (moved_waits(c->mm, start, len))
+		return refuse(
+			err, errlen, EBUSY,
+			"0x%llx-0x%llx: a part of a region moved there by mremap() is being put back; try again",
+			(unsigned long long)start, (unsigned long long)end);
+	for (unsigned int k = 0; inherit && k < inherit->n; k++)
+		if (holes_add(&holes, inherit->v[k].start, inherit->v[k].end))
+			return refuse(err, errlen, ENOMEM, "out of memory");
+	holes_clip(&holes, start, end);
+	if (adopt_id) {
+		ret = check_adopted(c->pid, start, end, &holes, what, sizeof(what));
+	} else {
+		/* mapped whole, but for the holes it inherits */
+		ret = -ENOMEM;
+		snprintf(what, sizeof(what), "nothing of it is outside its holes");
+		for (lo = start; holes_piece(&holes, &lo, end, &pe); lo = pe)
+			if ((ret = check_mapped_anon(c->pid, lo, pe, what, sizeof(what))))
+				break;
+		if (ret)
+			holes_free(&holes);
+	}
+	if (ret == -ENOENT)
+		return refuse(err, errlen, ENOENT, "region %u (0x%llx-0x%llx): %s", adopt_id,
+			      (unsigned long long)start, (unsigned long long)end, what);
 	if (ret)
-		return refuse(err, errlen, ret == -ESRCH ? ESRCH : EFAULT,
+		return refuse(err, errlen,
+			      ret == -ESRCH  ? ESRCH :
+			      ret == -ENOSPC ? ENOSPC :
+					       EFAULT,
 			      "region 0x%llx-0x%llx of pid %d: %s", (unsigned long long)start,
 			      (unsigned long long)end, c->pid, what);
 
 	if (want_fds == 2) {
 		ret = check_backing(fds[1], req->file_offset, len, err, errlen);
 		if (ret)
-			return ret;
+			goto out_holes;
 	}
 
-	if (adopt_id && !registered_in(c->pid, start, end))
-		return refuse(
-			err, errlen, ENOENT,
-			"region %u (0x%llx-0x%llx) is no longer registered with a userfaultfd: unmapped or unregistered while npfd was away",
-			adopt_id, (unsigned long long)start, (unsigned long long)end);
-	reg.range.start = start;
-	reg.range.len = len;
+	/* an adopted region's holes are not registered: a mapping of the process's own may be there */
 	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
-	if (ioctl(uffd, UFFDIO_REGISTER, &reg)) {
-		int e = errno;
+	for (lo = start; holes_piece(&holes, &lo, end, &pe); lo = pe) {
+		reg.range.start = lo;
+		reg.range.len = pe - lo;
+		if (ioctl(uffd, UFFDIO_REGISTER, &reg)) {
+			int e = errno;
 
-		if (e == EBUSY)
-			return refuse(
-				err, errlen, EBUSY,
-				"region 0x%llx-0x%llx is already registered with another userfaultfd",
-				(unsigned long long)start, (unsigned long long)end);
-		return refuse(err, errlen, e, "UFFDIO_REGISTER of 0x%llx-0x%llx failed: %s",
-			      (unsigned long long)start, (unsigned long long)end, strerror(e));
+			ret = e == EBUSY ?
+				      refuse(err, errlen, EBUSY,
+					     "region 0x%llx-0x%llx is already registered with another userfaultfd",
+					     (unsigned long long)start, (unsigned long long)end) :
+				      refuse(err, errlen, e,
+					     "UFFDIO_REGISTER of 0x%llx-0x%llx failed: %s",
+					     (unsigned long long)start, (unsigned long long)end,
+					     strerror(e));
+			goto out_holes;
+		}
+		if (!registered_in(c->pid, lo, pe)) {
+			range.start = start;
+			range.len = len;
+			if (!adopt_id)
+				ioctl(uffd, UFFDIO_UNREGISTER, &range);
+			ret = refuse(
+				err, errlen, EPERM,
+				"the userfaultfd is not pid %d's own: it registered memory of another process",
+				c->pid);
+			goto out_holes;
+		}
 	}
 
 	range.start = start;
 	range.len = len;
-	if (!registered_in(c->pid, start, end)) {
-		ioctl(uffd, UFFDIO_UNREGISTER, &range);
-		return refuse(
-			err, errlen, EPERM,
-			"the userfaultfd is not pid %d's own: it registered memory of another process",
-			c->pid);
-	}
 	if (!c->mm) {
 		ret = adopt_uffd(c, uffd, ino, err, errlen);
 		if (ret) {
 			/* an adopted range stays registered: its client serves it meanwhile */
 			if (!adopt_id)
 				ioctl(uffd, UFFDIO_UNREGISTER, &range);
-			return ret;
+			goto out_holes;
 		}
 		fds[0] = -1; /* now owned by c->mm */
 	}
@@ -833,9 +1016,12 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	if (!r) {
 		if (!adopt_id)
 			ioctl(uffd, UFFDIO_UNREGISTER, &range);
-		return refuse(err, errlen, ENOMEM, "out of memory");
+		ret = refuse(err, errlen, ENOMEM, "out of memory");
+		goto out_holes;
 	}
 	r->mm = c->mm;
+	r->holes = holes;
+	holes = (struct holes){0};
 	if (adopt_id && !region_find_id(adopt_id)) {
 		id_taken(ID_REGION, adopt_id);
 		r->id = adopt_id;
@@ -875,6 +1061,13 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 		region_remove(r, !adopt_id);
 		return refuse(err, errlen, ENOSPC, "cannot add the region to the BPF maps");
 	}
+	if (adopt_id && adopted_nesting(r)) {
+		region_remove(r, false);
+		return refuse(err, errlen, ENOSPC,
+			      "region %u (0x%llx-0x%llx) has more holes than npfd keeps (%d)",
+			      adopt_id, (unsigned long long)start, (unsigned long long)end,
+			      HOLES_MAX);
+	}
 	if (adopt_id)
 		region_mark_present(r);
 	if (adopt_id && hooks.adopted)
@@ -888,18 +1081,23 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 			pr_warn("region %u: UFFDIO_WAKE after adopting failed: %s", r->id,
 				strerror(errno));
 	}
-	pr_info("pid %d: region %u %s: 0x%llx-0x%llx %s%s%s", c->pid, r->id,
+	pr_info("pid %d: region %u %s: 0x%llx-0x%llx %s%s%s%s", c->pid, r->id,
 		adopt_id ? "adopted" : "registered", (unsigned long long)start,
 		(unsigned long long)end,
 		r->backing == NPF_BACKING_FILE ? "file-backed" : "anonymous", r->name[0] ? " " : "",
-		r->name);
+		r->name, r->holes.n ? " (with holes)" : "");
 	return 0;
+
+out_holes:
+	holes_free(&holes);
+	return ret;
 }
 
 int region_unregister(struct npfd_client *c, __u32 id, struct npfd_wait *w, char *err,
 		      size_t errlen)
 {
 	struct npfd_region *r = region_find_id(id);
+	int ret;
 
 	if (!r)
 		return refuse(err, errlen, ENOENT, "no region %u", id);
@@ -908,6 +1106,9 @@ int region_unregister(struct npfd_client *c, __u32 id, struct npfd_wait *w, char
 			err, errlen, EPERM,
 			"region %u belongs to another client (pid %d): only its owner may unregister it",
 			id, r->mm->tgid);
+	ret = hooks.put_back ? hooks.put_back(r, err, errlen) : 0;
+	if (ret)
+		return ret;
 	pr_info("pid %d: region %u unregistered", c->pid, id);
 	region_drop(r, true, w);
 	return 0;
@@ -1003,18 +1204,45 @@ static void region_dropped(struct npfd_region *r, __u64 start, __u64 end)
 	region_invalidate(r, start, end);
 }
 
+/*
+ * [lo, hi), in r's middle, is not r's any more (holes.h). Past HOLES_MAX
+ * the hole is not kept: its addresses stay r's, as before holes were kept
+ * -- a region registered there is refused as overlapping r, and the next
+ * npfd refuses to adopt r (its evicted pages are then lost).
+ */
+static int region_hole_add(struct npfd_region *r, __u64 lo, __u64 hi)
+{
+	int err = holes_add(&r->holes, lo, hi);
+
+	if (err)
+		pr_warn("pid %d: region %u keeps 0x%llx-0x%llx as its own, not as a hole: %s",
+			r->mm->tgid, r->id, (unsigned long long)lo, (unsigned long long)hi,
+			err == -ENOSPC ? "it has as many holes as npfd keeps" : strerror(-err));
+	return err;
+}
+
 /* An mm event on [start, end) (UFFD_EVENT_REMOVE: MADV_DONTNEED): count it, and take the pages from the devices. */
 void mm_range_removed(struct npfd_mm *mm, __u64 start, __u64 end)
 {
 	struct npfd_region *r;
 
 	moved_removed(mm, start, end, false);
-	list_for_each_entry(r, &mm->regions, node)
-		if (start < r->start + r->length && r->start < end)
-			region_dropped(r, start, end);
+	list_for_each_entry(r, &mm->regions, node) {
+		__u64 lo = start > r->start ? start : r->start, pe;
+		__u64 hi = end < r->start + r->length ? end : r->start + r->length;
+
+		/* not its holes: what is there now is another mapping's, or region's */
+		for (; lo < hi && holes_piece(&r->holes, &lo, hi, &pe); lo = pe)
+			region_dropped(r, lo, pe);
+	}
 }
 
-/* munmap: regions wholly inside go; regions cut at an end shrink. */
+/*
+ * munmap: regions wholly inside go; regions cut at an end shrink; a region
+ * unmapped in its middle keeps a hole there (holes.h). An unmapped range
+ * that reaches a hole takes the hole with it: a region never starts or
+ * ends with one.
+ */
 void mm_unmapped(struct npfd_mm *mm, __u64 start, __u64 end)
 {
 	struct npfd_region *r, *tmp;
@@ -1024,27 +1252,30 @@ void mm_unmapped(struct npfd_mm *mm, __u64 start, __u64 end)
 	moved_removed(mm, start, end, true);
 	mm_range_removed(mm, start, end);
 	list_for_each_entry_safe(r, tmp, &mm->regions, node) {
-		__u64 rs = r->start, re = r->start + r->length;
+		__u64 rs = r->start, re = r->start + r->length, lo = start, hi = end;
 
-		if (end <= rs || start >= re)
+		if (end <= rs || start >= re || holes_cover(&r->holes, start, end))
 			continue;
-		if (start <= rs && end >= re) {
+		holes_widen(&r->holes, &lo, &hi);
+		if (lo <= rs && hi >= re) {
 			pr_info("pid %d unmapped region %u: dropping it", mm->tgid, r->id);
 			region_remove(r, false);
 			continue;
 		}
-		if (start <= rs) {
+		if (lo <= rs) {
 			if (hooks.cut)
-				hooks.cut(r, (end - rs) >> NPF_PAGE_SHIFT);
-			shift_installed(r, (end - rs) >> NPF_PAGE_SHIFT);
-			r->file_offset += end - rs;
-			r->start = end;
-		} else if (end >= re) {
+				hooks.cut(r, (hi - rs) >> NPF_PAGE_SHIFT);
+			shift_installed(r, (hi - rs) >> NPF_PAGE_SHIFT);
+			r->file_offset += hi - rs;
+			r->start = hi;
+		} else if (hi >= re) {
 			/* cut at the top */
 		} else {
-			continue; /* a hole: faults will not come from it */
+			region_hole_add(r, lo, hi);
+			continue;
 		}
-		r->length = (start <= rs ? re : start) - r->start;
+		r->length = (lo <= rs ? re : lo) - r->start;
+		holes_clip(&r->holes, r->start, r->start + r->length);
 		if (r->stats) {
 			r->stats->start = r->start;
 			r->stats->length = r->length;
@@ -1112,6 +1343,7 @@ void mm_remapped(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len)
 		if (hooks.moved)
 			hooks.moved(r, to - from);
 		r->start = r->start - from + to;
+		holes_shift(&r->holes, to - from);
 		if (r->stats)
 			r->stats->start = r->start;
 		layout_put(r);
@@ -1120,11 +1352,12 @@ void mm_remapped(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len)
 	}
 	/* the regions moved whole are at their new place by now: the two ranges never overlap */
 	list_for_each_entry(r, &mm->regions, node) {
-		__u64 lo = from > r->start ? from : r->start;
+		__u64 lo = from > r->start ? from : r->start, pe;
 		__u64 hi = from + len < r->start + r->length ? from + len : r->start + r->length;
 
-		if (lo < hi)
-			part_moved(r, lo, hi, to - from);
+		/* not its holes: what moved from there is another region's, or none */
+		for (; lo < hi && holes_piece(&r->holes, &lo, hi, &pe); lo = pe)
+			part_moved(r, lo, pe, to - from);
 	}
 	/* what is left at [from, from + len) is as if unmapped: regions there shrink */
 	mm_unmapped(mm, from, from + len);

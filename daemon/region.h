@@ -28,6 +28,13 @@ struct region_hooks {
 	/* r was adopted: an earlier npfd served it as old_id (before registered()). */
 	void (*adopted)(struct npfd_region *r, __u32 old_id);
 	/*
+	 * Its process unregisters r and goes on with the memory: what only
+	 * npfd holds of it goes back first, while the range is still
+	 * registered. 0, or -errno with the reason in err: r stays
+	 * registered and served.
+	 */
+	int (*put_back)(struct npfd_region *r, char *err, size_t errlen);
+	/*
 	 * r is going (still in its address space). stopping: npfd is
 	 * stopping, devices keep their entries for the next npfd; alive: its
 	 * process runs and the range was unregistered (devices must
@@ -76,8 +83,13 @@ struct npfd_region *mm_find_region(struct npfd_mm *mm, __u64 addr);
 /* A read-only descriptor of mm's layout journal (npf_abi.h NPF_MSG_LAYOUT), or -errno. */
 int mm_layout_reader(struct npfd_mm *mm, char *err, size_t errlen);
 struct npfd_region *region_find_id(__u32 id);
+/*
+ * inherit: a forked child's copy of a region takes the parent's holes
+ * (NULL: none); adopt_id: see region.c.
+ */
 int region_register(struct npfd_client *c, const struct npf_region_req *req, int *fds, int nfds,
-		    __u32 adopt_id, struct npf_region_info *out, char *err, size_t errlen);
+		    __u32 adopt_id, const struct holes *inherit, struct npf_region_info *out,
+		    char *err, size_t errlen);
 int region_unregister(struct npfd_client *c, __u32 id, struct npfd_wait *w, char *err,
 		      size_t errlen);
 void region_remove(struct npfd_region *r, bool unregister_range);

@@ -162,7 +162,8 @@ void resolve_forget_mm(struct npfd_mm *mm)
 
 static void prefetch(struct npfd_mm *mm, struct npfd_region *r, __u64 page, __u64 raised)
 {
-	if (!region_page_installed(r, page))
+	/* a hole's page is not r's: another mapping's, or region's (holes.h) */
+	if (!region_page_installed(r, page) && !holes_contain(&r->holes, page))
 		queue_fault(mm, page, 0, raised, false, false);
 }
 
@@ -245,7 +246,7 @@ static bool fault_around(struct npfd_mm *mm, struct npfd_region *r, __u64 page, 
 			here = cached;
 			continue;
 		}
-		if ((file && !cached) || region_page_installed(r, p))
+		if ((file && !cached) || region_page_installed(r, p) || holes_contain(&r->holes, p))
 			continue;
 		queue_fault(mm, p, 0, t, false, cached);
 	}

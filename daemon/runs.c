@@ -63,7 +63,8 @@ size_t runs_make(const struct fault *faults, size_t nfaults, size_t pos, unsigne
 		while (j < nfaults && faults[j].mm == f->mm &&
 		       faults[j].page == faults[j - 1].page + NPF_PAGE_SIZE &&
 		       j - i < MAX_RUN_PAGES &&
-		       (r ? faults[j].page < r->start + r->length :
+		       (r ? faults[j].page < r->start + r->length &&
+					!holes_contain(&r->holes, faults[j].page) :
 			    !mm_find_region(f->mm, faults[j].page)) &&
 		       (!file || staged + (j - i) < staging_pages))
 			j++;

@@ -108,7 +108,8 @@ void ws_region_registered(struct npfd_region *r)
 		ssize_t i;
 
 		for (i = 0; i < n / (ssize_t)sizeof(idx[0]); i++)
-			if (idx[i] < npages) {
+			if (idx[i] < npages &&
+			    !holes_contain(&r->holes, r->start + idx[i] * NPF_PAGE_SIZE)) {
 				resolve_queue(r->mm, r->start + idx[i] * NPF_PAGE_SIZE, now_ns(),
 					      false);
 				queued++;

@@ -231,6 +231,17 @@ static int client(const char *sock, int i)
 	TH_ASSERT(bi->evicted_pages >= (REGION - bi->budget_pages * PG) / PG,
 		  "only %llu pages evicted", (unsigned long long)bi->evicted_pages);
 	free(bi);
+	/*
+	 * Unregistered, the region's evicted pages would go back into the
+	 * process: they do not fit under the limit, so npfd refuses, and the
+	 * region stays served (a page read after the refusal is right).
+	 */
+	TH_ASSERT(npf_client__unregister(c, (__u32)id) == -ENOMEM,
+		  "unregistering a region whose evicted pages do not fit under the limit: %s",
+		  npf_client__errmsg(c));
+	for (uint64_t p = 0; p < REGION / PG; p += 97)
+		TH_ASSERT(mem[p * PG / 8 + 5] == word(p, 5),
+			  "page %llu read wrong after a refused unregister", (unsigned long long)p);
 	printf("pid %d: closing\n", getpid());
 	npf_client__close(c);
 	printf("pid %d: closed\n", getpid());

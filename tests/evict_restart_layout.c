@@ -50,17 +50,7 @@ static void *read_half(void *arg)
  */
 static void check(const char *what, bool second)
 {
-	struct timespec until;
-	pthread_t th;
-
-	TH_ASSERT(!pthread_create(&th, NULL, read_half, second ? (void *)1 : NULL),
-		  "pthread_create");
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 20;
-	if (pthread_timedjoin_np(th, NULL, &until)) {
-		rs_npfd_dump_log(&d);
-		th_fail("%s: a read still waits after 20 s", what);
-	}
+	rs_run_within(&d, read_half, second ? (void *)1 : NULL, 20, what);
 	printf("%s: words wrong: moved %llu, cut %llu, file-backed cut %llu\n", what,
 	       (unsigned long long)bad_moved, (unsigned long long)bad_cut,
 	       (unsigned long long)bad_file);

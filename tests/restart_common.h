@@ -31,7 +31,8 @@ struct rs_npfd {
 	char sock[100];
 	char bpffs[128];
 	char log[128];
-	char swap[48]; /* its swap store directory: the stores outlive a killed npfd */
+	char swap[48];	    /* its swap store directory: the stores outlive a killed npfd */
+	const char *option; /* one more command-line option for npfd, or NULL */
 	int starts;
 };
 
@@ -70,7 +71,7 @@ static inline void rs_npfd_start(struct rs_npfd *d)
 			dup2(fd, 1);
 		}
 		execl(bin, bin, "--foreground", "--config", "/dev/null", "--socket", d->sock,
-		      "--bpffs", d->bpffs, "--swap-dir", d->swap, (char *)NULL);
+		      "--bpffs", d->bpffs, "--swap-dir", d->swap, d->option, (char *)NULL);
 		_exit(127);
 	}
 	th_child_started(d->pid);
@@ -120,6 +121,25 @@ static inline void rs_npfd_dump_log(struct rs_npfd *d)
 	snprintf(cmd, sizeof(cmd), "echo '--- npfd log (last 150 lines):'; tail -n 150 %s", d->log);
 	if (system(cmd) < 0)
 		perror("system");
+}
+
+/*
+ * fn(arg) in a thread that must end within secs: a touch that waits for
+ * good fails the test (with npfd's log) instead of hanging it.
+ */
+static inline void rs_run_within(struct rs_npfd *d, void *(*fn)(void *), void *arg, int secs,
+				 const char *what)
+{
+	struct timespec until;
+	pthread_t th;
+
+	TH_ASSERT(!pthread_create(&th, NULL, fn, arg), "pthread_create");
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += secs;
+	if (pthread_timedjoin_np(th, NULL, &until)) {
+		rs_npfd_dump_log(d);
+		th_fail("%s: a read still waits after %d s", what, secs);
+	}
 }
 
 static inline void rs_npfd_cleanup(struct rs_npfd *d)

@@ -17,7 +17,7 @@
 static struct npfd_mm mms[2]; /* an array: the sort puts mm1 (mms[0]) first */
 #define mm1 mms[0]
 #define mm2 mms[1]
-static struct npfd_region anon, file, anon2, file2;
+static struct npfd_region anon, file, anon2, file2, holed, inner;
 static struct fault f[4096];
 static struct run *runs;
 static size_t runs_cap;
@@ -200,6 +200,31 @@ static void cutting(void)
 		UT_EQ(runs[0].npages, 20, "anonymous run whole");
 }
 
+/*
+ * A region with a hole in its middle, another region in part of the hole:
+ * a run stops at the hole, the other region's pages are its own run, the
+ * rest of the hole is no region's, and past the hole the first region's again.
+ */
+static void hole(void)
+{
+	size_t n = 0, nr, next, i;
+
+	for (i = 23; i < 32; i++)
+		f[n++] = fault(&mm2, i, 0, false);
+	nr = cut(n, 0, 1024, &next);
+	UT_EQ(nr, 4, "runs: 23..24, 25..27 (the inner region), 28..29 (none), 30..31");
+	if (nr == 4) {
+		UT_CHECK(runs[0].region == &holed && runs[0].npages == 2, "up to the hole");
+		UT_CHECK(runs[1].region == &inner && runs[1].npages == 3,
+			 "the region in the hole, a run of its own");
+		UT_CHECK(runs[2].region == NULL && runs[2].npages == 2,
+			 "the rest of the hole: no region");
+		UT_CHECK(runs[3].region == &holed && runs[3].start == BASE + 30 * PGSZ &&
+				 runs[3].npages == 2,
+			 "past the hole");
+	}
+}
+
 int main(void)
 {
 	INIT_LIST_HEAD(&mm1.regions);
@@ -207,8 +232,13 @@ int main(void)
 	region(&mm1, &anon, BASE, 100, NPF_BACKING_ANON);
 	region(&mm1, &file, BASE + 100 * PGSZ, 50, NPF_BACKING_FILE);
 	region(&mm2, &anon2, BASE, 10, NPF_BACKING_ANON);
+	region(&mm2, &holed, BASE + 20 * PGSZ, 20, NPF_BACKING_ANON);
+	TH_ASSERT(!holes_add(&holed.holes, BASE + 25 * PGSZ, BASE + 30 * PGSZ), "holes_add");
+	region(&mm2, &inner, BASE + 25 * PGSZ, 3, NPF_BACKING_ANON);
 	dedupe();
 	cutting();
+	hole();
+	holes_free(&holed.holes);
 	free(runs);
 	return ut_done("fault de-duplication and run building");
 }
