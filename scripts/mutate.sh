@@ -248,7 +248,7 @@ budget-high-watermark-ignored @@ daemon/evict.c @@ s{bi->high_pages = bi->budget
 # Two clients of one limited cgroup: a region that gets its ceiling after a
 # later id (its client's ring or cgroup entry came later) must get one too.
 ceiling-only-when-ids-grow @@ daemon/memcg.c @@ s{\tfor \(pos = nceilings;}{\tif (nceilings && ceilings[nceilings - 1].id > id)\n\t\treturn;\n\tfor (pos = nceilings;} @@ evict_cgroup_two
-holes-adopt-refused @@ daemon/region.c @@ s{ret = adopt_id \? check_adopted\(c->pid, start, end, &holes, what, sizeof\(what\)\) :\n\t+}{ret = } @@ evict_region_hole
+holes-adopt-refused @@ daemon/region.c @@ s{ret = check_adopted\(c->pid, start, end, &holes, what, sizeof\(what\)\);}{ret = check_mapped_anon(c->pid, start, end, what, sizeof(what));} @@ evict_region_hole
 holes-registration-refused @@ daemon/region.c @@ s{if \(!overlaps\(it, start, len\) \|\| holes_cover\(&it->holes, start, end\)\)}{if (!overlaps(it, start, len))} @@ evict_region_hole
 holes-not-kept @@ daemon/region.c @@ s{\t\t\tregion_hole_add\(r, lo, hi\);\n}{} @@ evict_region_hole
 holes-scan-takes-other-mapping @@ daemon/region.c @@ s{\tfor \(; holes_piece\(&r->holes, &lo, hi, &pe\); lo = pe\)\n\t\tfound\(r, lo, \(pe - lo\) >> NPF_PAGE_SHIFT, arg\);}{\tfound(r, lo, (hi - lo) >> NPF_PAGE_SHIFT, arg);\n\t(void)pe;} @@ evict_region_hole
@@ -259,7 +259,7 @@ holes-nesting-ignored @@ daemon/region.c @@ s{(static int adopted_nesting\(struc
 holes-filter-outer-first @@ daemon/collect.c @@ s{for \(; k > 0 && pr.r\[k - 1\].end - pr.r\[k - 1\].start > r->length; k--\)}{for (; 0;)} @@ evict_region_hole
 holes-fallback-finds-outer @@ client/libnpf.c @@ s{ &&\n\t\t    \(!at \|\| c->regions\[i\].length < at->length\)\)}{ && !at)} @@ evict_region_hole
 holes-run-crosses @@ daemon/runs.c @@ s{ &&\n\s+!holes_contain\(&r->holes, faults\[j\].page\) :}{ :} @@ unit-runs
-unregister-drops-stored @@ daemon/region.c @@ s{\t\thooks.put_back\(r\);\n}{\t\t;\n} @@ evict_region_hole
+unregister-drops-stored @@ daemon/region.c @@ s{ret = hooks.put_back \? hooks.put_back\(r, err, errlen\) : 0;}{ret = 0;} @@ evict_region_hole
 holes-device-maps-hole @@ daemon/device.c @@ s{\tif \(in_hole\(d, first, last\)\) \{}{\tif (0 && in_hole(d, first, last)) \{} @@ nic_region_hole
 unregister-oom-not-refused @@ daemon/main.c @@ s{if \(stored && !memcg_room\(r->mm, stored, &room\)\)}{if (0 && stored && !memcg_room(r->mm, stored, &room))} @@ evict_cgroup
 EOF
