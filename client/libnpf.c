@@ -730,6 +730,35 @@ static int shorter_first(const void *a, const void *b)
 }
 
 /*
+ * Unregister [lo, hi) in the kernel. A mapping the process made in a hole
+ * of a region (npfd's daemon/holes.h) is not registered, and one of a
+ * regular file makes UFFDIO_UNREGISTER of a range over it fail whole
+ * (EINVAL): then each private anonymous mapping in the range, one by one.
+ */
+static void unregister_lenient(int uffd, __u64 lo, __u64 hi)
+{
+	struct uffdio_range range = {.start = lo, .len = hi - lo};
+	unsigned long long a, b, ino;
+	char line[512], perms[8];
+	FILE *f;
+
+	if (!ioctl(uffd, UFFDIO_UNREGISTER, &range) || errno != EINVAL)
+		return;
+	f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%llx-%llx %7s %*s %*s %llu", &a, &b, perms, &ino) != 4 ||
+		    b <= lo || a >= hi || ino || perms[3] != 'p')
+			continue;
+		range.start = a > lo ? a : lo;
+		range.len = (b < hi ? b : hi) - range.start;
+		ioctl(uffd, UFFDIO_UNREGISTER, &range);
+	}
+	fclose(f);
+}
+
+/*
  * Unregister r's range in the kernel, but not the other regions inside it
  * (in a hole of r: npfd's daemon/holes.h): they are still served.
  */
@@ -738,7 +767,6 @@ static void unregister_own(struct npf_client *c, const struct lib_region *r)
 	__u64 lo = r->start, end = r->start + r->length;
 
 	while (lo < end) {
-		struct uffdio_range range = {.start = lo};
 		__u64 hi = end, next = end;
 
 		for (size_t k = 0; k < c->nregions; k++) {
@@ -749,9 +777,8 @@ static void unregister_own(struct npf_client *c, const struct lib_region *r)
 			hi = q->start;
 			next = q->start + q->length;
 		}
-		range.len = hi - lo;
-		if (range.len)
-			ioctl(c->uffd, UFFDIO_UNREGISTER, &range);
+		if (hi > lo)
+			unregister_lenient(c->uffd, lo, hi);
 		lo = next;
 	}
 }
@@ -1090,7 +1117,8 @@ static void region_forget(struct npf_client *c, size_t i)
 		close(c->regions[i].fd);
 	if (c->regions[i].store_fd >= 0)
 		close(c->regions[i].store_fd);
-	c->regions[i] = c->regions[--c->nregions];
+	/* in order: reconnect() hands them over shortest first */
+	memmove(&c->regions[i], &c->regions[i + 1], (--c->nregions - i) * sizeof(*c->regions));
 	pthread_mutex_unlock(&c->tab_lock);
 }
 
@@ -2285,14 +2313,15 @@ int npf_client__unregister(struct npf_client *c, __u32 region_id)
 	pthread_mutex_lock(&c->lock);
 	req.region_id = npfd_region_id(c, region_id);
 	/*
-	 * EAGAIN: npfd could not put an evicted page back yet (an mm event of
-	 * this process it has not read yet: the kernel refuses UFFDIO_COPY
-	 * until it has); the region is still registered. It reads it at once.
+	 * EAGAIN: npfd could not put the evicted pages back yet (a zap of its
+	 * may still drop a page, or an mm event of this process is unread: the
+	 * kernel refuses UFFDIO_COPY until it is); the region is still
+	 * registered. Both pass within milliseconds.
 	 */
-	for (int tries = 0;; tries++) {
+	for (__u64 t0 = now_ms();;) {
 		err = npf_request(c, NPF_MSG_REGION_UNREGISTER, &req, sizeof(req), NULL, 0, 0, NULL,
 				  NULL);
-		if (err != -EAGAIN || tries == 2000)
+		if (err != -EAGAIN || now_ms() - t0 > 2000)
 			break;
 		usleep(1000);
 	}

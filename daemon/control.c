@@ -823,11 +823,15 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 		case NPF_MSG_REGION_FORKED: {
 			struct npf_region_forked_req *fr = body;
 			struct npfd_region *parent;
+			struct npfd_mm *parent_mm;
 			struct npf_region_info info;
 			struct fork_copy *copy;
 
-			rc = evict_fork_find(c, fr, &copy, err, sizeof(err));
+			rc = evict_fork_find(c, fr, &copy, &parent_mm, err, sizeof(err));
 			parent = rc ? NULL : region_find_id(fr->parent_region_id);
+			if (parent && parent->mm != parent_mm)
+				parent =
+					NULL; /* not the forking process's: its holes are not the child's */
 			/* the child's copy has the parent's holes: what is there is not the region's */
 			if (!rc)
 				rc = region_register(c, &fr->region, fds, nfds, 0,

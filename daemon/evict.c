@@ -99,6 +99,9 @@
 /* How long after adopting an address space a REMOVE may be an earlier npfd's zap. */
 #define OLD_ZAP_WINDOW_NS (10ULL * 1000 * 1000 * 1000)
 
+/* An unregister refused for a zap in flight stops eviction of its region this long (libnpf asks again for 2 s). */
+#define EVICT_LEAVING_NS (3ULL * 1000 * 1000 * 1000)
+
 /* Per region, once it has a budget (its own or its client's). */
 struct evict_region {
 	__u64 npages;
@@ -116,6 +119,11 @@ struct evict_region {
 	bool wp;	  /* registered for write-protect faults too */
 	bool writable;	  /* file-backed: npfd may write its file */
 	bool draining;	  /* went over the high watermark: evicting until the low one */
+	/*
+	 * ns: its process is unregistering it until then (libnpf asks again
+	 * for 2 s): no batch picks it, its faults wait for none.
+	 */
+	__u64 leaving_until;
 	__u64 hold_since; /* ns: faults of the region wait for eviction (evict_hold()), or 0 */
 	__u64 pick_after; /* ns: its last pick found no victim; not looked at again before */
 	__u64 hold_count; /* installed pages when evict_hold() last looked */
@@ -977,15 +985,38 @@ int evict_store_reader(struct npfd_region *r)
 }
 
 /* Pages stored and not in the process now: only the store holds them. */
+/*
+ * Pages r's store may hold a copy of: those of its range now (a cut at its
+ * top leaves the bitmaps as long as they were, and a copy past the end
+ * may be kept while an earlier npfd's zaps may run: it is not r's).
+ */
+static __u64 store_pages(const struct npfd_region *r)
+{
+	__u64 n = r->length >> NPF_PAGE_SHIFT;
+
+	return r->ev && r->ev->stored ? (n < r->ev->npages ? n : r->ev->npages) : 0;
+}
+
+/* Is page i of r one only its store holds (stored, not there, not in a hole)? */
+static bool stored_only_at(const struct npfd_region *r, __u64 i)
+{
+	__u64 page = r->start + i * NPF_PAGE_SIZE;
+
+	return bit_test(r->ev->stored, i) && !region_page_installed(r, page) &&
+	       !holes_contain(&r->holes, page);
+}
+
 __u64 evict_stored_only(const struct npfd_region *r)
 {
-	const struct evict_region *e = r->ev;
-	__u64 i, n = 0;
+	__u64 i, n = 0, npages = store_pages(r);
 
-	for (i = 0; e && e->stored && i < e->npages; i++)
-		if (bit_test(e->stored, i) &&
-		    !region_page_installed(r, r->start + i * NPF_PAGE_SIZE))
-			n++;
+	for (i = 0; i < npages; i++) {
+		if (!r->ev->stored[i / 8]) {
+			i |= 7; /* none of these 8: a sparse store of a huge region is walked fast */
+			continue;
+		}
+		n += stored_only_at(r, i);
+	}
 	return n;
 }
 
@@ -1361,11 +1392,12 @@ int evict_fork_done(struct npfd_client *c, const struct npf_fork_req *req, char 
 }
 
 int evict_fork_find(const struct npfd_client *c, const struct npf_region_forked_req *req,
-		    struct fork_copy **copy, char *err, size_t errlen)
+		    struct fork_copy **copy, struct npfd_mm **parent, char *err, size_t errlen)
 {
 	struct npfd_mm *mm;
 
 	*copy = NULL;
+	*parent = NULL;
 	if (req->pad)
 		return refuse(err, errlen, EINVAL, "a forked region's request has padding set");
 	list_for_each_entry(mm, &mms, node)
@@ -1380,6 +1412,7 @@ int evict_fork_find(const struct npfd_client *c, const struct npf_region_forked_
 		return refuse(err, errlen, EPERM,
 			      "the fork() of pid %d is not this process's (pid %d, uid %u)",
 			      mm->tgid, c->pid, c->uid);
+	*parent = mm;
 	for (unsigned int i = 0; i < mm->fork->n; i++) {
 		struct fork_copy *cp = &mm->fork->copy[i];
 
@@ -1982,7 +2015,7 @@ bool evict_hold(const struct npfd_region *r, __u64 npages)
 	struct evict_region *e = r->ev;
 	__u64 count = 0, now;
 
-	if (!e || !e->wp || !r->mm->evict_ring || r->mm->dead)
+	if (!e || !e->wp || e->leaving_until > now_ns() || !r->mm->evict_ring || r->mm->dead)
 		return false;
 	if (e->budget && r->ninstalled &&
 	    r->ninstalled + npages > e->budget * high_pct / 100 + EVICT_HOLD_SLACK)
@@ -2230,7 +2263,7 @@ static struct npfd_region *over_budget(unsigned int *want)
 			__u64 bud = region_budget(r);
 			struct evict_region *e = r->ev;
 
-			if (!e || !e->wp)
+			if (!e || !e->wp || e->leaving_until > now)
 				continue;
 			res = r->ninstalled;
 			total += res;
@@ -2870,34 +2903,66 @@ void evict_tick(void)
  */
 static __u64 put_back_stored(struct npfd_region *r, int *failed)
 {
-	struct evict_region *e = r->ev;
-	__u64 i, back = 0;
+	__u64 i, back = 0, npages = store_pages(r);
 	int ret;
 
 	*failed = 0;
-	for (i = 0; e && e->stored && i < e->npages; i++) {
+	for (i = 0; i < npages; i++) {
 		struct run rn = {.mm = r->mm,
 				 .region = r,
 				 .start = r->start + i * NPF_PAGE_SIZE,
 				 .npages = 1,
 				 .write = true};
 
-		if (!e->stored[i / 8]) {
+		if (!r->ev->stored[i / 8]) {
 			i |= 7; /* none of these 8: a sparse store of a huge region is walked fast */
 			continue;
 		}
 		/* a copy in a hole is not the page there: another mapping's, or region's */
-		if (!bit_test(e->stored, i) || region_page_installed(r, rn.start) ||
-		    holes_contain(&r->holes, rn.start))
+		if (!stored_only_at(r, i))
 			continue;
 		ret = evict_install_stored(&rn);
-		if (!ret)
-			back++;
-		else if (!*failed)
-			*failed = ret; /* the first: the caller says why */
 		wake_page(r->mm, rn.start);
+		if (ret == -EAGAIN) {
+			*failed = ret; /* an mm event unread: none goes in until npfd has read it */
+			break;
+		}
+		if (ret) {
+			/* the store cannot give it (EIO, say): no retry makes it come back */
+			pr_warn_rl("region %u: evicted page 0x%llx cannot go back: %s", r->id,
+				   (unsigned long long)rn.start, strerror(-ret));
+			continue;
+		}
+		/* there now, as if a fault had installed it: if the unregister is refused, counted */
+		region_mark_installed(r, rn.start, 1);
+		evict_installed(r, rn.start, 1, false);
+		back++;
 	}
 	return back;
+}
+
+/*
+ * May a zap in flight still drop a page of r? The batch under way on r,
+ * a late zap of an earlier batch (busy pages), or an earlier npfd's (its
+ * victims, until its zaps are done).
+ */
+static bool zaps_may_take(const struct npfd_region *r)
+{
+	const struct evict_region *e = r->ev;
+	bool old = old_zaps_pending(r->mm);
+	__u64 i;
+
+	if (b.state != B_IDLE && b.r == r)
+		return true;
+	for (i = 0; e && e->busy && i < e->npages; i++) {
+		if (!old && !e->busy[i / 8]) {
+			i |= 7;
+			continue;
+		}
+		if (zap_may_be_queued(r, i, old))
+			return true;
+	}
+	return false;
 }
 
 /*
@@ -2961,7 +3026,19 @@ void evict_stop(void)
 int evict_put_back(struct npfd_region *r)
 {
 	int failed;
-	__u64 back = put_back_stored(r, &failed);
+	__u64 back;
+
+	/*
+	 * Its copy is what such a page has once the zap ran, and the store
+	 * goes with the region: the unregister waits until no zap can run,
+	 * and no new batch comes meanwhile (a region over its budget would
+	 * get one after the other, and its unregister never).
+	 */
+	if (r->ev)
+		r->ev->leaving_until = now_ns() + EVICT_LEAVING_NS;
+	if (zaps_may_take(r))
+		return -EAGAIN;
+	back = put_back_stored(r, &failed);
 
 	if (back)
 		pr_info("region %u: put %llu evicted pages back before unregistering it", r->id,

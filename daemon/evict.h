@@ -60,10 +60,11 @@ int evict_fork_done(struct npfd_client *c, const struct npf_fork_req *req, char 
 		    size_t errlen);
 /*
  * The child's region req: checked against the fork under way, and *copy
- * is what it gets (NULL: the parent's region had nothing stored).
+ * is what it gets (NULL: the parent's region had nothing stored); *parent
+ * the forking address space.
  */
 int evict_fork_find(const struct npfd_client *c, const struct npf_region_forked_req *req,
-		    struct fork_copy **copy, char *err, size_t errlen);
+		    struct fork_copy **copy, struct npfd_mm **parent, char *err, size_t errlen);
 /* r, just registered by the child, takes copy (the pages it has are installed ones). */
 void evict_fork_take(struct npfd_region *r, struct fork_copy *copy);
 /* The copies a fork of mm keeps open (per-uid descriptor limits). */

@@ -413,15 +413,37 @@ static bool in_cgroup(const struct npfd_mm *mm, const char *dir)
 	       !strcmp(d, dir);
 }
 
+/* The page cache charged to the cgroup at dir (memory.stat), which reclaim can take back. */
+static __u64 file_bytes(const char *dir)
+{
+	char path[PATH_MAX + 16], key[64];
+	unsigned long long v;
+	__u64 sum = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/memory.stat", dir);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fscanf(f, "%63s %llu", key, &v) == 2)
+		if (!strcmp(key, "total_inactive_file") || !strcmp(key, "total_active_file"))
+			sum += v;
+	fclose(f);
+	return sum;
+}
+
 bool memcg_room(const struct npfd_mm *mm, __u64 npages, __u64 *room)
 {
-	char dir[PATH_MAX], tight[PATH_MAX];
+	char dir[PATH_MAX], tight[PATH_MAX] = "";
 	__u64 limit, bytes;
 
 	*room = UINT64_MAX;
 	if (!mm->tgid || !find_mount() || client_dir(mm->tgid, dir, sizeof(dir)) ||
 	    !cgroup_room(dir, &limit, &bytes, tight, sizeof(tight)))
 		return true;
+	bytes += file_bytes(tight);
+	if (bytes > limit)
+		bytes = limit;
 	*room = bytes >> NPF_PAGE_SHIFT;
 	return npages <= *room;
 }

@@ -141,6 +141,26 @@ int mm_layout_reader(struct npfd_mm *mm, char *err, size_t errlen)
 }
 
 /*
+ * Unregister [start, end) but its holes (a region registered there stays
+ * registered). Also wakes any thread still waiting there. ENOMEM means
+ * the mm is gone (the process exited): nothing left to undo. Other
+ * failures are logged for region id (0: a refused registration, quiet).
+ */
+static void unregister_pieces(int uffd, __u64 start, __u64 end, const struct holes *holes, __u32 id)
+{
+	struct uffdio_range range;
+	__u64 lo, pe;
+
+	for (lo = start; holes_piece(holes, &lo, end, &pe); lo = pe) {
+		range.start = lo;
+		range.len = pe - lo;
+		if (ioctl(uffd, UFFDIO_UNREGISTER, &range) && id && errno != ENOENT &&
+		    errno != ESRCH && errno != EINVAL && errno != ENOMEM)
+			pr_warn("region %u: UFFDIO_UNREGISTER failed: %s", id, strerror(errno));
+	}
+}
+
+/*
  * Take r out of service and free it. Its devices are retired first (their
  * entries cleared, the invalidation posted): w, if any, is answered when
  * they acknowledge. Nothing here waits, so nothing can free r meanwhile.
@@ -149,24 +169,8 @@ static void region_drop(struct npfd_region *r, bool unregister_range, struct npf
 {
 	struct npfd_mm *mm = r->mm;
 
-	if (unregister_range) {
-		struct uffdio_range range;
-		__u64 lo, pe, end = r->start + r->length;
-
-		/*
-		 * Also wakes any thread still waiting on the range. ENOMEM means
-		 * the mm is gone (the process exited): nothing left to undo. Not
-		 * its holes: a region registered there stays registered.
-		 */
-		for (lo = r->start; holes_piece(&r->holes, &lo, end, &pe); lo = pe) {
-			range.start = lo;
-			range.len = pe - lo;
-			if (ioctl(mm->uffd, UFFDIO_UNREGISTER, &range) && errno != ENOENT &&
-			    errno != ESRCH && errno != EINVAL && errno != ENOMEM)
-				pr_warn("region %u: UFFDIO_UNREGISTER failed: %s", r->id,
-					strerror(errno));
-		}
-	}
+	if (unregister_range)
+		unregister_pieces(mm->uffd, r->start, r->start + r->length, &r->holes, r->id);
 	/*
 	 * What is above hears of it while r is still whole (main.c:
 	 * region_going(): its devices first, no DMA may reach the pages once
@@ -937,8 +941,10 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 			"0x%llx-0x%llx: a part of a region moved there by mremap() is being put back; try again",
 			(unsigned long long)start, (unsigned long long)end);
 	for (unsigned int k = 0; inherit && k < inherit->n; k++)
-		if (holes_add(&holes, inherit->v[k].start, inherit->v[k].end))
+		if (holes_add(&holes, inherit->v[k].start, inherit->v[k].end)) {
+			holes_free(&holes);
 			return refuse(err, errlen, ENOMEM, "out of memory");
+		}
 	holes_clip(&holes, start, end);
 	if (adopt_id) {
 		ret = check_adopted(c->pid, start, end, &holes, what, sizeof(what));
@@ -985,13 +991,13 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 					     "UFFDIO_REGISTER of 0x%llx-0x%llx failed: %s",
 					     (unsigned long long)start, (unsigned long long)end,
 					     strerror(e));
+			if (!adopt_id)
+				unregister_pieces(uffd, start, lo, &holes, 0);
 			goto out_holes;
 		}
 		if (!registered_in(c->pid, lo, pe)) {
-			range.start = start;
-			range.len = len;
 			if (!adopt_id)
-				ioctl(uffd, UFFDIO_UNREGISTER, &range);
+				unregister_pieces(uffd, start, pe, &holes, 0);
 			ret = refuse(
 				err, errlen, EPERM,
 				"the userfaultfd is not pid %d's own: it registered memory of another process",
@@ -1007,7 +1013,7 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 		if (ret) {
 			/* an adopted range stays registered: its client serves it meanwhile */
 			if (!adopt_id)
-				ioctl(uffd, UFFDIO_UNREGISTER, &range);
+				unregister_pieces(uffd, start, end, &holes, 0);
 			goto out_holes;
 		}
 		fds[0] = -1; /* now owned by c->mm */
@@ -1015,7 +1021,7 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	r = calloc(1, sizeof(*r));
 	if (!r) {
 		if (!adopt_id)
-			ioctl(uffd, UFFDIO_UNREGISTER, &range);
+			unregister_pieces(uffd, start, end, &holes, 0);
 		ret = refuse(err, errlen, ENOMEM, "out of memory");
 		goto out_holes;
 	}

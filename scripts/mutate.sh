@@ -262,6 +262,7 @@ holes-run-crosses @@ daemon/runs.c @@ s{ &&\n\s+!holes_contain\(&r->holes, fault
 unregister-drops-stored @@ daemon/region.c @@ s{ret = hooks.put_back \? hooks.put_back\(r, err, errlen\) : 0;}{ret = 0;} @@ evict_region_hole
 holes-device-maps-hole @@ daemon/device.c @@ s{\tif \(in_hole\(d, first, last\)\) \{}{\tif (0 && in_hole(d, first, last)) \{} @@ nic_region_hole
 unregister-oom-not-refused @@ daemon/main.c @@ s{if \(stored && !memcg_room\(r->mm, stored, &room\)\)}{if (0 && stored && !memcg_room(r->mm, stored, &room))} @@ evict_cgroup
+unregister-zaps-ignored @@ daemon/evict.c @@ s{\tif \(zaps_may_take\(r\)\)\n\t\treturn -EAGAIN;}{} @@ evict_unregister
 EOF
 }
 
