@@ -20,6 +20,10 @@
 #   MUTATE_ALL_TESTS=1                run the whole suite for each break
 #                                     (slow) to list every test that catches it
 #   MUTATE_KEEP=1                     keep the scratch copy (for debugging)
+#   sh scripts/mutate.sh --check-table
+#                                     only check that every break still
+#                                     changes its file (no root, no build:
+#                                     seconds; tests/mutate_table.sh)
 #
 # Prints "break | caught by | verdict": CAUGHT (a test failed), MISSED (all
 # passed: the behaviour is not defended), UNTESTED (its tests fail even
@@ -29,8 +33,10 @@ set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 O=${O:-build}
-[ -x "$O/bin/npfd" ] || { echo "mutate: build first (make)" >&2; exit 2; }
-[ "$(id -u)" -eq 0 ] || { echo "mutate: run as root (the tests need it)" >&2; exit 2; }
+table_only=0
+[ "${1:-}" = --check-table ] && { table_only=1; shift; }
+[ "$table_only" = 1 ] || [ -x "$O/bin/npfd" ] || { echo "mutate: build first (make)" >&2; exit 2; }
+[ "$table_only" = 1 ] || [ "$(id -u)" -eq 0 ] || { echo "mutate: run as root (the tests need it)" >&2; exit 2; }
 
 scratch=$(mktemp -d /tmp/npf-mutate-XXXXXX)
 cleanup() {
@@ -41,8 +47,10 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
 # The tree as it is (tracked and untracked files, not ignored ones), and its build.
-git ls-files -z -c -o --exclude-standard | tar -c --null -T - -f - | tar -x -C "$scratch" -f -
-cp -a "$O" "$scratch/$O"
+if [ "$table_only" = 0 ]; then
+	git ls-files -z -c -o --exclude-standard | tar -c --null -T - -f - | tar -x -C "$scratch" -f -
+	cp -a "$O" "$scratch/$O"
+fi
 results=$scratch/.results
 : >"$results"
 
@@ -55,7 +63,7 @@ breaks() {
 	cat <<'EOF'
 file-offset-ignored @@ daemon/resolve.c @@ s{rn->region->file_offset \+ }{}g @@ file_offset
 file-offset-ignored-in-mapping @@ daemon/resolve.c @@ s{MAP_SHARED, r->file_fd, \(off_t\)r->file_offset\);}{MAP_SHARED, r->file_fd, (off_t)0);} @@ file_offset
-head-unmap-offset-kept @@ daemon/region.c @@ s{r->file_offset \+= end - rs;}{} @@ file_offset
+head-unmap-offset-kept @@ daemon/region.c @@ s{r->file_offset \+= hi - rs;}{} @@ file_offset
 kill-switch-ignored-for-cpu-faults @@ daemon/collect.c @@ s{if \(!policies_on \|\| slot >= NPF_MAX_REGIONS}{if (slot >= NPF_MAX_REGIONS} @@ policy_load policy_cli
 # Device faults' kill switch: the uprobe collector's check, and npfd writing
 # the switch into the map it reads (the CPU path uses npfd's own flag).
@@ -72,7 +80,7 @@ pages-copied-miscounted @@ daemon/resolve.c @@ s{r->stats->pages_copied \+= rn->
 bpf-cpu-faults-miscounted @@ bpf/npf_collect.bpf.c @@ s{__sync_fetch_and_add\(&st->cpu_faults, 1\)}{__sync_fetch_and_add(&st->cpu_faults, 2)} @@ fault_1g
 remap-not-followed @@ daemon/region.c @@ s{r->start = r->start - from \+ to;}{} @@ mm_events
 unmapped-region-kept @@ daemon/region.c @@ s{region_remove\(r, false\);\n\t\t\tcontinue;}{continue;} @@ mm_events
-overlap-unchecked @@ daemon/region.c @@ s{if \(overlaps\(it, start, len\)\)}{if (0)} @@ bad_input
+overlap-unchecked @@ daemon/region.c @@ s{if \(!overlaps\(it, start, len\) \|\| holes_cover\(&it->holes, start, end\)\)}{if (1)} @@ bad_input
 unregister-owner-unchecked @@ daemon/region.c @@ s{if \(!c->mm \|\| r->mm != c->mm\)}{if (0)} @@ bad_input
 initiator-request-per-page @@ nic/nic_iommu.c @@ s{(\t\tb->npages\+\+;\n)}{$1\t\tprb_flush(b);\n} @@ nic_fault nic_npfd_write
 rnr-nak-becomes-error @@ nic/nic_rc.c @@ s{return !r \|\| r == -EAGAIN \? SYN_RNR_NAK : SYN_NAK_REM_ACCESS;}{return SYN_NAK_REM_ACCESS;} @@ nic_fault nic_npfd_write nic_npfd_netns
@@ -115,7 +123,7 @@ verifier-tail-one-line @@ daemon/verifier_log.c @@ s{\+\+lines == 2}{++lines == 
 json-quote-unescaped @@ common/npf_json.c @@ s{if \(ch == '"' \|\| ch == '\\\\'\)}{if (ch == '\\\\')} @@ unit-json
 # The audit of the tests added on 2026-11-22/23: one break per header claim checked.
 policy-sees-no-thread @@ daemon/policy.c @@ s{\.tgid_tid = \(__u64\)\(__u32\)r->mm->tgid << 32 \| tid,}{.tgid_tid = (__u64)(__u32)r->mm->tgid << 32 | 0,} @@ cpu_policy_streams
-fault-around-reads-cold-file @@ daemon/resolve.c @@ s{if \(\(file && !cached\) \|\| region_page_installed\(r, p\)\)}{if (region_page_installed(r, p))} @@ cpu_fault_around
+fault-around-reads-cold-file @@ daemon/resolve.c @@ s{if \(\(file && !cached\) \|\| region_page_installed\(r, p\) \|\|}{if (region_page_installed(r, p) ||} @@ cpu_fault_around
 fault-around-kib-ignored @@ daemon/main.c @@ s{resolve_set_fault_around\(c->fault_around_kib\);}{resolve_set_fault_around(64);} @@ cpu_fault_around
 region-fault-around-ignored @@ daemon/region.c @@ s{r->fault_around = req->flags & NPF_REGION_FAULT_AROUND \?}{r->fault_around = 0 ?} @@ cpu_fault_around
 stop-answers-success @@ daemon/device.c @@ s{retire_end\(d, acked\(d, d->retire_seq\) \? 0 : -ESHUTDOWN\);}{retire_end(d, 0);} @@ dev_stop
@@ -150,8 +158,8 @@ dropped-client-end-kept-open @@ daemon/control.c @@ s{\tshutdown\(c->fd, SHUT_RD
 unit-nofile-dropped @@ systemd/npfd.service.in @@ s{LimitNOFILE=65536\n}{} @@ restart_systemd
 pidns-bpf-global-pids @@ bpf/npf_collect.bpf.c @@ s{if \(!npf_pidns_ino\)\n\t\treturn bpf_get_current_pid_tgid\(\);}{return bpf_get_current_pid_tgid();} @@ restart_systemd
 # Issue 15 (overcommit): eviction must never drop a written page unwritten.
-skipped-page-reported-clean @@ daemon/resolve.c @@ s{report_installed\(rn, !rn->write && rn->region->install_clean\);}{hooks.installed(rn->region, rn->start, rn->npages, !rn->write && rn->region->install_clean);} @@ evict_skipped
-unmapped-page-put-back @@ daemon/evict.c @@ s{\t\tif \(b.unmapped\[i\]\)\n\t\t\tcontinue;\n}{} @@ evict_unmap_remap
+skipped-page-reported-clean @@ daemon/resolve.c @@ s{report_installed\(rn, rn->npages,\n\s+!rn->write && rn->region->install_clean\);}{hooks.installed(rn->region, rn->start, rn->npages, !rn->write && rn->region->install_clean);} @@ evict_skipped
+unmapped-page-put-back @@ daemon/evict.c @@ s{\t\t\twake_page\(b.mm, page\);\n\t\t\tcontinue;\n\t\t\}}{\t\t\twake_page(b.mm, page);\n\t\t\}} @@ evict_unmap_remap
 budget-hold-off @@ daemon/main.c @@ s{return evict_hold\(r, npages\) \|\|}{return 0 ||} @@ evict_hard
 store-not-found-at-adoption @@ daemon/evict.c @@ s{fd = swapstore_find\(r->mm->tgid, old_id, name\);}{fd = -ENOENT;} @@ evict_crash evict_crash_storm
 old-zaps-not-awaited @@ daemon/evict.c @@ s{if \(old_zap && bit_test}{if (0 && old_zap && bit_test} @@ evict_crash_storm evict_adopt_frozen
@@ -169,20 +177,20 @@ fork-copy-unbounded @@ daemon/evict.c @@ s{#define FORK_COPY_STEP 4096}{#define 
 control-client-drained @@ daemon/control.c @@ s{\t\tlist_add_tail\(&c->resume, &resume\);\n\}}{\t\tclient_ready(c);\n\}} @@ adv_fork
 late-zap-pages-let-go @@ daemon/evict.c @@ s{bool zaps_pending = b.zaps && }{bool zaps_pending = 0 && b.zaps && } @@ evict_zap_late
 late-remove-taken-as-drop @@ daemon/evict.c @@ s{\t\tif \(bit_test\(r->ev->late, i\)\) \{}{\t\tif (0 && bit_test(r->ev->late, i)) \{} @@ evict_zap_late
-late-page-write-let-through @@ daemon/evict.c @@ s{\tif \(r && r->ev && bit_test\(r->ev->late, page_index\(r, page\)\)\)\n\t\treturn;}{} @@ evict_zap_late
+late-page-write-let-through @@ daemon/evict.c @@ s{\tif \(r && r->ev && bit_test\(r->ev->busy, page_index\(r, page\)\) && !in_batch\(r, page, NULL\)\)\n\t\treturn;}{} @@ evict_zap_late
 fallback-ignores-store @@ client/libnpf.c @@ s{if \(r.store_fd >= 0 && !dropped\(c, addr\)\)}{if (0 && r.store_fd >= 0)} @@ evict_fallback
-store-fd-not-sent @@ daemon/control.c @@ s{rp.fd = evict_store_reader\(region_find_id\(info.region_id\)\);}{rp.fd = -1;} @@ evict_fallback
+store-fd-not-sent @@ daemon/control.c @@ s{rp->fd = evict_store_reader\(region_find_id\(info->region_id\)\);}{rp->fd = -1;} @@ evict_fallback
 fallback-drops-not-tracked @@ client/libnpf.c @@ s{\t\t\t\tfallback_dropped\(c, m->arg.remove.start, m->arg.remove.end, zaps\);\n}{} @@ evict_fallback
-fallback-drops-not-settled @@ client/libnpf.c @@ s{\tfallback_settle_drops\(c\);\n\tfor}{\tfor} @@ evict_fallback
+fallback-drops-not-settled @@ client/libnpf.c @@ s{\tfallback_settle_drops\(c\);\n\t/\*\n\t \* Shortest first}{\t/*\n\t * Shortest first} @@ evict_fallback
 fallback-takes-zaps-for-drops @@ client/libnpf.c @@ s{\tif \(zaps\)\n\t\treturn;\n}{} @@ evict_fallback_zaps
-adopted-frozen-write-let-through @@ daemon/evict.c @@ s{\tif \(r && r->ev && old_zaps_pending\(mm\)\) \{}{\tif (0) \{} @@ evict_adopt_frozen
+adopted-frozen-write-let-through @@ daemon/evict.c @@ s{\tif \(r && r->ev && old_victim\(r, page_index\(r, page\), old_zaps_pending\(mm\)\)\) \{}{\tif (0) \{} @@ evict_adopt_frozen
 fallback-frozen-write-let-through @@ client/libnpf.c @@ s{!fallback_hold\(c, addr, zaps\) &&}{1 &&} @@ evict_adopt_frozen
-adoption-pagemap-read-whole @@ daemon/region.c @@ s{int err = mark_present_scan\(r, &found\);}{int err = -ENOTTY;} @@ restart_sparse
+adoption-pagemap-read-whole @@ daemon/region.c @@ s{\tint err = scan_pagemap_scan\(r, wp_only, found, arg\);}{\tint err = -ENOTTY;} @@ restart_sparse
 repick-every-event @@ daemon/evict.c @@ s{\t\tr->ev->pick_after = now_ns\(\) \+ EVICT_REPICK_NS;\n}{} @@ evict_refuse
 victim-zap-queued-twice @@ daemon/evict.c @@ s{return bit_test\(r->ev->busy, i\) \|\| old_victim\(r, i, old_zaps\);}{return 0;} @@ evict_adopt_frozen
 old-victim-zap-queued-twice @@ daemon/evict.c @@ s{return bit_test\(r->ev->busy, i\) \|\| old_victim\(r, i, old_zaps\);}{return bit_test(r->ev->busy, i);} @@ evict_adopt_unstored evict_adopt_frozen
 old-unstored-victim-zap-queued-twice @@ daemon/evict.c @@ s{return bit_test\(r->ev->busy, i\) \|\| old_victim\(r, i, old_zaps\);}{return bit_test(r->ev->busy, i) || (old_zaps && bit_test(r->ev->stored, i));} @@ evict_adopt_unstored
-adopted-unstored-write-let-through @@ daemon/evict.c @@ s{\tif \(r && r->ev && old_zaps_pending\(mm\)\) \{}{\tif (r && r->ev && old_zaps_pending(mm) && bit_test(r->ev->stored, page_index(r, page))) \{} @@ evict_adopt_frozen
+adopted-unstored-write-let-through @@ daemon/evict.c @@ s{\tif \(r && r->ev && old_victim\(r, page_index\(r, page\), old_zaps_pending\(mm\)\)\) \{}{\tif (r && r->ev && old_zaps_pending(mm) && bit_test(r->ev->stored, page_index(r, page))) \{} @@ evict_adopt_frozen
 fallback-unstored-write-let-through @@ client/libnpf.c @@ s{\tif \(!zaps\)\n\t\treturn false;\n\th = grow}{\tif (!zaps || !region_at(c, addr) || region_at(c, addr)->store_fd < 0 || !store_holds(region_at(c, addr)->store_fd, region_at(c, addr), addr))\n\t\treturn false;\n\th = grow} @@ evict_adopt_frozen
 freeze-cut-leaves-busy @@ daemon/evict.c @@ s{\tfor \(unsigned int i = n; i < b.n; i\+\+\)\n\t\tbit_set\(b.r->ev->busy, page_index\(b.r, b.page\[i\]\), false\);\n}{} @@ evict_drop_busy
 remove-taken-for-zap @@ daemon/evict.c @@ s{(\t\t\tif \(r->budget_info\)\n\t\t\t\tr->budget_info->evicted_pages\+\+;\n)(\t\t\tcontinue;)}{$1\t\t\tbit_set(r->ev->busy, i, false);\n\t\t\twake_page(r->mm, p);\n$2} @@ evict_adopt_frozen
@@ -192,24 +200,22 @@ own-drop-wider-taken-for-zap @@ daemon/evict.c @@ s{(static bool remove_is_own\(
 own-drop-told-under-old-zaps @@ daemon/evict.c @@ s{\tif \(old_zap\)\n\t\treturn false;\n}{} @@ evict_adopt_dropped
 cut-leaves-zapping-unmarked @@ daemon/evict.c @@ s{\t\t\tbit_set\(e->late, i, !b\.removed\[k\]\);\n}{} @@ evict_cut_zapping
 cut-clears-busy @@ daemon/evict.c @@ s{\t\tbit_set\(e->busy, i, bit_test\(e->busy, i \+ shift\)\);\n}{\t\tbit_set(e->busy, i, false);\n} @@ evict_cut_zapping
-cut-forgets-installed @@ daemon/region.c @@ s{\t\t\tshift_installed\(r, \(end - rs\) >> NPF_PAGE_SHIFT\);\n}{\t\t\tif (r->installed)\n\t\t\t\tmemset(r->installed, 0, (r->length >> NPF_PAGE_SHIFT) / 8 + 1);\n\t\t\tr->ninstalled = 0;\n} @@ evict_cut_zapping
-remap-taken-for-drop @@ daemon/region.c @@ s{\t\t\tregion_invalidate\(r, r->start, r->start \+ r->length\);\n}{\t\t\tregion_dropped(r, r->start, r->start + r->length);\n} @@ evict_mremap
+cut-forgets-installed @@ daemon/region.c @@ s{\t\t\tshift_installed\(r, \(hi - rs\) >> NPF_PAGE_SHIFT\);\n}{\t\t\tif (r->installed)\n\t\t\t\tmemset(r->installed, 0, (r->length >> NPF_PAGE_SHIFT) / 8 + 1);\n\t\t\tr->ninstalled = 0;\n} @@ evict_cut_zapping
+remap-taken-for-drop @@ daemon/region.c @@ s{\t\tregion_invalidate\(r, r->start, r->start \+ r->length\);\n\t\tif \(hooks.moved\)}{\t\tregion_dropped(r, r->start, r->start + r->length);\n\t\tif (hooks.moved)} @@ evict_mremap
 move-keeps-batch @@ daemon/evict.c @@ s{\tif \(r->ev && b\.state != B_IDLE && b\.r == r\)\n\t\tbatch_abandon\(r, 0, delta\);\n}{\t(void)delta;\n} @@ evict_mremap
 abandon-leaves-frozen @@ daemon/evict.c @@ s{\t\tunfreeze\(r->mm, NULL, b\.page\[k\] \+ delta\);\n}{} @@ evict_mremap evict_cut_zapping
 moved-part-not-put-back @@ daemon/moved.c @@ s{\tif \(got <= 0\)\n}{\tif (1)\n} @@ evict_mremap_part
-moved-faults-not-held @@ daemon/resolve.c @@ s{if \(!rn->region && moved_waits\(rn->mm, rn->start\)\)}{if (0)} @@ evict_mremap_part
+moved-faults-not-held @@ daemon/resolve.c @@ s{if \(!rn->region &&\n\s+moved_waits\(rn->mm, rn->start, \(__u64\)rn->npages \* NPF_PAGE_SIZE\)\)}{if (0)} @@ evict_mremap_part
 moved-slots-not-handed-over @@ daemon/evict.c @@ s{\t\tbit_set\(e->stored, first \+ j, false\);\n}{} @@ evict_mremap_part
 moved-part-stays-registered @@ daemon/moved.c @@ s{\tif \(ioctl\(pt->mm->uffd, UFFDIO_UNREGISTER, &range\)}{\tif (0 && ioctl(pt->mm->uffd, UFFDIO_UNREGISTER, &range)} @@ evict_mremap_part
 old-ranges-missed @@ daemon/evict.c @@ s{\t\ter->n_old_ranges\+\+;\n}{} @@ evict_adopt_dropped evict_adopt_unstored
 wp-fault-waits-any-page @@ daemon/evict.c @@ s{if \(r && r->ev && old_victim\(r, page_index\(r, page\), old_zaps_pending\(mm\)\)\)}{if (r && r->ev && old_zaps_pending(mm))} @@ evict_adopt_unstored
-layout-not-synced @@ client/libnpf.c @@ s{got = c->layout_fd >= 0 \?}{got = 0 && c->layout_fd >= 0 ?} @@ evict_restart_layout
+layout-not-synced @@ client/libnpf.c @@ s{n = got > 0 \? \(size_t\)got / sizeof\(e\[0\]\) : 0;}{n = 0;} @@ evict_restart_layout
 layout-move-not-written @@ daemon/region.c @@ s{(\t\tif \(r->stats\)\n\t\t\tr->stats->start = r->start;\n)\t\tlayout_put\(r\);\n}{$1} @@ evict_restart_layout
 layout-cut-not-written @@ daemon/region.c @@ s{(\t\t\tr->stats->length = r->length;\n\t\t\}\n)\t\tlayout_put\(r\);\n}{$1} @@ evict_restart_layout
 layout-store-base-ignored @@ daemon/evict.c @@ s{e->store_base = r->backing == NPF_BACKING_ANON \? r->file_offset >> NPF_PAGE_SHIFT : 0;}{e->store_base = 0;} @@ evict_restart_layout
 layout-file-offset-kept @@ client/libnpf.c @@ s{\t\telse\n\t\t\tr->file_offset = e\[k\]\.offset;\n}{} @@ evict_restart_layout
-moved-part-region-owns-hole @@ daemon/region.c @@ s{\tif \(moved_waits\(mm, addr, NPF_PAGE_SIZE\)\)\n\t\treturn NULL;\n}{} @@ evict_mremap_part
 unmapped-frozen-writer-not-woken @@ daemon/evict.c @@ s{\t\t\twake_page\(b\.mm, page\);\n\t\t\tcontinue;\n}{\t\t\tcontinue;\n} @@ evict_mremap_part
-hole-run-fails-whole @@ daemon/resolve.c @@ s{\t\tif \(res == -ENOENT && !one\) \{\n\t\t\tone = true;\n\t\t\tcontinue;\n\t\t\}\n\t\tif \(res == -ENOENT\) \{\n\t\t\trun_absent\(rn, \(__u32\)\(rn->done >> NPF_PAGE_SHIFT\)\);\n\t\t\trn->done \+= NPF_PAGE_SIZE;\n\t\t\tcontinue;\n\t\t\}\n}{} @@ evict_mremap_part
 layout-fallback-cut-undone @@ client/libnpf.c @@ s{\(e\[k\]\.start == r->known_start && e\[k\]\.length == r->known_length &&\n\t\s+e\[k\]\.offset == r->known_offset\)}{(e[k].start == r->start && e[k].length == r->length)} @@ evict_restart_layout
 batch-removed-page-let-go @@ daemon/evict.c @@ s{\t\tif \(zaps_pending && i < b.zap_next && b.zapped\[i\]\) \{(.*?)(bool zap_left = zaps_pending && !b.unmapped\[i\] && i < b.zap_next && b.zapped\[i\])}{\t\tif (0) \{$1$2 && !b.removed[i]}s @@ evict_adopt_frozen
 zap-pending-installed-writable @@ daemon/resolve.c @@ s{\(!rn->write \|\| \(hooks.zap_may_run && hooks.zap_may_run\(rn\)\)\)}{!rn->write} @@ evict_adopt_frozen
@@ -217,7 +223,7 @@ stored-zap-pending-installed-writable @@ daemon/evict.c @@ s{\(!rn->write \|\| z
 fallback-zap-pending-installed-writable @@ client/libnpf.c @@ s{\tif \(zaps_in_flight\(c\)\)\n\t\tcp.mode = UFFDIO_COPY_MODE_WP;\n}{} @@ evict_adopt_frozen
 adopt-frozen-skipped @@ daemon/evict.c @@ s{\tadopt_frozen\(r\);\n}{} @@ evict_adopt_frozen
 old-frozen-unmarked-by-remove @@ daemon/evict.c @@ s{(\t\tunsigned int at;\n\n)(\t\tif \(in_batch\(r, p, &at\)\) \{)}{$1\t\tbit_set(r->ev->old_frozen, i, false);\n$2} @@ evict_adopt_unstored evict_adopt_frozen
-stale-completions-counted @@ daemon/evict.c @@ s{\t__atomic_store_n\(cq->khead, cq_tail, __ATOMIC_RELEASE\);\n\t\*old}{\t*old} @@ evict_adopt_frozen
+stale-completions-counted @@ daemon/evict.c @@ s{\t__atomic_store_n\(cq->khead, cq_tail, __ATOMIC_RELEASE\);\n\ter->old_zaps}{\ter->old_zaps} @@ evict_adopt_frozen
 ring-header-believed @@ daemon/evict.c @@ s{\tif \(\*sq->kring_entries != sq->ring_entries \|\|}{\tsq->ring_entries = *sq->kring_entries;\n\tif (0 &&} @@ evict_refuse
 ring-cq-tail-believed-at-adoption @@ daemon/evict.c @@ s{\tif \(cq_tail - cq_head > cq->ring_entries\)}{\tif (0)} @@ evict_refuse
 ring-cq-tail-believed @@ daemon/evict.c @@ s{\tif \(tail - head > cq->ring_entries\) \{}{\tif (0) \{} @@ evict_refuse
@@ -232,7 +238,6 @@ shm-rx-header-believed @@ nic/nic_wire.c @@ s{pkt = ring_slot\(r, w->rx_nslots, 
 ws-record-shared-by-users @@ daemon/wsstore.c @@ s{"%s/%u.%s.ws", ws_dir, \(unsigned int\)r->mm->uid, r->name\)}{"%s/%s.ws", ws_dir, r->name)} @@ policy_load
 evict-scan-unbounded @@ daemon/evict.c @@ s{ && scanned < EVICT_SCAN_MAX\) \{}{) \{} @@ evict_refuse
 userns-caps-count @@ daemon/control.c @@ s{f = same_user_ns\(cred->pid\) \? fopen\(path, "re"\) : NULL;}{f = fopen(path, "re");} @@ adv_policy
-unregister-answered-before-zaps @@ daemon/evict.c @@ s{\tif \(w && batch_or_zaps\(r->mm\)\) \{}{\tif (0 && w && batch_or_zaps(r->mm)) \{} @@ evict_unmap_remap
 partial-install-not-reported @@ daemon/resolve.c @@ s{\t\t\t\treport_partial\(rn\);\n}{} @@ evict_policy_faults
 policy-installs-not-counted @@ daemon/evict.c @@ s{\t\tif \(e->installs\[i\] < 255\)\n\t\t\te->installs\[i\]\+\+;\n}{} @@ evict_policy_faults
 policy-idle-not-measured @@ daemon/evict.c @@ s{e->touched\[i\] \? now - e->touched\[i\]}{e->touched[i] ? 0 * now} @@ evict_policy_faults
@@ -254,7 +259,7 @@ holes-not-kept @@ daemon/region.c @@ s{\t\t\tregion_hole_add\(r, lo, hi\);\n}{} 
 holes-scan-takes-other-mapping @@ daemon/region.c @@ s{\tfor \(; holes_piece\(&r->holes, &lo, hi, &pe\); lo = pe\)\n\t\tfound\(r, lo, \(pe - lo\) >> NPF_PAGE_SHIFT, arg\);}{\tfound(r, lo, (hi - lo) >> NPF_PAGE_SHIFT, arg);\n\t(void)pe;} @@ evict_region_hole
 holes-wp-registers-other-mapping @@ daemon/evict.c @@ s{\t\treg.range.start = lo;\n\t\treg.range.len = pe - lo;}{\t\treg.range.start = r->start;\n\t\treg.range.len = r->length;} @@ evict_region_hole
 holes-fault-finds-outer @@ daemon/region.c @@ s{ &&\n\s+!holes_contain\(&r->holes, addr\)\)\n\t\t\treturn r;}{)\n\t\t\treturn r;} @@ evict_region_hole
-holes-unregister-takes-inner @@ daemon/region.c @@ s{\t\t\trange.start = lo;\n\t\t\trange.len = pe - lo;}{\t\t\trange.start = r->start;\n\t\t\trange.len = r->length;} @@ evict_region_hole
+holes-unregister-takes-inner @@ daemon/region.c @@ s{\t\trange.start = lo;\n\t\trange.len = pe - lo;\n\t\tif \(ioctl\(uffd, UFFDIO_UNREGISTER}{\t\trange.start = start;\n\t\trange.len = end - start;\n\t\tif (ioctl(uffd, UFFDIO_UNREGISTER} @@ evict_region_hole
 holes-nesting-ignored @@ daemon/region.c @@ s{(static int adopted_nesting\(struct npfd_region \*r\)\n\{\n)}{$1\tif (r) return 0;\n} @@ evict_region_hole
 holes-filter-outer-first @@ daemon/collect.c @@ s{for \(; k > 0 && pr.r\[k - 1\].end - pr.r\[k - 1\].start > r->length; k--\)}{for (; 0;)} @@ evict_region_hole
 holes-fallback-finds-outer @@ client/libnpf.c @@ s{ &&\n\t\t    \(!at \|\| c->regions\[i\].length < at->length\)\)}{ && !at)} @@ evict_region_hole
@@ -305,6 +310,27 @@ parse() {
 	file=$(echo ${rest%%@@*}) rest=${rest#*@@}
 	subst=$(printf '%s' "${rest%@@*}" | sed 's/^ *//; s/ *$//') tests=${rest##*@@}
 }
+
+# --check-table: a break whose substitution no longer changes its file
+# (the code moved on) breaks nothing and would say BROKEN-BREAK only when
+# someone runs it; this says so at once.
+if [ "$table_only" = 1 ]; then
+	breaks | while IFS= read -r line; do
+		case "$line" in '#'* | '') continue ;; esac
+		parse "$line"
+		cp "$file" "$scratch/.orig" && cp "$file" "$scratch/.try" || exit 1
+		perl -0pi -e "$subst" "$scratch/.try" 2>/dev/null
+		cmp -s "$scratch/.try" "$scratch/.orig" && echo "$name ($file)"
+	done >"$scratch/.stale"
+	n=$(breaks | grep -c ' @@ ')
+	if [ -s "$scratch/.stale" ]; then
+		echo "mutate: these breaks no longer change their files (rewrite them for the code as it is now):"
+		cat "$scratch/.stale"
+		exit 1
+	fi
+	echo "mutate: all $n breaks change their files"
+	exit 0
+fi
 
 # Every test named in the table (or all), once, unbroken: they must pass.
 all_tests=$(breaks | while IFS= read -r line; do

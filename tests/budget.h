@@ -167,6 +167,25 @@ static inline long th_zaps_in_flight(int fd)
 	return (long)(th_ring_field(fd, "SqTail") - th_ring_field(fd, "CqTail"));
 }
 
+/* Is any VMA of this process's [p, p + len) registered with a userfaultfd ("um" in its smaps VmFlags)? */
+static inline bool th_uffd_registered(const char *p, size_t len)
+{
+	unsigned long lo, hi, s = (unsigned long)p, e = s + len;
+	bool in = false, um = false;
+	char line[512];
+	FILE *f = fopen("/proc/self/smaps", "r");
+
+	TH_ASSERT(f, "smaps: %s", strerror(errno));
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx", &lo, &hi) == 2)
+			in = hi > s && lo < e;
+		else if (in && !strncmp(line, "VmFlags:", 8) && strstr(line, " um"))
+			um = true;
+	}
+	fclose(f);
+	return um;
+}
+
 /* Word w of page p in generation gen: what the eviction tests write and check. */
 static inline __u64 th_word(__u64 gen, __u64 p, __u64 w)
 {

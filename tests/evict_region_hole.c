@@ -67,25 +67,6 @@ static void check(const char *what)
 	TH_ASSERT(!bad_outer && !bad_inner && !bad_own, "%s: pages read back wrong", what);
 }
 
-/* Is any VMA of [p, p + len) registered with a userfaultfd ("um" in its smaps VmFlags)? */
-static bool registered(const char *p, size_t len)
-{
-	unsigned long lo, hi, s = (unsigned long)p, e = s + len;
-	bool in = false, um = false;
-	char line[512];
-	FILE *f = fopen("/proc/self/smaps", "r");
-
-	TH_ASSERT(f, "smaps: %s", strerror(errno));
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%lx-%lx", &lo, &hi) == 2)
-			in = hi > s && lo < e;
-		else if (in && !strncmp(line, "VmFlags:", 8) && strstr(line, " um"))
-			um = true;
-	}
-	fclose(f);
-	return um;
-}
-
 /*
  * The first region, evicted to its budget: it counts no more pages than
  * it has outside its hole, and the process's own mapping is neither
@@ -102,7 +83,7 @@ static void check_outer(struct npf_client *c, int id, const char *what)
 	printf("%s: the region counts %llu pages resident, has %llu outside its hole\n", what,
 	       (unsigned long long)resident, (unsigned long long)present);
 	TH_ASSERT(resident <= present, "%s: the region counts pages it does not have", what);
-	TH_ASSERT(!registered(mem + OWN * PG, PART * PG),
+	TH_ASSERT(!th_uffd_registered(mem + OWN * PG, PART * PG),
 		  "%s: the process's own mapping in the hole is registered with a userfaultfd",
 		  what);
 	TH_ASSERT(th_present_pages(mem + OWN * PG, PART) == PART,
@@ -228,8 +209,8 @@ int main(void)
 	th_budget_settle(c, ids[1]);
 	TH_ASSERT(!npf_client__unregister(c, (__u32)ids[0]), "unregister: %s",
 		  npf_client__errmsg(c));
-	TH_ASSERT(registered(mem + INNER1 * PG, PART * PG) &&
-			  registered(mem + INNER2 * PG, PART * PG),
+	TH_ASSERT(th_uffd_registered(mem + INNER1 * PG, PART * PG) &&
+			  th_uffd_registered(mem + INNER2 * PG, PART * PG),
 		  "unregistering the region took the regions in its hole with it");
 	check("the region around the others unregistered");
 	npf_client__close(c);

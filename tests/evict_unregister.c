@@ -23,25 +23,6 @@
 #define BUDGET 1024UL
 #define LOWER 64UL
 
-/* Is any VMA of [p, p + len) registered with a userfaultfd ("um" in its smaps VmFlags)? */
-static bool registered(const char *p, size_t len)
-{
-	unsigned long lo, hi, s = (unsigned long)p, e = s + len;
-	bool in = false, um = false;
-	char line[512];
-	FILE *f = fopen("/proc/self/smaps", "r");
-
-	TH_ASSERT(f, "smaps: %s", strerror(errno));
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%lx-%lx", &lo, &hi) == 2)
-			in = hi > s && lo < e;
-		else if (in && !strncmp(line, "VmFlags:", 8) && strstr(line, " um"))
-			um = true;
-	}
-	fclose(f);
-	return um;
-}
-
 int main(void)
 {
 	struct th_npfd d;
@@ -78,13 +59,14 @@ int main(void)
 		err == -EAGAIN,
 		"unregister with zaps in flight was not refused with EAGAIN (%d): the zaps would drop pages whose copies went with the region",
 		err);
-	TH_ASSERT(registered(mem, NPG * PG), "the region is no longer registered after a refusal");
+	TH_ASSERT(th_uffd_registered(mem, NPG * PG),
+		  "the region is no longer registered after a refusal");
 
 	/* 2 */
 	th_gate_open(&gate);
 	err = npf_client__unregister(c, (__u32)id);
 	TH_ASSERT(!err, "unregister once the zaps ran: %s", npf_client__errmsg(c));
-	TH_ASSERT(!registered(mem, NPG * PG), "the region is still registered");
+	TH_ASSERT(!th_uffd_registered(mem, NPG * PG), "the region is still registered");
 	bad = th_wrong(mem, NPG, 1);
 	printf("after the unregister: %llu words wrong of %lu pages\n", (unsigned long long)bad,
 	       NPG);
