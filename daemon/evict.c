@@ -200,6 +200,21 @@ static inline bool bit_test(const __u8 *map, __u64 i)
 	return map && (map[i / 8] >> (i % 8)) & 1;
 }
 
+/*
+ * The first set bit of map at or after i, below n; n if none (or no map).
+ * A zero byte is passed whole: a sparse map of a huge region is walked fast.
+ */
+static __u64 bit_next(const __u8 *map, __u64 i, __u64 n)
+{
+	for (; map && i < n; i++) {
+		if (!map[i / 8])
+			i |= 7;
+		else if (bit_test(map, i))
+			return i;
+	}
+	return n;
+}
+
 static inline void bit_set(__u8 *map, __u64 i, bool on)
 {
 	if (!map)
@@ -1010,13 +1025,10 @@ __u64 evict_stored_only(const struct npfd_region *r)
 {
 	__u64 i, n = 0, npages = store_pages(r);
 
-	for (i = 0; i < npages; i++) {
-		if (!r->ev->stored[i / 8]) {
-			i |= 7; /* none of these 8: a sparse store of a huge region is walked fast */
-			continue;
-		}
+	/* store_pages() is 0 without a store: r->ev->stored is read only with one */
+	for (i = npages ? bit_next(r->ev->stored, 0, npages) : 0; i < npages;
+	     i = bit_next(r->ev->stored, i + 1, npages))
 		n += stored_only_at(r, i);
-	}
 	return n;
 }
 
@@ -2747,26 +2759,26 @@ static void late_settle(struct npfd_mm *mm)
 	struct npfd_region *r;
 	__u64 i;
 
-	list_for_each_entry(r, &mm->regions, node)
-		for (i = 0; r->ev && i < r->ev->npages; i++) {
+	list_for_each_entry(r, &mm->regions, node) {
+		struct evict_region *e = r->ev;
+
+		for (i = e ? bit_next(e->busy, 0, e->npages) : 0; e && i < e->npages;
+		     i = bit_next(e->busy, i + 1, e->npages)) {
 			__u64 page = r->start + i * NPF_PAGE_SIZE;
 
-			if (!r->ev->busy[i / 8]) {
-				i |= 7; /* a byte of nothing */
+			if (in_batch(r, page, NULL))
 				continue;
-			}
-			if (!bit_test(r->ev->busy, i) || in_batch(r, page, NULL))
-				continue;
-			bit_set(r->ev->busy, i, false);
-			if (!bit_test(r->ev->late, i)) {
+			bit_set(e->busy, i, false);
+			if (!bit_test(e->late, i)) {
 				wake_page(mm, page); /* gone (zap_may_run()): its writers go on */
 				continue;
 			}
-			bit_set(r->ev->late, i, false);
+			bit_set(e->late, i, false);
 			unfreeze(mm, r, page);
 			if (r->budget_info)
 				r->budget_info->aborted++;
 		}
+	}
 }
 
 /*
@@ -2907,17 +2919,15 @@ static __u64 put_back_stored(struct npfd_region *r, int *failed)
 	int ret;
 
 	*failed = 0;
-	for (i = 0; i < npages; i++) {
+	/* store_pages() is 0 without a store: r->ev->stored is read only with one */
+	for (i = npages ? bit_next(r->ev->stored, 0, npages) : 0; i < npages;
+	     i = bit_next(r->ev->stored, i + 1, npages)) {
 		struct run rn = {.mm = r->mm,
 				 .region = r,
 				 .start = r->start + i * NPF_PAGE_SIZE,
 				 .npages = 1,
 				 .write = true};
 
-		if (!r->ev->stored[i / 8]) {
-			i |= 7; /* none of these 8: a sparse store of a huge region is walked fast */
-			continue;
-		}
 		/* a copy in a hole is not the page there: another mapping's, or region's */
 		if (!stored_only_at(r, i))
 			continue;
@@ -2949,20 +2959,14 @@ static __u64 put_back_stored(struct npfd_region *r, int *failed)
 static bool zaps_may_take(const struct npfd_region *r)
 {
 	const struct evict_region *e = r->ev;
-	bool old = old_zaps_pending(r->mm);
-	__u64 i;
+	__u64 n = e ? e->npages : 0;
 
 	if (b.state != B_IDLE && b.r == r)
 		return true;
-	for (i = 0; e && e->busy && i < e->npages; i++) {
-		if (!old && !e->busy[i / 8]) {
-			i |= 7;
-			continue;
-		}
-		if (zap_may_be_queued(r, i, old))
-			return true;
-	}
-	return false;
+	/* zap_may_be_queued() of any page: busy, or an earlier npfd's victim (old_victim()) */
+	return e && (bit_next(e->busy, 0, n) < n ||
+		     (old_zaps_pending(r->mm) &&
+		      (bit_next(e->stored, 0, n) < n || bit_next(e->old_frozen, 0, n) < n)));
 }
 
 /*

@@ -313,9 +313,9 @@ static int uffd_features(int fd, __u64 *features)
  * Did registering [start, end) through the passed userfaultfd mark pid's own
  * VMAs ("um" in smaps VmFlags: userfaultfd missing)? A userfaultfd acts on
  * the mm that created it, so this proves the fd is pid's and not another
- * process's handed over to it.
+ * process's handed over to it. VMAs wholly in holes were not registered.
  */
-static bool registered_in(pid_t pid, __u64 start, __u64 end)
+static bool registered_in(pid_t pid, __u64 start, __u64 end, const struct holes *holes)
 {
 	char path[64], line[512];
 	bool in_range = false, ok = true;
@@ -330,7 +330,9 @@ static bool registered_in(pid_t pid, __u64 start, __u64 end)
 
 		/* Only a VMA header line parses as "lo-hi". */
 		if (sscanf(line, "%llx-%llx", &lo, &hi) == 2) {
-			in_range = hi > start && lo < end;
+			in_range =
+				hi > start && lo < end &&
+				!holes_cover(holes, lo > start ? lo : start, hi < end ? hi : end);
 			continue;
 		}
 		if (in_range && !strncmp(line, "VmFlags:", 8))
@@ -995,15 +997,16 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 				unregister_pieces(uffd, start, lo, &holes, 0);
 			goto out_holes;
 		}
-		if (!registered_in(c->pid, lo, pe)) {
-			if (!adopt_id)
-				unregister_pieces(uffd, start, pe, &holes, 0);
-			ret = refuse(
-				err, errlen, EPERM,
-				"the userfaultfd is not pid %d's own: it registered memory of another process",
-				c->pid);
-			goto out_holes;
-		}
+	}
+	/* one read of smaps for all the pieces */
+	if (!registered_in(c->pid, start, end, &holes)) {
+		if (!adopt_id)
+			unregister_pieces(uffd, start, end, &holes, 0);
+		ret = refuse(
+			err, errlen, EPERM,
+			"the userfaultfd is not pid %d's own: it registered memory of another process",
+			c->pid);
+		goto out_holes;
 	}
 
 	range.start = start;

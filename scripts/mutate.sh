@@ -268,6 +268,12 @@ unregister-drops-stored @@ daemon/region.c @@ s{ret = hooks.put_back \? hooks.pu
 holes-device-maps-hole @@ daemon/device.c @@ s{\tif \(in_hole\(d, first, last\)\) \{}{\tif (0 && in_hole(d, first, last)) \{} @@ nic_region_hole
 unregister-oom-not-refused @@ daemon/main.c @@ s{if \(stored && !memcg_room\(r->mm, stored, &room\)\)}{if (0 && stored && !memcg_room(r->mm, stored, &room))} @@ evict_cgroup
 unregister-zaps-ignored @@ daemon/evict.c @@ s{\tif \(zaps_may_take\(r\)\)\n\t\treturn -EAGAIN;}{} @@ evict_unregister
+holes-touching-not-merged @@ daemon/holes.c @@ s{while \(first < h->n && h->v\[first\].end < lo\)}{while (first < h->n && h->v[first].end <= lo)} @@ unit-holes
+holes-piece-starts-in-hole @@ daemon/holes.c @@ s{\t\t\t\*lo = h->v\[i\].end; /\* in this hole: the piece starts past it \*/\n}{} @@ unit-holes
+holes-bound-ignored @@ daemon/holes.c @@ s{if \(n > HOLES_MAX\)}{if (0)} @@ unit-holes
+holes-clip-keeps-outside @@ daemon/holes.c @@ s{\t\tif \(x.start < lo\)\n\t\t\tx.start = lo;\n}{} @@ unit-holes
+uffd-owner-unproven @@ daemon/region.c @@ s{if \(!registered_in\(c->pid, start, end, &holes\)\)}{if (0)} @@ bad_input two_clients
+late-settle-skips-busy @@ daemon/evict.c @@ s{i = bit_next\(e->busy, i \+ 1, e->npages\)\) \{}{i = bit_next(e->busy, i + 1, e->npages) + 8) \{} @@ evict_zap_late evict_adopt_frozen
 EOF
 }
 
