@@ -411,7 +411,7 @@ static int gated(struct npf_client *c, int id, enum gated how)
 	for (int attempt = 1;; attempt++) {
 		drop_unwritten((int)how);
 		th_gate_close(&g, fd);
-		zap_log_start(&zaps, fd, 0, mem, NPG);
+		zap_log_start(&zaps, fd, ZAP_LOG_IN_FLIGHT, mem, NPG);
 		/* npfd goes on evicting: its zaps wait behind the gate */
 		for (double t0 = th_now(); th_zaps_in_flight(fd) < 2; zap_log_for(&zaps, 0.01))
 			TH_ASSERT(th_now() - t0 < 20,
