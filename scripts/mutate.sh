@@ -274,6 +274,10 @@ holes-bound-ignored @@ daemon/holes.c @@ s{if \(n > HOLES_MAX\)}{if (0)} @@ unit
 holes-clip-keeps-outside @@ daemon/holes.c @@ s{\t\tif \(x.start < lo\)\n\t\t\tx.start = lo;\n}{} @@ unit-holes
 uffd-owner-unproven @@ daemon/region.c @@ s{if \(!registered_in\(c->pid, start, end, &holes\)\)}{if (0)} @@ bad_input two_clients
 late-settle-skips-busy @@ daemon/evict.c @@ s{i = bit_next\(e->busy, i \+ 1, e->npages\)\) \{}{i = bit_next(e->busy, i + 1, e->npages) + 8) \{} @@ evict_zap_late evict_adopt_frozen
+zap-cap-ignored @@ daemon/evict.c @@ s{sqe = b.zaps \+ b.mm->evict_ring->late_zaps \+ b.mm->evict_ring->old_zaps <\n\s+NPF_EVICT_RING_ENTRIES \?\n\s+io_uring_get_sqe\(ring\) :\n\s+NULL;}{sqe = io_uring_get_sqe(ring);} @@ evict_zap_cap
+full-ring-not-skipped @@ daemon/evict.c @@ s{(\t\tif \(\(__u64\)mm->evict_ring->late_zaps \+ mm->evict_ring->old_zaps >=\n\s+NPF_EVICT_RING_ENTRIES\))\n\t\t\tcontinue;}{$1\n\t\t\t;} @@ evict_zap_cap
+removed-copy-kept @@ daemon/evict.c @@ s{(\t\tif \(old_zap && bit_test\(r->ev->stored, i\) && !own\)\n\t\t\tcontinue;\n)\t\tfree_slots\(r, i, i\);\n}{$1} @@ evict_anon
+cut-copies-kept @@ daemon/evict.c @@ s{(\t\tif \(old_zap && bit_test\(r->ev->stored, i\) && !own\)\n\t\t\tcontinue;\n)\t\tfree_slots\(r, i, i\);\n}{$1}; s{\tfree_slots\(r, 0, shift - 1\);\n}{} @@ evict_anon
 EOF
 }
 

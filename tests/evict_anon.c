@@ -7,18 +7,20 @@
  * evicting them again writes nothing (dropped_clean grows, written_pages
  * does not). A third pass rewrites every page, the resident ones (read
  * back clean) first, in place; the budget shrinks so that nearly all go:
- * the new bytes, not the stored ones, are what a fourth read sees. Last,
- * the process drops every page itself: they read as zeros, nothing of
- * them stays in the store.
+ * the new bytes, not the stored ones, are what a fourth read sees. Then
+ * the process unmaps the first quarter: its copies leave the store. Last,
+ * the process drops every page left itself: they read as zeros, nothing
+ * of them stays in the store.
  */
 #include <stdint.h>
 #include <sys/mman.h>
-#include "harness.h"
-#include "npf.h"
+#include "budget.h"
 
 #define PG 4096UL
 #define NPG 1024UL
-#define BUDGET 256UL /* pages */
+#define BUDGET 256UL		     /* pages */
+#define CUT 256UL		     /* pages unmapped off the front at the end */
+#define SWAP_DIR "/var/lib/npf/swap" /* npfd's default swap-dir */
 
 static uint64_t word(uint64_t gen, uint64_t p, uint64_t w)
 {
@@ -101,6 +103,51 @@ static struct npf_budget_info settle(struct npf_client *c, int id, const char *w
 		(unsigned long long)bi.evicted_pages, (unsigned long long)bi.aborted);
 }
 
+/* Does the store (a descriptor) hold data at page p's offset? */
+static bool stored_at(int store, uint64_t p)
+{
+	return lseek(store, (off_t)(p * PG), SEEK_DATA) == (off_t)(p * PG);
+}
+
+/*
+ * The process unmaps the region's first CUT pages, most of them evicted:
+ * their copies go with them (punched from the store, which keeps the
+ * others where they are: page i at byte i x 4096), and stored_pages
+ * counts only the pages left. The pages left read what was written.
+ */
+static void cut_head(struct npf_client *c, int id, char *mem)
+{
+	int store = th_fd_of(SWAP_DIR "/"); /* libnpf's, for its fallback */
+	uint64_t cut = 0, left = 0, below = 0;
+	struct npf_budget_info bi = budget(c, id);
+
+	TH_ASSERT(store >= 0, "no descriptor of the region's swap store in this process");
+	for (uint64_t p = 0; p < NPG; p++)
+		*(p < CUT ? &cut : &left) += stored_at(store, p);
+	TH_ASSERT(cut > CUT / 2 && cut + left == bi.stored_pages,
+		  "before the cut: %llu + %llu pages in the store, %llu counted stored",
+		  (unsigned long long)cut, (unsigned long long)left,
+		  (unsigned long long)bi.stored_pages);
+	TH_ASSERT(!munmap(mem, CUT * PG), "munmap: %s", strerror(errno));
+	for (double t0 = th_now(); th_now() - t0 < 2 && bi.stored_pages != left; usleep(2000))
+		bi = budget(c, id);
+	for (uint64_t p = 0; p < CUT; p++)
+		below += stored_at(store, p);
+	printf("head cut: %llu of %llu stored pages went with it; %llu counted stored after, %llu left in the store below the cut\n",
+	       (unsigned long long)cut, (unsigned long long)(cut + left),
+	       (unsigned long long)bi.stored_pages, (unsigned long long)below);
+	TH_ASSERT(!below, "%llu copies of pages cut off stay in the store",
+		  (unsigned long long)below);
+	TH_ASSERT(bi.stored_pages == left, "%llu pages counted stored, %llu left",
+		  (unsigned long long)bi.stored_pages, (unsigned long long)left);
+	for (uint64_t p = CUT; p < NPG; p++)
+		for (uint64_t w = 0; w < PG / 8; w++)
+			TH_ASSERT(((uint64_t *)(mem + p * PG))[w] == word(2, p, w),
+				  "after the head cut: page %llu word %llu is 0x%llx",
+				  (unsigned long long)p, (unsigned long long)w,
+				  (unsigned long long)((uint64_t *)(mem + p * PG))[w]);
+}
+
 int main(void)
 {
 	struct th_npfd d;
@@ -169,12 +216,15 @@ int main(void)
 	bi = settle(c, id, "end");
 	TH_ASSERT(bi.aborted == 0, "%llu evictions aborted", (unsigned long long)bi.aborted);
 
+	cut_head(c, id, mem);
+
 	/*
 	 * The process drops its pages itself (MADV_DONTNEED): the stored
 	 * copies of the evicted ones are stale, the next touch reads zeros.
 	 */
-	TH_ASSERT(!madvise(mem, NPG * PG, MADV_DONTNEED), "MADV_DONTNEED: %s", strerror(errno));
-	for (uint64_t p = 0; p < NPG; p++)
+	TH_ASSERT(!madvise(mem + CUT * PG, (NPG - CUT) * PG, MADV_DONTNEED), "MADV_DONTNEED: %s",
+		  strerror(errno));
+	for (uint64_t p = CUT; p < NPG; p++)
 		for (uint64_t w = 0; w < PG / 8; w++)
 			TH_ASSERT(!((uint64_t *)(mem + p * PG))[w],
 				  "page %llu word %llu reads 0x%llx after MADV_DONTNEED, not zero",
