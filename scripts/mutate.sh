@@ -278,6 +278,7 @@ zap-cap-ignored @@ daemon/evict.c @@ s{sqe = b.zaps \+ b.mm->evict_ring->late_za
 full-ring-not-skipped @@ daemon/evict.c @@ s{(\t\tif \(\(__u64\)mm->evict_ring->late_zaps \+ mm->evict_ring->old_zaps >=\n\s+NPF_EVICT_RING_ENTRIES\))\n\t\t\tcontinue;}{$1\n\t\t\t;} @@ evict_zap_cap
 removed-copy-kept @@ daemon/evict.c @@ s{(\t\tif \(old_zap && bit_test\(r->ev->stored, i\) && !own\)\n\t\t\tcontinue;\n)\t\tfree_slots\(r, i, i\);\n}{$1} @@ evict_anon
 cut-copies-kept @@ daemon/evict.c @@ s{(\t\tif \(old_zap && bit_test\(r->ev->stored, i\) && !own\)\n\t\t\tcontinue;\n)\t\tfree_slots\(r, i, i\);\n}{$1}; s{\tfree_slots\(r, 0, shift - 1\);\n}{} @@ evict_anon
+late-remove-not-counted @@ daemon/evict.c @@ s{(\t\t\tbit_set\(r->ev->late, i, false\);\n\t\t\tbit_set\(r->ev->clean, i, false\);\n)\t\t\tif \(r->budget_info\)\n\t\t\t\tr->budget_info->evicted_pages\+\+;\n}{$1} @@ evict_cut_zapping
 EOF
 }
 

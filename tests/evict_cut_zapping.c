@@ -14,7 +14,9 @@
  * - a writer waiting at the cut on a frozen victim whose zap was not
  *   submitted yet: it must go on.
  * Before, the cut cleared every page's busy mark: the zap's REMOVE was
- * taken for the process's own drop, and the copies were punched.
+ * taken for the process's own drop, and the copies were punched. The
+ * counts too: the zaps' pages counted evicted at their REMOVE, and the
+ * pages counted resident those present.
  */
 #include <pthread.h>
 #include <sys/mman.h>
@@ -54,7 +56,8 @@ static void cut_while_zapping(struct npf_client *c, double hold, const char *wha
 	struct th_gate g;
 	struct timespec until;
 	pthread_t th;
-	__u64 bad = 0, badpages = 0, under = 0, k = 0;
+	struct npf_budget_info bi;
+	__u64 bad = 0, badpages = 0, under = 0, k = 0, present;
 	int id;
 
 	mem = zap_log_gated_region(&zaps, &g, c, NPG, BUDGET, &id);
@@ -77,6 +80,8 @@ static void cut_while_zapping(struct npf_client *c, double hold, const char *wha
 	TH_ASSERT(!pthread_timedjoin_np(th, NULL, &until), "%s: a write still waits 10 s later",
 		  what);
 	th_budget_settle(c, id);
+	bi = th_budget(c, id);
+	present = th_present_pages(mem + CUT * PG, NPG - CUT);
 	for (__u64 p = CUT; p < NPG; p++) {
 		__u64 before = bad;
 
@@ -89,6 +94,19 @@ static void cut_while_zapping(struct npf_client *c, double hold, const char *wha
 	       (unsigned long long)badpages);
 	TH_ASSERT(!bad, "%s: %llu words read back wrong (%llu pages)", what,
 		  (unsigned long long)bad, (unsigned long long)badpages);
+	/*
+	 * Counted as they went: the zaps' pages past the cut at their REMOVE
+	 * (late pages of a batch gone), and what npfd counts resident is
+	 * what is there.
+	 */
+	printf("%s: %llu pages counted evicted, %llu resident (%llu present)\n", what,
+	       (unsigned long long)bi.evicted_pages, (unsigned long long)bi.resident_pages,
+	       (unsigned long long)present);
+	TH_ASSERT(bi.evicted_pages >= under,
+		  "%s: %llu pages counted evicted, fewer than the %llu past the cut its zaps took",
+		  what, (unsigned long long)bi.evicted_pages, (unsigned long long)under);
+	TH_ASSERT(bi.resident_pages == present, "%s: %llu pages counted resident, %llu present",
+		  what, (unsigned long long)bi.resident_pages, (unsigned long long)present);
 	th_budget_met(c, id, mem + CUT * PG, NPG - CUT, 16, 20);
 	TH_ASSERT(!npf_client__unregister(c, (__u32)id), "unregister: %s", npf_client__errmsg(c));
 	munmap(mem + CUT * PG, (NPG - CUT) * PG);
