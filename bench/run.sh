@@ -39,7 +39,8 @@ evict_mechanism:
 overcommit_startup:--use=256
 kv_overcommit:
 kv_hotswap:
-fork:--size=64 --reps=20"
+fork:--size=64 --reps=20
+unregister:--size=256 --rounds=3"
 
 want=${*:-}
 runs=$(echo "$standard" | while IFS=: read -r name args; do

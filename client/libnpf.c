@@ -2313,14 +2313,21 @@ int npf_client__unregister(struct npf_client *c, __u32 region_id)
 	pthread_mutex_lock(&c->lock);
 	req.region_id = npfd_region_id(c, region_id);
 	/*
-	 * EAGAIN: npfd could not put the evicted pages back yet (a zap of its
-	 * may still drop a page, or an mm event of this process is unread: the
-	 * kernel refuses UFFDIO_COPY until it is); the region is still
-	 * registered. Both pass within milliseconds.
+	 * The region stays registered until npfd has put its evicted pages
+	 * back. EINPROGRESS: a step of them went back, more are to go (npfd
+	 * serves the others between steps): at once again, for as long as it
+	 * takes. EAGAIN: npfd could not put them back yet (a zap of its may
+	 * still drop a page, or an mm event of this process is unread: the
+	 * kernel refuses UFFDIO_COPY until it is); both pass within
+	 * milliseconds, 2 s at most without a step.
 	 */
 	for (__u64 t0 = now_ms();;) {
 		err = npf_request(c, NPF_MSG_REGION_UNREGISTER, &req, sizeof(req), NULL, 0, 0, NULL,
 				  NULL);
+		if (err == -EINPROGRESS) {
+			t0 = now_ms();
+			continue;
+		}
 		if (err != -EAGAIN || now_ms() - t0 > 2000)
 			break;
 		usleep(1000);

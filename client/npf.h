@@ -136,8 +136,9 @@ NPF_API int npf_client__register(struct npf_client *client, void *addr, size_t l
 
 /*
  * Unregister a region: npfd stops serving it; its pages stay as they are,
- * and pages npfd evicted (a region with a budget) are put back first.
- * -ENOMEM: they do not fit under the process's memory cgroup limit, and
+ * and pages npfd evicted (a region with a budget) are put back first
+ * (npfd does it in steps, serving others between them; this call waits
+ * until all are back). -ENOMEM: they do not fit under the process's memory cgroup limit, and
  * the region stays registered and served.
  * With a device attached, it returns once the device acknowledged that no
  * DMA to the pages is in flight; -ETIMEDOUT (unregistered, but the device

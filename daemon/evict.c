@@ -101,6 +101,7 @@
 
 /* An unregister refused for a zap in flight stops eviction of its region this long (libnpf asks again for 2 s). */
 #define EVICT_LEAVING_NS (3ULL * 1000 * 1000 * 1000)
+#define EVICT_PUT_BACK_STEP 256 /* pages an unregister request puts back (evict_put_back()) */
 
 /* Per region, once it has a budget (its own or its client's). */
 struct evict_region {
@@ -124,6 +125,13 @@ struct evict_region {
 	 * for 2 s): no batch picks it, its faults wait for none.
 	 */
 	__u64 leaving_until;
+	/*
+	 * Where the unregister's put-back goes on at its next step (pages
+	 * before it went back at earlier ones): each step walking from page 0
+	 * again made a put-back of n pages cost n^2 / step. A hint only: a
+	 * pass that began past 0 is followed by one from 0 (evict_put_back()).
+	 */
+	__u64 put_back_next;
 	__u64 hold_since; /* ns: faults of the region wait for eviction (evict_hold()), or 0 */
 	__u64 pick_after; /* ns: its last pick found no victim; not looked at again before */
 	__u64 hold_count; /* installed pages when evict_hold() last looked */
@@ -1032,6 +1040,11 @@ __u64 evict_stored_only(const struct npfd_region *r)
 	return n;
 }
 
+bool evict_put_back_under_way(const struct npfd_region *r)
+{
+	return r->ev && r->ev->put_back_next;
+}
+
 void evict_region_gone(struct npfd_region *r, bool stopping, struct npfd_wait *w)
 {
 	struct evict_region *e = r->ev;
@@ -1889,6 +1902,7 @@ void evict_region_cut(struct npfd_region *r, __u64 shift)
 	if (b.state != B_IDLE && b.r == r)
 		batch_abandon(r, shift, 0);
 	free_slots(r, 0, shift - 1);
+	e->put_back_next = 0;
 	e->store_base += shift; /* the stored pages stay where they are in the store */
 	memmove(e->installs, e->installs + shift, (e->npages - shift) * sizeof(*e->installs));
 	memset(e->installs + e->npages - shift, 0, shift * sizeof(*e->installs));
@@ -2910,18 +2924,24 @@ void evict_tick(void)
 
 /*
  * r's pages that only its store holds, installed as a fault would install
- * them; how many went back, and in *failed 0 or the -errno of the first
- * that could not.
+ * them, `most` at most; how many went back, and in *failed 0, the -errno
+ * of the first that could not, or -EINPROGRESS if `most` went back and
+ * more are left.
  */
-static __u64 put_back_stored(struct npfd_region *r, int *failed)
+static __u64 put_back_stored(struct npfd_region *r, __u64 from, __u64 most, int *failed)
 {
 	__u64 i, back = 0, npages = store_pages(r);
 	int ret;
 
 	*failed = 0;
 	/* store_pages() is 0 without a store: r->ev->stored is read only with one */
-	for (i = npages ? bit_next(r->ev->stored, 0, npages) : 0; i < npages;
+	for (i = npages ? bit_next(r->ev->stored, from, npages) : 0; i < npages;
 	     i = bit_next(r->ev->stored, i + 1, npages)) {
+		if (back == most) {
+			*failed = -EINPROGRESS;
+			r->ev->put_back_next = i;
+			break;
+		}
 		struct run rn = {.mm = r->mm,
 				 .region = r,
 				 .start = r->start + i * NPF_PAGE_SIZE,
@@ -2935,6 +2955,7 @@ static __u64 put_back_stored(struct npfd_region *r, int *failed)
 		wake_page(r->mm, rn.start);
 		if (ret == -EAGAIN) {
 			*failed = ret; /* an mm event unread: none goes in until npfd has read it */
+			r->ev->put_back_next = i;
 			break;
 		}
 		if (ret) {
@@ -3015,7 +3036,7 @@ void evict_stop(void)
 		}
 	list_for_each_entry(mm, &mms, node)
 		list_for_each_entry(r, &mm->regions, node)
-			back += put_back_stored(r, &failed);
+			back += put_back_stored(r, 0, UINT64_MAX, &failed);
 	if (back)
 		pr_info("put %llu evicted pages back before stopping", (unsigned long long)back);
 }
@@ -3030,7 +3051,7 @@ void evict_stop(void)
 int evict_put_back(struct npfd_region *r)
 {
 	int failed;
-	__u64 back;
+	__u64 back, from;
 
 	/*
 	 * Its copy is what such a page has once the zap ran, and the store
@@ -3042,10 +3063,21 @@ int evict_put_back(struct npfd_region *r)
 		r->ev->leaving_until = now_ns() + EVICT_LEAVING_NS;
 	if (zaps_may_take(r))
 		return -EAGAIN;
-	back = put_back_stored(r, &failed);
-
+	/*
+	 * A step at a time: the others' faults wait while npfd puts pages
+	 * back (one request put 65306 pages back in 918 ms, every other
+	 * client's fault waiting behind it). The client asks again.
+	 */
+	from = r->ev ? r->ev->put_back_next : 0;
+	back = put_back_stored(r, from, EVICT_PUT_BACK_STEP, &failed);
+	if (!failed && from) {
+		/* done from `from` on: once more from 0, for a page evicted before it since */
+		r->ev->put_back_next = 0;
+		failed = -EINPROGRESS;
+	}
 	if (back)
-		pr_info("region %u: put %llu evicted pages back before unregistering it", r->id,
-			(unsigned long long)back);
+		pr_info("region %u: put %llu evicted pages back before unregistering it%s", r->id,
+			(unsigned long long)back,
+			failed == -EINPROGRESS ? " (more to go: the client asks again)" : "");
 	return failed;
 }

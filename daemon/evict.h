@@ -34,7 +34,14 @@ int evict_init(const char *swap_dir, const struct evict_hooks *hooks);
 void evict_stop(void);
 /* Pages of r only its swap store holds. */
 __u64 evict_stored_only(const struct npfd_region *r);
-/* r is unregistered, its process lives: its evicted pages go back into it. 0, or the -errno of the first that could not. */
+/* Has an unregister's put-back of r done a step, and more are to come? */
+bool evict_put_back_under_way(const struct npfd_region *r);
+/*
+ * r is unregistered, its process lives: its evicted pages go back into it,
+ * a step at a time. 0 when all are back, -EINPROGRESS when a step went
+ * back and more are left (the client asks again), -EAGAIN when a zap may
+ * still drop one, or the -errno of the first that could not.
+ */
 int evict_put_back(struct npfd_region *r);
 void evict_exit(void);
 /* npfd.conf: client-budget-mib (0: none), budget-high-pct, budget-low-pct. */

@@ -103,7 +103,8 @@ static void region_going(struct npfd_region *r, bool stopping, bool alive, struc
  */
 static int region_put_back(struct npfd_region *r, char *err, size_t errlen)
 {
-	__u64 stored = evict_stored_only(r), room;
+	/* checked when a put-back begins, not at each of its steps (each would count all) */
+	__u64 stored = evict_put_back_under_way(r) ? 0 : evict_stored_only(r), room;
 	int ret;
 
 	if (stored && !memcg_room(r->mm, stored, &room))
@@ -112,6 +113,11 @@ static int region_put_back(struct npfd_region *r, char *err, size_t errlen)
 			"region %u: %llu of its pages are only in npfd's swap store and its memory cgroup has room for %llu: unregistered, they would be lost, or put back, its process OOM-killed; it stays registered (unmap or MADV_DONTNEED the memory, or raise the limit)",
 			r->id, (unsigned long long)stored, (unsigned long long)room);
 	ret = evict_put_back(r);
+	if (ret == -EINPROGRESS)
+		return refuse(
+			err, errlen, EINPROGRESS,
+			"region %u: part of its evicted pages went back, more are to go: it stays registered until they are (ask again)",
+			r->id);
 	if (ret)
 		return refuse(
 			err, errlen, -ret,

@@ -279,6 +279,8 @@ full-ring-not-skipped @@ daemon/evict.c @@ s{(\t\tif \(\(__u64\)mm->evict_ring->
 removed-copy-kept @@ daemon/evict.c @@ s{(\t\tif \(old_zap && bit_test\(r->ev->stored, i\) && !own\)\n\t\t\tcontinue;\n)\t\tfree_slots\(r, i, i\);\n}{$1} @@ evict_anon
 cut-copies-kept @@ daemon/evict.c @@ s{(\t\tif \(old_zap && bit_test\(r->ev->stored, i\) && !own\)\n\t\t\tcontinue;\n)\t\tfree_slots\(r, i, i\);\n}{$1}; s{\tfree_slots\(r, 0, shift - 1\);\n}{} @@ evict_anon
 late-remove-not-counted @@ daemon/evict.c @@ s{(\t\t\tbit_set\(r->ev->late, i, false\);\n\t\t\tbit_set\(r->ev->clean, i, false\);\n)\t\t\tif \(r->budget_info\)\n\t\t\t\tr->budget_info->evicted_pages\+\+;\n}{$1} @@ evict_cut_zapping
+put-back-step-ends-unregister @@ daemon/evict.c @@ s{\t\t\t\*failed = -EINPROGRESS;}{\t\t\t*failed = 0;} @@ evict_unregister
+put-back-step-not-asked-again @@ client/libnpf.c @@ s{\t\tif \(err == -EINPROGRESS\) \{\n\t\t\tt0 = now_ms\(\);\n\t\t\tcontinue;\n\t\t\}\n}{} @@ evict_unregister
 EOF
 }
 
