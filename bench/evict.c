@@ -20,7 +20,11 @@
  *                (--swap-dir, default /var/tmp) for the kernel rows only,
  *                and always removes it; with --no-swap, or where swapon is
  *                refused, the kernel row says so instead.
- * The npf rows' pages are then read back and checked (every word).
+ * Each row's pages are then read back and checked (every word), in page
+ * order, timed, with no budget left to reach: npfd's reads from its swap
+ * store (its default fault-around) against the kernel's swap-in of the
+ * same pages (its default readahead, vm.page-cluster) -- vs_swapin, for
+ * the rows whose pages were written.
  *
  * Usage: npf-bench-evict [--json] [--size MiB] [--budget PAGES] [--rounds N]
  *                        [--swap-dir DIR] [--no-swap]
@@ -45,6 +49,7 @@ static bool use_swap = true;
 static char swap_path[256];
 static bool swap_on;
 static struct npf_client *client;
+static double kernel_readback; /* pages per second the kernel's swap-in read back, or 0 */
 
 static void swap_cleanup(void)
 {
@@ -111,6 +116,23 @@ static void fill(char *mem)
 			((uint64_t *)(mem + p * PG))[w] = word(p, w);
 }
 
+/*
+ * Read every word back in page order, checked (written: fill()'s, else
+ * zeros): pages per second. Most pages are out, so this is their faults'
+ * rate: npfd's reads from its swap store, or the kernel's swap-in.
+ */
+static double read_back(const char *mem, bool written)
+{
+	double t0 = bench_now_s();
+
+	for (uint64_t p = 0; p < npages; p++)
+		for (uint64_t w = 0; w < PG / 8; w++)
+			if (((const uint64_t *)(mem + p * PG))[w] != (written ? word(p, w) : 0))
+				bench_die("page %llu word %llu read back wrong",
+					  (unsigned long long)p, (unsigned long long)w);
+	return (double)npages / (bench_now_s() - t0);
+}
+
 static struct npf_budget_info budget_of(int id)
 {
 	struct npf_budget_info *bi, out;
@@ -145,7 +167,7 @@ static double evict(int id, uint64_t *evicted, uint64_t *written, uint64_t *batc
 }
 
 static void row(int round, const char *what, double rate, uint64_t evicted, uint64_t written,
-		uint64_t batches, double kernel, const char *note)
+		uint64_t batches, double kernel, double readback, const char *note)
 {
 	bench_row_begin("evict");
 	bench_col_u64("round", 5, (uint64_t)round);
@@ -159,12 +181,20 @@ static void row(int round, const char *what, double rate, uint64_t evicted, uint
 			bench_col_f("vs_pageout", 10, 2, rate / kernel);
 		else
 			bench_col_raw("vs_pageout", "         -", "null");
+		bench_col_f("readback_pages_per_s", 12, 0, readback);
+		/* the same kind only for pages written and read back (not zeros) */
+		if (kernel_readback > 0 && written > 0)
+			bench_col_f("vs_swapin", 9, 2, readback / kernel_readback);
+		else
+			bench_col_raw("vs_swapin", "        -", "null");
 	} else {
 		bench_col_raw("pages_per_s", "           -", "null");
 		bench_col_raw("pages", "      -", "null");
 		bench_col_raw("written", "       -", "null");
 		bench_col_raw("io_submissions", "       -", "null");
 		bench_col_raw("vs_pageout", "         -", "null");
+		bench_col_raw("readback_pages_per_s", "           -", "null");
+		bench_col_raw("vs_swapin", "        -", "null");
 	}
 	bench_col_str("note", 0, note);
 	bench_row_end();
@@ -194,6 +224,7 @@ static double kernel_pageout(void)
 			out += !(ent[p] >> 63);
 	} while (out < npages - budget && bench_now_s() - t0 < 60);
 	t1 = bench_now_s();
+	kernel_readback = out >= npages - budget ? read_back(mem, true) : 0;
 	munmap(mem, npages * PG);
 	close(pm);
 	free(ent);
@@ -205,8 +236,8 @@ static void npf_rows(int round, double kernel)
 	for (int dirty = 1; dirty >= 0; dirty--) {
 		char *mem = mmap(NULL, npages * PG, PROT_READ | PROT_WRITE,
 				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		NPF_OPTS(npf_region_opts, o, .name = "bench-evict",
-			 .fault_around_kib = NPF_FAULT_AROUND_EXACT);
+		/* npfd's default fault-around, as the kernel row's default swap readahead */
+		NPF_OPTS(npf_region_opts, o, .name = "bench-evict");
 		uint64_t evicted, written, batches, sum = 0;
 		double rate;
 		int id;
@@ -225,16 +256,14 @@ static void npf_rows(int round, double kernel)
 			for (uint64_t p = 0; p < npages; p++)
 				sum += ((volatile uint64_t *)(mem + p * PG))[0];
 		rate = evict(id, &evicted, &written, &batches);
-		row(round, dirty ? "npf dirty" : "npf clean", rate, evicted, written, batches,
-		    kernel,
-		    dirty ? "to the swap store, then dropped" :
-			    "installed clean: dropped unwritten");
+		/* no more eviction: the read-back is refaults only, as the kernel's swap-in */
+		if (npf_client__region_set(client, (__u32)id, NPF_SET_BUDGET, npages * PG, NULL))
+			bench_die("set budget: %s", npf_client__errmsg(client));
 		/* every word comes back */
-		for (uint64_t p = 0; p < npages; p++)
-			for (uint64_t w = 0; w < PG / 8; w++)
-				if (((uint64_t *)(mem + p * PG))[w] != (dirty ? word(p, w) : 0))
-					bench_die("page %llu word %llu read back wrong",
-						  (unsigned long long)p, (unsigned long long)w);
+		row(round, dirty ? "npf dirty" : "npf clean", rate, evicted, written, batches,
+		    kernel, read_back(mem, dirty),
+		    dirty ? "to the swap store, then dropped; read back from it" :
+			    "installed clean: dropped unwritten; read back as zeros");
 		(void)sum;
 		npf_client__unregister(client, (__u32)id);
 		munmap(mem, npages * PG);
@@ -291,15 +320,17 @@ int main(int argc, char **argv)
 		(unsigned long long)npages, (unsigned long long)(npages >> 8),
 		(unsigned long long)budget, rounds, no_swap ? ": none, " : "",
 		no_swap ? no_swap : "");
-	bench_text("round method       pages/s   pages  written  io_subm vs_pageout note\n");
+	bench_text(
+		"round method       pages/s   pages  written  io_subm vs_pageout  readback/s vs_swapin note\n");
 	for (int r = 0; r < rounds; r++) {
 		double kernel = no_swap ? 0 : kernel_pageout();
 
 		if (no_swap)
-			row(r, "kernel", 0, 0, 0, 0, 0, no_swap);
+			row(r, "kernel", 0, 0, 0, 0, 0, 0, no_swap);
 		else
 			row(r, "kernel", kernel, npages - budget, npages - budget, 0, kernel,
-			    "MADV_PAGEOUT, until pagemap shows the pages out");
+			    kernel_readback,
+			    "MADV_PAGEOUT, until pagemap shows the pages out; swapped in");
 		npf_rows(r, kernel);
 	}
 	swap_cleanup();

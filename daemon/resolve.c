@@ -406,7 +406,7 @@ static void report_partial(const struct run *rn)
  * Install [start, start + len) from src (or zeros). Pages that exist already
  * (EEXIST: another thread's fault, or a retried run) are skipped.
  */
-static int install(struct run *rn, const char *src)
+int resolve_install(struct run *rn, const char *src)
 {
 	__u64 len = (__u64)rn->npages * NPF_PAGE_SIZE;
 	bool first = true, one = false; /* one: a page at a time, past a hole */
@@ -518,7 +518,7 @@ static int fail_run(struct run *rn, const char *src)
 
 	head.npages = rn->valid_pages;
 	head.done = 0;
-	if (head.npages && !install(&head, src)) {
+	if (head.npages && !resolve_install(&head, src)) {
 		region_mark_installed(rn->region, head.start, head.npages);
 		if (hooks.installed)
 			hooks.installed(rn->region, head.start, head.npages, false);
@@ -723,7 +723,7 @@ static int install_bounced(struct run *rn)
 		}
 		got += (size_t)n;
 	}
-	return install(rn, bounce);
+	return resolve_install(rn, bounce);
 }
 
 void resolve_flush(void)
@@ -752,7 +752,7 @@ void resolve_flush(void)
 			if (rn->status)
 				continue;
 			if (rn->direct) {
-				rn->status = install(rn, rn->direct);
+				rn->status = resolve_install(rn, rn->direct);
 				if (rn->status == -EFAULT)
 					rn->status = install_bounced(rn);
 				if (!rn->status && rn->region->stats)
@@ -796,7 +796,7 @@ void resolve_flush(void)
 				pr_warn_rl(
 					"pid %d: fault at 0x%llx is outside every region: zero-filled",
 					rn->mm->tgid, (unsigned long long)rn->start);
-			rn->status = install(rn, src);
+			rn->status = resolve_install(rn, src);
 		}
 		t = now_ns();
 		for (i = 0; i < nruns; i++) {

@@ -55,5 +55,13 @@ void resolve_forget_mm(struct npfd_mm *mm);
 int resolve_queue(struct npfd_mm *mm, __u64 addr, __u64 raised_ns, bool write);
 bool resolve_pending(void);
 void resolve_set_fault_around(unsigned int kib);
+/*
+ * Install run rn's pages from src (rn->npages pages; NULL: zeros) from
+ * rn->done on, as a fault's: read faults of a budgeted region
+ * write-protected, pages there already skipped (rn->skipped), unmapped
+ * ones left out (rn->absent). 0, or the -errno that stopped it (-EAGAIN:
+ * an mm event is unread, rn->done says how far it got).
+ */
+int resolve_install(struct run *rn, const char *src);
 
 #endif

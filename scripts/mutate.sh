@@ -219,7 +219,6 @@ unmapped-frozen-writer-not-woken @@ daemon/evict.c @@ s{\t\t\twake_page\(b\.mm, 
 layout-fallback-cut-undone @@ client/libnpf.c @@ s{\(e\[k\]\.start == r->known_start && e\[k\]\.length == r->known_length &&\n\t\s+e\[k\]\.offset == r->known_offset\)}{(e[k].start == r->start && e[k].length == r->length)} @@ evict_restart_layout
 batch-removed-page-let-go @@ daemon/evict.c @@ s{\t\tif \(zaps_pending && i < b.zap_next && b.zapped\[i\]\) \{(.*?)(bool zap_left = zaps_pending && !b.unmapped\[i\] && i < b.zap_next && b.zapped\[i\])}{\t\tif (0) \{$1$2 && !b.removed[i]}s @@ evict_adopt_frozen
 zap-pending-installed-writable @@ daemon/resolve.c @@ s{\(!rn->write \|\| \(hooks.zap_may_run && hooks.zap_may_run\(rn\)\)\)}{!rn->write} @@ evict_adopt_frozen
-stored-zap-pending-installed-writable @@ daemon/evict.c @@ s{\(!rn->write \|\| zap_may_run\(r, addr\)\)}{!rn->write} @@ evict_adopt_frozen
 fallback-zap-pending-installed-writable @@ client/libnpf.c @@ s{\tif \(zaps_in_flight\(c\)\)\n\t\tcp.mode = UFFDIO_COPY_MODE_WP;\n}{} @@ evict_adopt_frozen
 adopt-frozen-skipped @@ daemon/evict.c @@ s{\tadopt_frozen\(r\);\n}{} @@ evict_adopt_frozen
 old-frozen-unmarked-by-remove @@ daemon/evict.c @@ s{(\t\tunsigned int at;\n\n)(\t\tif \(in_batch\(r, p, &at\)\) \{)}{$1\t\tbit_set(r->ev->old_frozen, i, false);\n$2} @@ evict_adopt_unstored evict_adopt_frozen
@@ -281,6 +280,9 @@ cut-copies-kept @@ daemon/evict.c @@ s{(\t\tif \(old_zap && bit_test\(r->ev->sto
 late-remove-not-counted @@ daemon/evict.c @@ s{(\t\t\tbit_set\(r->ev->late, i, false\);\n\t\t\tbit_set\(r->ev->clean, i, false\);\n)\t\t\tif \(r->budget_info\)\n\t\t\t\tr->budget_info->evicted_pages\+\+;\n}{$1} @@ evict_cut_zapping
 put-back-step-ends-unregister @@ daemon/evict.c @@ s{\t\t\t\*failed = -EINPROGRESS;}{\t\t\t*failed = 0;} @@ evict_unregister
 put-back-step-not-asked-again @@ client/libnpf.c @@ s{\t\tif \(err == -EINPROGRESS\) \{\n\t\t\tt0 = now_ms\(\);\n\t\t\tcontinue;\n\t\t\}\n}{} @@ evict_unregister
+store-short-read-drops-run @@ daemon/evict.c @@ s{\t\t\tk \+= n > 0 \? \(__u32\)\(n / NPF_PAGE_SIZE\) : 0;\n}{} @@ evict_store_lost
+store-read-head-poisoned @@ daemon/evict.c @@ s{(\t\t\tif \()k(\) \{\n\t\t\t\tstruct run head = \*rn;)}{${1}0$2} @@ evict_store_lost
+store-read-failure-not-poisoned @@ daemon/evict.c @@ s{(\t\t\tif \(ret != -EAGAIN\) \{\n)\t\t\t\trn->unservable = true;\n\t\t\t\trn->valid_pages = 0;\n}{$1} @@ evict_store_lost
 EOF
 }
 
