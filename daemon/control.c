@@ -106,18 +106,16 @@ static bool same_user_ns(pid_t pid)
  * root here. Its /proc entries are read through its pid, so the pidfd
  * makes sure the pid still names the peer afterwards.
  */
-static bool peer_privileged(int fd, const struct ucred *cred)
+static bool peer_privileged(int pidfd, const struct ucred *cred)
 {
 	unsigned long long eff = 0;
-	socklen_t len = sizeof(int);
 	char path[64], line[256];
 	bool found = false;
-	int pidfd = -1;
 	FILE *f;
 
 	if (cred->uid == 0)
 		return true;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) || pidfd < 0)
+	if (pidfd < 0)
 		return false;
 	snprintf(path, sizeof(path), "/proc/%d/status", cred->pid);
 	f = same_user_ns(cred->pid) ? fopen(path, "re") : NULL;
@@ -130,9 +128,41 @@ static bool peer_privileged(int fd, const struct ucred *cred)
 		fclose(f);
 	if (found && syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0))
 		found = false; /* the peer is gone: the pid may name another process */
-	close(pidfd);
 	return found && ((eff & CAP_BIT(21)) /* CAP_SYS_ADMIN */ ||
 			 ((eff & CAP_BIT(38)) && (eff & CAP_BIT(39)))); /* CAP_PERFMON, CAP_BPF */
+}
+
+/*
+ * The connecting process, as a pidfd: SO_PEERPIDFD, or pidfd_open() of
+ * its pid where the kernel has no such option (a pid that was reused
+ * between the connect and now would name another process: a window of
+ * microseconds, against the connection's whole life). -1 if neither.
+ */
+static int peer_pidfd(int fd, pid_t pid)
+{
+	socklen_t len = sizeof(int);
+	int pidfd = -1;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) || pidfd < 0)
+		pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd >= 0)
+		fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+	return pidfd;
+}
+
+/*
+ * Has the process that connected exited? Its connection may live on in
+ * another process (a child that inherited the socket), and its pid may
+ * come to name another process: every request names the connector's pid
+ * (/proc/PID reads, pidfd_getfd(), process_vm_readv() of its memory).
+ * Served, a child that waited for the pid to be reused could have read
+ * and zapped another user's memory as that process's (review).
+ */
+static bool peer_exited(const struct npfd_client *c)
+{
+	struct pollfd p = {.fd = c->pidfd, .events = POLLIN};
+
+	return c->pidfd >= 0 && poll(&p, 1, 0) == 1;
 }
 
 struct uid_usage {
@@ -253,13 +283,16 @@ static void listen_ready(void *arg)
 		c->pid = cred.pid;
 		c->uid = cred.uid;
 		c->gid = cred.gid;
-		c->privileged = peer_privileged(fd, &cred);
+		c->pidfd = peer_pidfd(fd, cred.pid);
+		c->privileged = peer_privileged(c->pidfd, &cred);
 		c->src = source_add(fd, POLLIN | POLLRDHUP, client_ready, c);
 		if (c->src < 0) {
 			pr_warn_rl(
 				"pid %d uid %u: connection refused: npfd has no event source left",
 				cred.pid, cred.uid);
 			close(fd);
+			if (c->pidfd >= 0)
+				close(c->pidfd);
 			free(c);
 			continue;
 		}
@@ -366,6 +399,9 @@ static void client_drop(struct npfd_client *c)
 	 */
 	shutdown(c->fd, SHUT_RDWR);
 	close(c->fd);
+	if (c->pidfd >= 0)
+		close(c->pidfd);
+	c->pidfd = -1;
 	list_del_init(&c->node);
 	nr_clients--;
 	free(c);
@@ -948,7 +984,14 @@ static void client_ready(void *arg)
 		client_drop(c);
 		return;
 	}
-	rc = handle_message(c, buf, (size_t)n, mh.msg_flags, fds, nfds);
+	if (peer_exited(c)) {
+		pr_warn_rl(
+			"pid %d has exited: its connection, held by another process now, is closed unserved (the pid may come to name another process)",
+			c->pid);
+		rc = -ESRCH;
+	} else {
+		rc = handle_message(c, buf, (size_t)n, mh.msg_flags, fds, nfds);
+	}
 	/* Descriptors a request did not keep are closed here, whatever happened. */
 	for (i = 0; i < nfds; i++)
 		if (fds[i] >= 0)

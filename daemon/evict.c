@@ -129,8 +129,9 @@ struct evict_region {
 	/*
 	 * Where the unregister's put-back goes on at its next step (pages
 	 * before it went back at earlier ones): each step walking from page 0
-	 * again made a put-back of n pages cost n^2 / step. A hint only: a
-	 * pass that began past 0 is followed by one from 0 (evict_put_back()).
+	 * again made a put-back of n pages cost n^2 / step. Taken only while
+	 * the region is leaving (no batch has evicted a page before it since);
+	 * a client that stopped asking starts again from 0.
 	 */
 	__u64 put_back_next;
 	__u64 hold_since; /* ns: faults of the region wait for eviction (evict_hold()), or 0 */
@@ -1043,7 +1044,8 @@ __u64 evict_stored_only(const struct npfd_region *r)
 
 bool evict_put_back_under_way(const struct npfd_region *r)
 {
-	return r->ev && r->ev->put_back_next;
+	/* its client asked within EVICT_LEAVING_NS: no batch took a page since */
+	return r->ev && r->ev->put_back_next && r->ev->leaving_until > now_ns();
 }
 
 void evict_region_gone(struct npfd_region *r, bool stopping, struct npfd_wait *w)
@@ -2946,7 +2948,7 @@ void evict_tick(void)
  */
 static __u64 put_back_stored(struct npfd_region *r, __u64 from, __u64 most, int *failed)
 {
-	__u64 i, k, back = 0, npages = store_pages(r);
+	__u64 i, k, back = 0, tried = 0, npages = store_pages(r);
 	int ret;
 
 	*failed = 0;
@@ -2958,7 +2960,13 @@ static __u64 put_back_stored(struct npfd_region *r, __u64 from, __u64 most, int 
 				 .start = r->start + i * NPF_PAGE_SIZE,
 				 .write = true};
 
-		if (back >= most) {
+		/*
+		 * `most` counts the pages tried, not those that went back: a
+		 * store that cannot give them, or a range the process
+		 * unregistered itself (ENOENT), would make one request read
+		 * the whole store (review: minutes of npfd for everyone).
+		 */
+		if (tried >= most) {
 			*failed = -EINPROGRESS;
 			r->ev->put_back_next = i;
 			break;
@@ -2969,10 +2977,13 @@ static __u64 put_back_stored(struct npfd_region *r, __u64 from, __u64 most, int 
 			continue;
 		}
 		/* the pages only the store holds from here: a fault's run at most, the step's rest */
-		while (rn.npages < MAX_RUN_PAGES && rn.npages < most - back &&
+		while (rn.npages < MAX_RUN_PAGES && rn.npages < most - tried &&
 		       i + rn.npages < npages && stored_only_at(r, i + rn.npages))
 			rn.npages++;
+		tried += rn.npages;
 		ret = evict_install_stored(&rn);
+		if (ret == -ESRCH)
+			break; /* the process is gone: there is nothing to put them back into */
 		wake_pages(r->mm, rn.start, rn.npages);
 		/*
 		 * There now, as if a fault had installed them (one there
@@ -3092,6 +3103,7 @@ int evict_put_back(struct npfd_region *r)
 	 * and no new batch comes meanwhile (a region over its budget would
 	 * get one after the other, and its unregister never).
 	 */
+	from = evict_put_back_under_way(r) ? r->ev->put_back_next : 0;
 	if (r->ev)
 		r->ev->leaving_until = now_ns() + EVICT_LEAVING_NS;
 	if (zaps_may_take(r))
@@ -3101,13 +3113,9 @@ int evict_put_back(struct npfd_region *r)
 	 * back (one request put 65306 pages back in 918 ms, every other
 	 * client's fault waiting behind it). The client asks again.
 	 */
-	from = r->ev ? r->ev->put_back_next : 0;
 	back = put_back_stored(r, from, EVICT_PUT_BACK_STEP, &failed);
-	if (!failed && from) {
-		/* done from `from` on: once more from 0, for a page evicted before it since */
+	if (!failed && r->ev)
 		r->ev->put_back_next = 0;
-		failed = -EINPROGRESS;
-	}
 	if (back)
 		pr_info("region %u: put %llu evicted pages back before unregistering it%s", r->id,
 			(unsigned long long)back,

@@ -312,7 +312,7 @@ static void ceiling_set(__u32 id, __u32 group)
 static void group_budget(int gi, __u64 budget)
 {
 	/* npfd itself sets the budget, as root would with npfctl region set */
-	static struct npfd_client self = {.privileged = true};
+	static struct npfd_client self = {.privileged = true, .pidfd = -1};
 	__u64 total = 0;
 	size_t i;
 
@@ -451,7 +451,7 @@ bool memcg_room(const struct npfd_mm *mm, __u64 npages, __u64 *room)
 void memcg_region_registered(struct npfd_region *r)
 {
 	/* npfd itself sets the budget, as root would with npfctl region set */
-	static struct npfd_client self = {.privileged = true};
+	static struct npfd_client self = {.privileged = true, .pidfd = -1};
 	struct npfd_mm *mm = r->mm, *m;
 	struct npfd_region *q;
 	char dir[PATH_MAX], top[PATH_MAX], tight[PATH_MAX] = "", path[PATH_MAX + 32];

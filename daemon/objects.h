@@ -112,6 +112,7 @@ struct npfd_client {
 	struct npfd_wait *wait;
 	struct list_head resume; /* in control.c's list of clients to read again */
 	bool privileged;	 /* root, or CAP_BPF + CAP_PERFMON (or CAP_SYS_ADMIN) at connect */
+	int pidfd;		 /* the process that connected (requests once it exited: refused) */
 };
 
 #endif

@@ -283,6 +283,7 @@ put-back-step-not-asked-again @@ client/libnpf.c @@ s{\t\tif \(err == -EINPROGRE
 store-short-read-drops-run @@ daemon/evict.c @@ s{\t\t\tk \+= n > 0 \? \(__u32\)\(n / NPF_PAGE_SIZE\) : 0;\n}{} @@ evict_store_lost
 store-read-head-poisoned @@ daemon/evict.c @@ s{(\t\t\tif \()k(\) \{\n\t\t\t\tstruct run head = \*rn;)}{${1}0$2} @@ evict_store_lost
 store-read-failure-not-poisoned @@ daemon/evict.c @@ s{(\t\t\tif \(ret != -EAGAIN\) \{\n)\t\t\t\trn->unservable = true;\n\t\t\t\trn->valid_pages = 0;\n}{$1} @@ evict_store_lost
+exited-peer-served @@ daemon/control.c @@ s{(\tif \()(peer_exited\(c\)\) \{)}{${1}0 && $2} @@ adv_orphan_conn
 EOF
 }
 
