@@ -65,6 +65,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 #include <linux/userfaultfd.h>
+#include "bitmap.h"
 #include "device.h"
 #include "evict.h"
 #include "log.h"
@@ -115,7 +116,8 @@ struct evict_region {
 	__u8 *late;	/* its zap outlived its batch (zap_late()): frozen and busy until it runs */
 	__u8 *installs; /* per page: times installed since the budget came (at most 255) */
 	__u32 *touched; /* per page: start_ms() of its last install or write fault, 0: none */
-	__u8 *stored;	/* anonymous: its page is in the region's swap store */
+	__u64 touched_end; /* past the last page whose installs or touched was ever set */
+	__u8 *stored;	   /* anonymous: its page is in the region's swap store */
 	__u8 *old_frozen; /* write-protected when an adoption's earlier zaps may run (old_frozen_scan()) */
 	__u64 store_base; /* the store's page index of page 0: pages a munmap cut off before */
 	bool wp;	  /* registered for write-protect faults too */
@@ -204,26 +206,6 @@ static struct io_uring wb_ring; /* write-back */
 static bool wb_ready;
 static __u64 client_budget; /* pages; 0: none */
 static unsigned int high_pct = 100, low_pct = 90;
-
-static inline bool bit_test(const __u8 *map, __u64 i)
-{
-	return map && (map[i / 8] >> (i % 8)) & 1;
-}
-
-/*
- * The first set bit of map at or after i, below n; n if none (or no map).
- * A zero byte is passed whole: a sparse map of a huge region is walked fast.
- */
-static __u64 bit_next(const __u8 *map, __u64 i, __u64 n)
-{
-	for (; map && i < n; i++) {
-		if (!map[i / 8])
-			i |= 7;
-		else if (bit_test(map, i))
-			return i;
-	}
-	return n;
-}
 
 static inline void bit_set(__u8 *map, __u64 i, bool on)
 {
@@ -785,8 +767,9 @@ static void old_zaps_known(struct npfd_mm *mm)
 		}
 		if (under && region_wp(r, err, sizeof(err)))
 			pr_warn("region %u: %s", r->id, err);
-		for (i = 0; i < e->npages; i++) {
-			if (!bit_test(e->late, i) || old_victim(r, i, true))
+		for (i = bitmap_next(e->late, 0, e->npages); i < e->npages;
+		     i = bitmap_next(e->late, i + 1, e->npages)) {
+			if (old_victim(r, i, true))
 				continue;
 			bit_set(e->late, i, false);
 			bit_set(e->busy, i, false);
@@ -972,7 +955,7 @@ static void free_slots(struct npfd_region *r, __u64 first, __u64 last)
 	if (!e || !e->stored)
 		return;
 	for (i = first; i <= last && i < e->npages; i++) {
-		if (!bit_test(e->stored, i))
+		if (!bitmap_test(e->stored, i))
 			continue;
 		swapstore_punch(r->store_fd, store_offset(e, i));
 		bit_set(e->stored, i, false);
@@ -1027,7 +1010,7 @@ static bool stored_only_at(const struct npfd_region *r, __u64 i)
 {
 	__u64 page = r->start + i * NPF_PAGE_SIZE;
 
-	return bit_test(r->ev->stored, i) && !region_page_installed(r, page) &&
+	return bitmap_test(r->ev->stored, i) && !region_page_installed(r, page) &&
 	       !holes_contain(&r->holes, page);
 }
 
@@ -1036,8 +1019,8 @@ __u64 evict_stored_only(const struct npfd_region *r)
 	__u64 i, n = 0, npages = store_pages(r);
 
 	/* store_pages() is 0 without a store: r->ev->stored is read only with one */
-	for (i = npages ? bit_next(r->ev->stored, 0, npages) : 0; i < npages;
-	     i = bit_next(r->ev->stored, i + 1, npages))
+	for (i = npages ? bitmap_next(r->ev->stored, 0, npages) : 0; i < npages;
+	     i = bitmap_next(r->ev->stored, i + 1, npages))
 		n += stored_only_at(r, i);
 	return n;
 }
@@ -1116,7 +1099,7 @@ static __u64 store_scan(struct npfd_region *r, struct evict_region *e, off_t dat
 		end = ((__u64)hole + NPF_PAGE_SIZE - 1) >> NPF_PAGE_SHIFT;
 		end = end > e->store_base ? end - e->store_base : 0;
 		for (; i < end && i < e->npages; i++)
-			if (!bit_test(e->stored, i)) {
+			if (!bitmap_test(e->stored, i)) {
 				bit_set(e->stored, i, true);
 				found++;
 			}
@@ -1304,10 +1287,10 @@ static int fork_copy_step(struct npfd_mm *mm)
 		for (__u64 n; i < end; i += n) {
 			loff_t from = (loff_t)store_offset(e, i),
 			       to = (loff_t)(i << NPF_PAGE_SHIFT);
-			bool stored = bit_test(e->stored, i);
+			bool stored = bitmap_test(e->stored, i);
 			size_t len;
 
-			for (n = 1; i + n < end && bit_test(e->stored, i + n) == stored; n++)
+			for (n = 1; i + n < end && bitmap_test(e->stored, i + n) == stored; n++)
 				;
 			for (len = stored ? (size_t)(n << NPF_PAGE_SHIFT) : 0; len;) {
 				ssize_t got =
@@ -1520,6 +1503,8 @@ void evict_installed(struct npfd_region *r, __u64 start, __u64 npages, bool wp)
 		if (e->installs[i] < 255)
 			e->installs[i]++;
 		e->touched[i] = start_ms();
+		if (i >= e->touched_end)
+			e->touched_end = i + 1;
 	}
 }
 
@@ -1561,7 +1546,7 @@ static bool in_batch(const struct npfd_region *r, __u64 page, unsigned int *at)
  */
 static bool old_victim(const struct npfd_region *r, __u64 i, bool old_zaps)
 {
-	return old_zaps && (bit_test(r->ev->stored, i) || bit_test(r->ev->old_frozen, i));
+	return old_zaps && (bitmap_test(r->ev->stored, i) || bitmap_test(r->ev->old_frozen, i));
 }
 
 /*
@@ -1582,7 +1567,7 @@ static bool zap_may_run(const struct npfd_region *r, __u64 page)
 		return false;
 	if (old_victim(r, i, old_zaps_pending(r->mm)))
 		return true;
-	if (!bit_test(r->ev->busy, i))
+	if (!bitmap_test(r->ev->busy, i))
 		return false;
 	if (in_batch(r, page, &at))
 		return b.zapped[at] && at < b.zap_next;
@@ -1623,7 +1608,7 @@ void evict_wp_fault(struct npfd_mm *mm, __u64 addr)
 	if (r && (b.state == B_WRITE || b.state == B_ZAP) && in_batch(r, page, NULL))
 		return;
 	/* a zap may still run on it (late, or gone): the write waits, or the zap would destroy it */
-	if (r && r->ev && bit_test(r->ev->busy, page_index(r, page)) && !in_batch(r, page, NULL))
+	if (r && r->ev && bitmap_test(r->ev->busy, page_index(r, page)) && !in_batch(r, page, NULL))
 		return;
 	/*
 	 * Write-protected, with the earlier npfd's zaps still to run: it may
@@ -1644,8 +1629,12 @@ void evict_wp_fault(struct npfd_mm *mm, __u64 addr)
 		return;
 	}
 	if (r && r->ev) {
-		bit_set(r->ev->clean, page_index(r, page), false);
-		r->ev->touched[page_index(r, page)] = start_ms();
+		__u64 i = page_index(r, page);
+
+		bit_set(r->ev->clean, i, false);
+		r->ev->touched[i] = start_ms();
+		if (i >= r->ev->touched_end)
+			r->ev->touched_end = i + 1;
 		bit_set(r->ev->ref, page_index(r, page), true);
 	}
 	/*
@@ -1683,7 +1672,7 @@ static bool remove_is_own(const struct npfd_region *r, __u64 start, __u64 end, b
 	for (__u64 p = start; p < end; p += NPF_PAGE_SIZE) {
 		__u64 i = page_index(r, p);
 
-		if (!bit_test(r->ev->busy, i)) /* a late page is busy too */
+		if (!bitmap_test(r->ev->busy, i)) /* a late page is busy too */
 			return true;
 	}
 	return false;
@@ -1695,7 +1684,8 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 	__u64 hi = end < r->start + r->length ? end : r->start + r->length;
 	bool old_zap = old_zaps_pending(r->mm);
 	bool own;
-	__u64 p;
+	__u64 first, last, nl, ns, nc;
+	unsigned int at;
 
 	if (!r->ev || lo >= hi)
 		return;
@@ -1713,43 +1703,67 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 	 * write-protected, its writes waiting (zap_may_run()).
 	 */
 	own = remove_is_own(r, start, end, old_zap);
-	for (p = lo; p < hi; p += NPF_PAGE_SIZE) {
-		__u64 i = page_index(r, p);
-		unsigned int at;
+	/* the batch's pages there */
+	for (at = 0; b.state != B_IDLE && b.r == r && at < b.n; at++) {
+		__u64 i = page_index(r, b.page[at]);
 
-		if (in_batch(r, p, &at)) {
-			if (b.zapped[at] && at < b.zap_next) {
-				if (!own) {
-					b.removed[at] = true; /* its zap's, or the process's own */
-					continue;
-				}
-				/* its zap still runs, and its REMOVE says it went */
-				free_slots(r, i, i);
-				bit_set(r->ev->clean, i, false);
+		if (b.page[at] < lo || b.page[at] >= hi)
+			continue;
+		if (b.zapped[at] && at < b.zap_next) {
+			if (!own) {
+				b.removed[at] = true; /* its zap's, or the process's own */
 				continue;
 			}
-			/*
-			 * Its zap is not submitted: the process dropped the
-			 * page itself. It reads zeros now, and what it writes
-			 * next must stay: no zap for it, no copy (a write of
-			 * the copy still in flight is punched again at the
-			 * batch's end). Taken for the zap's, the copy came
-			 * back and the zap, submitted later, dropped the
-			 * write (tests/evict_drop_own).
-			 */
-			b.zapped[at] = false;
-			b.dropped[at] = true;
+			/* its zap still runs, and its REMOVE says it went */
 			free_slots(r, i, i);
 			bit_set(r->ev->clean, i, false);
 			continue;
 		}
-		if (bit_test(r->ev->late, i) && own) {
+		/*
+		 * Its zap is not submitted: the process dropped the page
+		 * itself. It reads zeros now, and what it writes next must
+		 * stay: no zap for it, no copy (a write of the copy still in
+		 * flight is punched again at the batch's end). Taken for the
+		 * zap's, the copy came back and the zap, submitted later,
+		 * dropped the write (tests/evict_drop_own).
+		 */
+		b.zapped[at] = false;
+		b.dropped[at] = true;
+		free_slots(r, i, i);
+		bit_set(r->ev->clean, i, false);
+	}
+	/*
+	 * The others there that have any state of eviction (late, stored,
+	 * clean), found in the bitmaps: a page with none has nothing to drop,
+	 * and a drop over a huge region walks no page of it.
+	 */
+	first = page_index(r, lo);
+	last = page_index(r, hi);
+	nl = bitmap_next(r->ev->late, first, last);
+	ns = bitmap_next(r->ev->stored, first, last);
+	nc = bitmap_next(r->ev->clean, first, last);
+	for (;;) {
+		__u64 i = nl < ns ? nl : ns;
+
+		i = nc < i ? nc : i;
+		if (i >= last)
+			break;
+		if (nl == i)
+			nl = bitmap_next(r->ev->late, i + 1, last);
+		if (ns == i)
+			ns = bitmap_next(r->ev->stored, i + 1, last);
+		if (nc == i)
+			nc = bitmap_next(r->ev->clean, i + 1, last);
+		/* a batch's page is busy: only those are looked for in it (done above) */
+		if (bitmap_test(r->ev->busy, i) && in_batch(r, r->start + i * NPF_PAGE_SIZE, NULL))
+			continue;
+		if (bitmap_test(r->ev->late, i) && own) {
 			/* its late zap still runs: its REMOVE ends the lateness */
 			free_slots(r, i, i);
 			bit_set(r->ev->clean, i, false);
 			continue;
 		}
-		if (bit_test(r->ev->late, i)) {
+		if (bitmap_test(r->ev->late, i)) {
 			/*
 			 * Its late zap ran, or the process dropped the page
 			 * itself and the zap is still to run: either way it
@@ -1763,7 +1777,7 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 				r->budget_info->evicted_pages++;
 			continue;
 		}
-		if (old_zap && bit_test(r->ev->stored, i) && !own)
+		if (old_zap && bitmap_test(r->ev->stored, i) && !own)
 			continue;
 		free_slots(r, i, i);
 		bit_set(r->ev->clean, i, false);
@@ -1781,27 +1795,31 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 void evict_range_unmapped(struct npfd_mm *mm, __u64 start, __u64 end)
 {
 	struct npfd_region *r;
-	unsigned int i;
-	__u64 p;
+	unsigned int k;
 
 	/*
 	 * Late zaps there are not waited for: nothing to unfreeze afterwards.
 	 * A writer waiting on a late page is woken: it faults again on what
 	 * is there now (nothing, another mapping, or the page moved away).
 	 */
-	list_for_each_entry(r, &mm->regions, node)
-		for (p = start > r->start ? start : r->start;
-		     r->ev && p < end && p < r->start + r->length; p += NPF_PAGE_SIZE)
-			if (bit_test(r->ev->late, page_index(r, p))) {
-				bit_set(r->ev->late, page_index(r, p), false);
-				wake_page(mm, p);
-			}
+	list_for_each_entry(r, &mm->regions, node) {
+		__u64 lo = start > r->start ? start : r->start, re = r->start + r->length;
+		__u64 last = page_index(r, end < re ? end : re), i;
+
+		if (!r->ev || lo >= re || end <= r->start)
+			continue;
+		for (i = bitmap_next(r->ev->late, page_index(r, lo), last); i < last;
+		     i = bitmap_next(r->ev->late, i + 1, last)) {
+			bit_set(r->ev->late, i, false);
+			wake_page(mm, r->start + i * NPF_PAGE_SIZE);
+		}
+	}
 
 	if (b.state == B_IDLE || b.mm != mm)
 		return;
-	for (i = 0; i < b.n; i++)
-		if (b.page[i] >= start && b.page[i] < end)
-			b.unmapped[i] = true;
+	for (k = 0; k < b.n; k++)
+		if (b.page[k] >= start && b.page[k] < end)
+			b.unmapped[k] = true;
 }
 
 /*
@@ -1884,7 +1902,7 @@ __u8 *evict_part_leaving(struct npfd_region *r, __u64 lo, __u64 hi, __u64 *off0)
 	if (!map)
 		return NULL;
 	for (j = 0; j < n; j++) {
-		if (!bit_test(e->stored, first + j))
+		if (!bitmap_test(e->stored, first + j))
 			continue;
 		bit_set(map, j, true);
 		bit_set(e->stored, first + j, false);
@@ -1903,7 +1921,7 @@ __u8 *evict_part_leaving(struct npfd_region *r, __u64 lo, __u64 hi, __u64 *off0)
 void evict_region_cut(struct npfd_region *r, __u64 shift)
 {
 	struct evict_region *e = r->ev;
-	__u64 i;
+	__u64 n;
 
 	if (!e || !shift)
 		return;
@@ -1912,27 +1930,25 @@ void evict_region_cut(struct npfd_region *r, __u64 shift)
 	free_slots(r, 0, shift - 1);
 	e->put_back_next = 0;
 	e->store_base += shift; /* the stored pages stay where they are in the store */
-	memmove(e->installs, e->installs + shift, (e->npages - shift) * sizeof(*e->installs));
-	memset(e->installs + e->npages - shift, 0, shift * sizeof(*e->installs));
-	memmove(e->touched, e->touched + shift, (e->npages - shift) * sizeof(*e->touched));
-	memset(e->touched + e->npages - shift, 0, shift * sizeof(*e->touched));
-	/* The bitmaps are shifted by whole pages: rebuilt bit by bit. */
-	for (i = 0; i + shift < e->npages; i++) {
-		bit_set(e->clean, i, bit_test(e->clean, i + shift));
-		bit_set(e->ref, i, bit_test(e->ref, i + shift));
-		bit_set(e->stored, i, bit_test(e->stored, i + shift));
-		bit_set(e->late, i, bit_test(e->late, i + shift));
-		bit_set(e->old_frozen, i, bit_test(e->old_frozen, i + shift));
-		bit_set(e->busy, i, bit_test(e->busy, i + shift));
+	/*
+	 * Per-page counts move down only as far as they were ever written
+	 * (touched_end): a huge region's arrays are mostly never-touched
+	 * memory, which a memmove of them all would make npfd's.
+	 */
+	n = e->touched_end > shift ? e->touched_end - shift : 0;
+	memmove(e->installs, e->installs + shift, n * sizeof(*e->installs));
+	memmove(e->touched, e->touched + shift, n * sizeof(*e->touched));
+	if (e->touched_end) {
+		memset(e->installs + n, 0, (e->touched_end - n) * sizeof(*e->installs));
+		memset(e->touched + n, 0, (e->touched_end - n) * sizeof(*e->touched));
 	}
-	for (; i < e->npages; i++) {
-		bit_set(e->clean, i, false);
-		bit_set(e->ref, i, false);
-		bit_set(e->stored, i, false);
-		bit_set(e->late, i, false);
-		bit_set(e->old_frozen, i, false);
-		bit_set(e->busy, i, false);
-	}
+	e->touched_end = n;
+	bitmap_shift_down(e->clean, e->npages, shift);
+	bitmap_shift_down(e->ref, e->npages, shift);
+	bitmap_shift_down(e->stored, e->npages, shift);
+	bitmap_shift_down(e->late, e->npages, shift);
+	bitmap_shift_down(e->old_frozen, e->npages, shift);
+	bitmap_shift_down(e->busy, e->npages, shift);
 	e->hand = 0;
 }
 
@@ -1945,7 +1961,7 @@ bool evict_run_stored(const struct run *rn)
 		return false;
 	first = page_index(r, rn->start);
 	for (i = first; i < first + rn->npages && i < r->ev->npages; i++)
-		if (bit_test(r->ev->stored, i))
+		if (bitmap_test(r->ev->stored, i))
 			return true;
 	return false;
 }
@@ -1980,11 +1996,11 @@ int evict_install_stored(struct run *rn)
 	if (rn->npages > MAX_RUN_PAGES)
 		return -E2BIG; /* runs_make() makes none longer */
 	for (k = 0; k < rn->npages; k = j) {
-		bool stored = bit_test(e->stored, first + k);
+		bool stored = bitmap_test(e->stored, first + k);
 		size_t off = (size_t)k * NPF_PAGE_SIZE, want;
 		ssize_t n;
 
-		for (j = k + 1; j < rn->npages && bit_test(e->stored, first + j) == stored; j++)
+		for (j = k + 1; j < rn->npages && bitmap_test(e->stored, first + j) == stored; j++)
 			;
 		want = (size_t)(j - k) * NPF_PAGE_SIZE;
 		if (!stored) {
@@ -2021,7 +2037,7 @@ int evict_install_stored(struct run *rn)
 	if (ret == -EAGAIN ? !rn->done : ret)
 		return ret;
 	for (k = 0; r->budget_info && (__u64)k * NPF_PAGE_SIZE < rn->done; k++)
-		r->budget_info->refaults += bit_test(e->stored, first + k) &&
+		r->budget_info->refaults += bitmap_test(e->stored, first + k) &&
 					    !run_was_skipped(rn, k) && !run_was_absent(rn, k);
 	return ret;
 }
@@ -2126,7 +2142,7 @@ static int by_score(const void *a, const void *b2)
  */
 static bool zap_may_be_queued(const struct npfd_region *r, __u64 i, bool old_zaps)
 {
-	return bit_test(r->ev->busy, i) || old_victim(r, i, old_zaps);
+	return bitmap_test(r->ev->busy, i) || old_victim(r, i, old_zaps);
 }
 
 static unsigned int pick_by_policy(struct npfd_region *r, unsigned int want)
@@ -2148,11 +2164,11 @@ static unsigned int pick_by_policy(struct npfd_region *r, unsigned int want)
 
 		if (!region_page_installed(r, page) || zap_may_be_queued(r, i, old_zaps))
 			continue;
-		if (bit_test(e->ref, i))
+		if (bitmap_test(e->ref, i))
 			flags |= NPF_EVICT_REF;
 		if (device_page_referenced(r, page)) /* reading it clears it */
 			flags |= NPF_EVICT_DEV;
-		if (!bit_test(e->clean, i))
+		if (!bitmap_test(e->clean, i))
 			flags |= NPF_EVICT_DIRTY;
 		order[n] = i;
 		policy_cand_dev[n] = flags & NPF_EVICT_DEV;
@@ -2236,7 +2252,7 @@ static unsigned int pick(struct npfd_region *r, unsigned int want)
 			;
 		if (k < b.n)
 			break; /* the hand came round to this batch's first pick */
-		if (device_page_referenced(r, page) | bit_test(e->ref, i)) {
+		if (device_page_referenced(r, page) | bitmap_test(e->ref, i)) {
 			bit_set(e->ref, i, false);
 			continue;
 		}
@@ -2365,7 +2381,7 @@ static void unstore_late_write(struct npfd_region *r, __u64 page)
 {
 	__u64 i = page_index(r, page);
 
-	if (r->ev->stored && !bit_test(r->ev->stored, i) && r->store_fd >= 0)
+	if (r->ev->stored && !bitmap_test(r->ev->stored, i) && r->store_fd >= 0)
 		swapstore_punch(r->store_fd, store_offset(r->ev, i));
 }
 
@@ -2636,7 +2652,7 @@ static unsigned int write_back(struct npfd_region *r, const bool *dirty)
 		} else {
 			__u64 k = page_index(r, b.page[i]);
 
-			if (!bit_test(e->stored, k)) {
+			if (!bitmap_test(e->stored, k)) {
 				if (store_open(r)) {
 					b.zapped[i] = false; /* no store: it stays */
 					continue;
@@ -2767,7 +2783,7 @@ static void read_out(void)
 
 		b.zapped[map[i]] = true;
 		/* clean: installed write-protected from a copy that is still there */
-		b.dirty[map[i]] = !bit_test(r->ev->clean, k);
+		b.dirty[map[i]] = !bitmap_test(r->ev->clean, k);
 	}
 	b.writes = write_back(r, b.dirty);
 	if (b.writes) {
@@ -2794,14 +2810,14 @@ static void late_settle(struct npfd_mm *mm)
 	list_for_each_entry(r, &mm->regions, node) {
 		struct evict_region *e = r->ev;
 
-		for (i = e ? bit_next(e->busy, 0, e->npages) : 0; e && i < e->npages;
-		     i = bit_next(e->busy, i + 1, e->npages)) {
+		for (i = e ? bitmap_next(e->busy, 0, e->npages) : 0; e && i < e->npages;
+		     i = bitmap_next(e->busy, i + 1, e->npages)) {
 			__u64 page = r->start + i * NPF_PAGE_SIZE;
 
 			if (in_batch(r, page, NULL))
 				continue;
 			bit_set(e->busy, i, false);
-			if (!bit_test(e->late, i)) {
+			if (!bitmap_test(e->late, i)) {
 				wake_page(mm, page); /* gone (zap_may_run()): its writers go on */
 				continue;
 			}
@@ -2953,8 +2969,8 @@ static __u64 put_back_stored(struct npfd_region *r, __u64 from, __u64 most, int 
 
 	*failed = 0;
 	/* store_pages() is 0 without a store: r->ev->stored is read only with one */
-	for (i = npages ? bit_next(r->ev->stored, from, npages) : 0; i < npages;
-	     i = bit_next(r->ev->stored, i, npages)) {
+	for (i = npages ? bitmap_next(r->ev->stored, from, npages) : 0; i < npages;
+	     i = bitmap_next(r->ev->stored, i, npages)) {
 		struct run rn = {.mm = r->mm,
 				 .region = r,
 				 .start = r->start + i * NPF_PAGE_SIZE,
@@ -3029,9 +3045,9 @@ static bool zaps_may_take(const struct npfd_region *r)
 	if (b.state != B_IDLE && b.r == r)
 		return true;
 	/* zap_may_be_queued() of any page: busy, or an earlier npfd's victim (old_victim()) */
-	return e && (bit_next(e->busy, 0, n) < n ||
+	return e && (bitmap_next(e->busy, 0, n) < n ||
 		     (old_zaps_pending(r->mm) &&
-		      (bit_next(e->stored, 0, n) < n || bit_next(e->old_frozen, 0, n) < n)));
+		      (bitmap_next(e->stored, 0, n) < n || bitmap_next(e->old_frozen, 0, n) < n)));
 }
 
 /*

@@ -26,6 +26,7 @@
 #include <unistd.h>
 #include <linux/magic.h>
 #include <linux/userfaultfd.h>
+#include "bitmap.h"
 #include "collect.h"
 #include "ids.h"
 #include "log.h"
@@ -1162,15 +1163,18 @@ void region_mark_installed(struct npfd_region *r, __u64 start, __u64 npages)
 /* Pages of r that left the address space (munmap, MADV_DONTNEED): forget them. */
 static void forget_installed(struct npfd_region *r, __u64 start, __u64 end)
 {
-	__u64 lo = start > r->start ? start : r->start, hi = r->start + r->length, i;
+	__u64 lo = start > r->start ? start : r->start, hi = r->start + r->length, i, n;
 
 	if (end < hi)
 		hi = end;
-	if (!r->installed)
+	if (!r->installed || !r->ninstalled || lo >= hi)
 		return;
-	for (i = (lo - r->start) >> NPF_PAGE_SHIFT; lo < hi; lo += NPF_PAGE_SIZE, i++) {
-		r->ninstalled -= (r->installed[i / 8] >> (i % 8)) & 1;
+	/* the installed ones only: a drop over a huge region, nearly all of it never touched */
+	n = (hi - r->start) >> NPF_PAGE_SHIFT;
+	for (i = bitmap_next(r->installed, (lo - r->start) >> NPF_PAGE_SHIFT, n); i < n;
+	     i = bitmap_next(r->installed, i + 1, n)) {
 		r->installed[i / 8] &= (__u8) ~(1 << (i % 8));
+		r->ninstalled--;
 	}
 }
 
@@ -1183,18 +1187,9 @@ static void forget_installed(struct npfd_region *r, __u64 start, __u64 end)
  */
 static void shift_installed(struct npfd_region *r, __u64 shift)
 {
-	__u64 nbytes = (r->length >> NPF_PAGE_SHIFT) / 8 + 1, q = shift / 8, j;
-	unsigned int bits = (unsigned int)(shift % 8);
-
-	if (!r->installed)
-		return;
-	/* a byte at a time: a region may be terabytes (its bits past the end are zeros) */
-	for (j = 0; j < nbytes; j++) {
-		__u8 lo = j + q < nbytes ? r->installed[j + q] : 0;
-		__u8 hi = j + q + 1 < nbytes ? r->installed[j + q + 1] : 0;
-
-		r->installed[j] = bits ? (__u8)((lo >> bits) | (hi << (8 - bits))) : lo;
-	}
+	/* none installed: nothing to move (nor a terabyte region's never-touched map to touch) */
+	if (r->installed && r->ninstalled)
+		bitmap_shift_down(r->installed, r->length >> NPF_PAGE_SHIFT, shift);
 }
 
 void region_forget_installed(struct npfd_region *r, __u64 start, __u64 end)

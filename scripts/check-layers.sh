@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 # One line per layer, lowest first; the files of a line do not call each other.
 LAYERS='
-list log holes
+list log holes bitmap
 util objects
 ids wait verifier_log policy_object wire_check swapstore
 config

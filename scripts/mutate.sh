@@ -162,7 +162,7 @@ skipped-page-reported-clean @@ daemon/resolve.c @@ s{report_installed\(rn, rn->n
 unmapped-page-put-back @@ daemon/evict.c @@ s{\t\t\twake_page\(b.mm, page\);\n\t\t\tcontinue;\n\t\t\}}{\t\t\twake_page(b.mm, page);\n\t\t\}} @@ evict_unmap_remap
 budget-hold-off @@ daemon/main.c @@ s{return evict_hold\(r, npages\) \|\|}{return 0 ||} @@ evict_hard
 store-not-found-at-adoption @@ daemon/evict.c @@ s{fd = swapstore_find\(r->mm->tgid, old_id, name\);}{fd = -ENOENT;} @@ evict_crash evict_crash_storm
-old-zaps-not-awaited @@ daemon/evict.c @@ s{if \(old_zap && bit_test}{if (0 && old_zap && bit_test} @@ evict_crash_storm evict_adopt_frozen
+old-zaps-not-awaited @@ daemon/evict.c @@ s{if \(old_zap && bitmap_test}{if (0 && old_zap && bitmap_test} @@ evict_crash_storm evict_adopt_frozen
 fork-copy-not-given @@ daemon/evict.c @@ s{\t\t\*copy = cp;\n}{\t\t*copy = NULL;\n} @@ evict_fork
 fork-hold-ignored @@ daemon/evict.c @@ s{ \|\| fork_holds\(mm, now\)\)}{)} @@ evict_fork
 fork-fill-skipped @@ client/libnpf.c @@ s{\tif \(pagemap < 0\)\n\t\treturn 0;}{\treturn 0;} @@ evict_fork
@@ -176,8 +176,8 @@ event-fork-accepted @@ daemon/region.c @@ s{\tif \(features & UFFD_FEATURE_EVENT
 fork-copy-unbounded @@ daemon/evict.c @@ s{#define FORK_COPY_STEP 4096}{#define FORK_COPY_STEP (1ULL << 40)} @@ adv_fork
 control-client-drained @@ daemon/control.c @@ s{\t\tlist_add_tail\(&c->resume, &resume\);\n\}}{\t\tclient_ready(c);\n\}} @@ adv_fork
 late-zap-pages-let-go @@ daemon/evict.c @@ s{bool zaps_pending = b.zaps && }{bool zaps_pending = 0 && b.zaps && } @@ evict_zap_late
-late-remove-taken-as-drop @@ daemon/evict.c @@ s{\t\tif \(bit_test\(r->ev->late, i\)\) \{}{\t\tif (0 && bit_test(r->ev->late, i)) \{} @@ evict_zap_late
-late-page-write-let-through @@ daemon/evict.c @@ s{\tif \(r && r->ev && bit_test\(r->ev->busy, page_index\(r, page\)\) && !in_batch\(r, page, NULL\)\)\n\t\treturn;}{} @@ evict_zap_late
+late-remove-taken-as-drop @@ daemon/evict.c @@ s{\t\tif \(bitmap_test\(r->ev->late, i\)\) \{}{\t\tif (0 && bitmap_test(r->ev->late, i)) \{} @@ evict_zap_late
+late-page-write-let-through @@ daemon/evict.c @@ s{\tif \(r && r->ev && bitmap_test\(r->ev->busy, page_index\(r, page\)\) && !in_batch\(r, page, NULL\)\)\n\t\treturn;}{} @@ evict_zap_late
 fallback-ignores-store @@ client/libnpf.c @@ s{if \(r.store_fd >= 0 && !dropped\(c, addr\)\)}{if (0 && r.store_fd >= 0)} @@ evict_fallback
 store-fd-not-sent @@ daemon/control.c @@ s{rp->fd = evict_store_reader\(region_find_id\(info->region_id\)\);}{rp->fd = -1;} @@ evict_fallback
 fallback-drops-not-tracked @@ client/libnpf.c @@ s{\t\t\t\tfallback_dropped\(c, m->arg.remove.start, m->arg.remove.end, zaps\);\n}{} @@ evict_fallback
@@ -187,19 +187,19 @@ adopted-frozen-write-let-through @@ daemon/evict.c @@ s{\tif \(r && r->ev && old
 fallback-frozen-write-let-through @@ client/libnpf.c @@ s{!fallback_hold\(c, addr, zaps\) &&}{1 &&} @@ evict_adopt_frozen
 adoption-pagemap-read-whole @@ daemon/region.c @@ s{\tint err = scan_pagemap_scan\(r, wp_only, found, arg\);}{\tint err = -ENOTTY;} @@ restart_sparse
 repick-every-event @@ daemon/evict.c @@ s{\t\tr->ev->pick_after = now_ns\(\) \+ EVICT_REPICK_NS;\n}{} @@ evict_refuse
-victim-zap-queued-twice @@ daemon/evict.c @@ s{return bit_test\(r->ev->busy, i\) \|\| old_victim\(r, i, old_zaps\);}{return 0;} @@ evict_adopt_frozen
-old-victim-zap-queued-twice @@ daemon/evict.c @@ s{return bit_test\(r->ev->busy, i\) \|\| old_victim\(r, i, old_zaps\);}{return bit_test(r->ev->busy, i);} @@ evict_adopt_unstored evict_adopt_frozen
-old-unstored-victim-zap-queued-twice @@ daemon/evict.c @@ s{return bit_test\(r->ev->busy, i\) \|\| old_victim\(r, i, old_zaps\);}{return bit_test(r->ev->busy, i) || (old_zaps && bit_test(r->ev->stored, i));} @@ evict_adopt_unstored
-adopted-unstored-write-let-through @@ daemon/evict.c @@ s{\tif \(r && r->ev && old_victim\(r, page_index\(r, page\), old_zaps_pending\(mm\)\)\) \{}{\tif (r && r->ev && old_zaps_pending(mm) && bit_test(r->ev->stored, page_index(r, page))) \{} @@ evict_adopt_frozen
+victim-zap-queued-twice @@ daemon/evict.c @@ s{return bitmap_test\(r->ev->busy, i\) \|\| old_victim\(r, i, old_zaps\);}{return 0;} @@ evict_adopt_frozen
+old-victim-zap-queued-twice @@ daemon/evict.c @@ s{return bitmap_test\(r->ev->busy, i\) \|\| old_victim\(r, i, old_zaps\);}{return bitmap_test(r->ev->busy, i);} @@ evict_adopt_unstored evict_adopt_frozen
+old-unstored-victim-zap-queued-twice @@ daemon/evict.c @@ s{return bitmap_test\(r->ev->busy, i\) \|\| old_victim\(r, i, old_zaps\);}{return bitmap_test(r->ev->busy, i) || (old_zaps && bitmap_test(r->ev->stored, i));} @@ evict_adopt_unstored
+adopted-unstored-write-let-through @@ daemon/evict.c @@ s{\tif \(r && r->ev && old_victim\(r, page_index\(r, page\), old_zaps_pending\(mm\)\)\) \{}{\tif (r && r->ev && old_zaps_pending(mm) && bitmap_test(r->ev->stored, page_index(r, page))) \{} @@ evict_adopt_frozen
 fallback-unstored-write-let-through @@ client/libnpf.c @@ s{\tif \(!zaps\)\n\t\treturn false;\n\th = grow}{\tif (!zaps || !region_at(c, addr) || region_at(c, addr)->store_fd < 0 || !store_holds(region_at(c, addr)->store_fd, region_at(c, addr), addr))\n\t\treturn false;\n\th = grow} @@ evict_adopt_frozen
 freeze-cut-leaves-busy @@ daemon/evict.c @@ s{\tfor \(unsigned int i = n; i < b.n; i\+\+\)\n\t\tbit_set\(b.r->ev->busy, page_index\(b.r, b.page\[i\]\), false\);\n}{} @@ evict_drop_busy
 remove-taken-for-zap @@ daemon/evict.c @@ s{(\t\t\tif \(r->budget_info\)\n\t\t\t\tr->budget_info->evicted_pages\+\+;\n)(\t\t\tcontinue;)}{$1\t\t\tbit_set(r->ev->busy, i, false);\n\t\t\twake_page(r->mm, p);\n$2} @@ evict_adopt_frozen
 own-drop-taken-for-zap @@ daemon/evict.c @@ s{if \(b\.zapped\[at\] && at < b\.zap_next\) }{if (b.zapped[at]) } @@ evict_drop_own
-own-drop-copy-kept @@ daemon/evict.c @@ s{(\t\t\tb\.dropped\[at\] = true;\n)\t\t\tfree_slots\(r, i, i\);\n}{$1} @@ evict_drop_own
+own-drop-copy-kept @@ daemon/evict.c @@ s{(\t\tb\.dropped\[at\] = true;\n)\t\tfree_slots\(r, i, i\);\n}{$1} @@ evict_drop_own
 own-drop-wider-taken-for-zap @@ daemon/evict.c @@ s{(static bool remove_is_own\([^)]*\)\n\{\n)}{$1\treturn false;\n} @@ evict_drop_own
 own-drop-told-under-old-zaps @@ daemon/evict.c @@ s{\tif \(old_zap\)\n\t\treturn false;\n}{} @@ evict_adopt_dropped
 cut-leaves-zapping-unmarked @@ daemon/evict.c @@ s{\t\t\tbit_set\(e->late, i, !b\.removed\[k\]\);\n}{} @@ evict_cut_zapping
-cut-clears-busy @@ daemon/evict.c @@ s{\t\tbit_set\(e->busy, i, bit_test\(e->busy, i \+ shift\)\);\n}{\t\tbit_set(e->busy, i, false);\n} @@ evict_cut_zapping
+cut-clears-busy @@ daemon/evict.c @@ s{\tbitmap_shift_down\(e->busy, e->npages, shift\);\n}{\tmemset(e->busy, 0, e->npages / 8 + 1);\n} @@ evict_cut_zapping
 cut-forgets-installed @@ daemon/region.c @@ s{\t\t\tshift_installed\(r, \(hi - rs\) >> NPF_PAGE_SHIFT\);\n}{\t\t\tif (r->installed)\n\t\t\t\tmemset(r->installed, 0, (r->length >> NPF_PAGE_SHIFT) / 8 + 1);\n\t\t\tr->ninstalled = 0;\n} @@ evict_cut_zapping
 remap-taken-for-drop @@ daemon/region.c @@ s{\t\tregion_invalidate\(r, r->start, r->start \+ r->length\);\n\t\tif \(hooks.moved\)}{\t\tregion_dropped(r, r->start, r->start + r->length);\n\t\tif (hooks.moved)} @@ evict_mremap
 move-keeps-batch @@ daemon/evict.c @@ s{\tif \(r->ev && b\.state != B_IDLE && b\.r == r\)\n\t\tbatch_abandon\(r, 0, delta\);\n}{\t(void)delta;\n} @@ evict_mremap
@@ -221,7 +221,7 @@ batch-removed-page-let-go @@ daemon/evict.c @@ s{\t\tif \(zaps_pending && i < b.
 zap-pending-installed-writable @@ daemon/resolve.c @@ s{\(!rn->write \|\| \(hooks.zap_may_run && hooks.zap_may_run\(rn\)\)\)}{!rn->write} @@ evict_adopt_frozen
 fallback-zap-pending-installed-writable @@ client/libnpf.c @@ s{\tif \(zaps_in_flight\(c\)\)\n\t\tcp.mode = UFFDIO_COPY_MODE_WP;\n}{} @@ evict_adopt_frozen
 adopt-frozen-skipped @@ daemon/evict.c @@ s{\tadopt_frozen\(r\);\n}{} @@ evict_adopt_frozen
-old-frozen-unmarked-by-remove @@ daemon/evict.c @@ s{(\t\tunsigned int at;\n\n)(\t\tif \(in_batch\(r, p, &at\)\) \{)}{$1\t\tbit_set(r->ev->old_frozen, i, false);\n$2} @@ evict_adopt_unstored evict_adopt_frozen
+old-frozen-unmarked-by-remove @@ daemon/evict.c @@ s{(\town = remove_is_own\(r, start, end, old_zap\);\n)}{$1\tfor (__u64 q = page_index(r, lo); q < page_index(r, hi); q++)\n\t\tbit_set(r->ev->old_frozen, q, false);\n} @@ evict_adopt_unstored evict_adopt_frozen
 stale-completions-counted @@ daemon/evict.c @@ s{\t__atomic_store_n\(cq->khead, cq_tail, __ATOMIC_RELEASE\);\n\ter->old_zaps}{\ter->old_zaps} @@ evict_adopt_frozen
 ring-header-believed @@ daemon/evict.c @@ s{\tif \(\*sq->kring_entries != sq->ring_entries \|\|}{\tsq->ring_entries = *sq->kring_entries;\n\tif (0 &&} @@ evict_refuse
 ring-cq-tail-believed-at-adoption @@ daemon/evict.c @@ s{\tif \(cq_tail - cq_head > cq->ring_entries\)}{\tif (0)} @@ evict_refuse
@@ -272,11 +272,11 @@ holes-piece-starts-in-hole @@ daemon/holes.c @@ s{\t\t\t\*lo = h->v\[i\].end; /\
 holes-bound-ignored @@ daemon/holes.c @@ s{if \(n > HOLES_MAX\)}{if (0)} @@ unit-holes
 holes-clip-keeps-outside @@ daemon/holes.c @@ s{\t\tif \(x.start < lo\)\n\t\t\tx.start = lo;\n}{} @@ unit-holes
 uffd-owner-unproven @@ daemon/region.c @@ s{if \(!registered_in\(c->pid, start, end, &holes\)\)}{if (0)} @@ bad_input two_clients
-late-settle-skips-busy @@ daemon/evict.c @@ s{i = bit_next\(e->busy, i \+ 1, e->npages\)\) \{}{i = bit_next(e->busy, i + 1, e->npages) + 8) \{} @@ evict_zap_late evict_adopt_frozen
+late-settle-skips-busy @@ daemon/evict.c @@ s{i = bitmap_next\(e->busy, i \+ 1, e->npages\)\) \{}{i = bitmap_next(e->busy, i + 1, e->npages) + 8) \{} @@ evict_zap_late evict_adopt_frozen
 zap-cap-ignored @@ daemon/evict.c @@ s{sqe = b.zaps \+ b.mm->evict_ring->late_zaps \+ b.mm->evict_ring->old_zaps <\n\s+NPF_EVICT_RING_ENTRIES \?\n\s+io_uring_get_sqe\(ring\) :\n\s+NULL;}{sqe = io_uring_get_sqe(ring);} @@ evict_zap_cap
 full-ring-not-skipped @@ daemon/evict.c @@ s{(\t\tif \(\(__u64\)mm->evict_ring->late_zaps \+ mm->evict_ring->old_zaps >=\n\s+NPF_EVICT_RING_ENTRIES\))\n\t\t\tcontinue;}{$1\n\t\t\t;} @@ evict_zap_cap
-removed-copy-kept @@ daemon/evict.c @@ s{(\t\tif \(old_zap && bit_test\(r->ev->stored, i\) && !own\)\n\t\t\tcontinue;\n)\t\tfree_slots\(r, i, i\);\n}{$1} @@ evict_anon
-cut-copies-kept @@ daemon/evict.c @@ s{(\t\tif \(old_zap && bit_test\(r->ev->stored, i\) && !own\)\n\t\t\tcontinue;\n)\t\tfree_slots\(r, i, i\);\n}{$1}; s{\tfree_slots\(r, 0, shift - 1\);\n}{} @@ evict_anon
+removed-copy-kept @@ daemon/evict.c @@ s{(\t\tif \(old_zap && bitmap_test\(r->ev->stored, i\) && !own\)\n\t\t\tcontinue;\n)\t\tfree_slots\(r, i, i\);\n}{$1} @@ evict_anon
+cut-copies-kept @@ daemon/evict.c @@ s{(\t\tif \(old_zap && bitmap_test\(r->ev->stored, i\) && !own\)\n\t\t\tcontinue;\n)\t\tfree_slots\(r, i, i\);\n}{$1}; s{\tfree_slots\(r, 0, shift - 1\);\n}{} @@ evict_anon
 late-remove-not-counted @@ daemon/evict.c @@ s{(\t\t\tbit_set\(r->ev->late, i, false\);\n\t\t\tbit_set\(r->ev->clean, i, false\);\n)\t\t\tif \(r->budget_info\)\n\t\t\t\tr->budget_info->evicted_pages\+\+;\n}{$1} @@ evict_cut_zapping
 put-back-step-ends-unregister @@ daemon/evict.c @@ s{\t\t\t\*failed = -EINPROGRESS;}{\t\t\t*failed = 0;} @@ evict_unregister
 put-back-step-not-asked-again @@ client/libnpf.c @@ s{\t\tif \(err == -EINPROGRESS\) \{\n\t\t\tt0 = now_ms\(\);\n\t\t\tcontinue;\n\t\t\}\n}{} @@ evict_unregister
