@@ -139,13 +139,7 @@ static void cut_with_writer_waiting(struct npf_client *c)
 	int id, fd;
 	bool found = false;
 
-	mem = th_budget_region(c, NPG, NPG, &id);
-	for (__u64 p = 0; p < NPG; p += 2)
-		for (__u64 w = 0; w < PG / 8; w++)
-			((__u64 *)(mem + p * PG))[w] = th_word(1, p, w);
-	for (__u64 p = 1; p < NPG; p += 2) /* fault-around's pages gone: each victim a run */
-		TH_ASSERT(!madvise(mem + p * PG, PG, MADV_DONTNEED), "MADV_DONTNEED: %s",
-			  strerror(errno));
+	mem = zap_log_single_page_runs(c, NPG, &id);
 	fd = th_evict_ring_fd();
 	TH_ASSERT(fd >= 0, "this process has no eviction ring");
 	zap_log_gated_budget(&zaps, &g, fd, c, id, mem, NPG, BUDGET, NPF_EVICT_RING_ENTRIES);

@@ -44,14 +44,7 @@ int main(void)
 	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock);
 	c = npf_client__connect(&co);
 	TH_ASSERT(c, "connect: %s", strerror(errno));
-	mem = th_budget_region(c, NPG, NPG, &id);
-	for (__u64 p = 0; p < NPG; p += 2)
-		for (__u64 w = 0; w < PG / 8; w++)
-			((__u64 *)(mem + p * PG))[w] = th_word(1, p, w);
-	/* fault-around may have installed the others: gone again, so that each victim is a run */
-	for (__u64 p = 1; p < NPG; p += 2)
-		TH_ASSERT(!madvise(mem + p * PG, PG, MADV_DONTNEED), "MADV_DONTNEED: %s",
-			  strerror(errno));
+	mem = zap_log_single_page_runs(c, NPG, &id);
 	fd = th_evict_ring_fd();
 	TH_ASSERT(fd >= 0, "this process has no eviction ring");
 

@@ -155,6 +155,25 @@ static inline __u64 zap_log_victims(const struct zap_log *l, int store, __u64 *s
 }
 
 /*
+ * A region of npages pages registered with c (its id in *id, a budget it
+ * does not reach), generation 1 written to its even pages and the odd
+ * ones dropped (fault-around may have installed them): every victim is a
+ * run of its own, one zap each, so that 16 victims fill the ring.
+ */
+static inline char *zap_log_single_page_runs(struct npf_client *c, __u64 npages, int *id)
+{
+	char *mem = th_budget_region(c, npages, npages, id);
+
+	for (__u64 p = 0; p < npages; p += 2)
+		for (__u64 w = 0; w < 4096 / 8; w++)
+			((__u64 *)(mem + p * 4096))[w] = th_word(1, p, w);
+	for (__u64 p = 1; p < npages; p += 2)
+		TH_ASSERT(!madvise(mem + p * 4096, 4096, MADV_DONTNEED), "MADV_DONTNEED: %s",
+			  strerror(errno));
+	return mem;
+}
+
+/*
  * A region of npages pages registered with c (its id in *id), generation
  * 1 written to every page, then brought down to a budget of `pages` with
  * its zaps held behind the gate (zap_log_gated_budget(): one at least).
