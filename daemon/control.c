@@ -133,18 +133,25 @@ static bool peer_privileged(int pidfd, const struct ucred *cred)
 }
 
 /*
- * The connecting process, as a pidfd: SO_PEERPIDFD, or pidfd_open() of
- * its pid where the kernel has no such option (a pid that was reused
- * between the connect and now would name another process: a window of
- * microseconds, against the connection's whole life). -1 if neither.
+ * The connecting process, as a pidfd: SO_PEERPIDFD. On a kernel without
+ * that option (before 6.5), pidfd_open() of its pid: a pid reused between
+ * the connect and now would name another process, so such a pidfd only
+ * tells when that one exits, and *peer_proven says it does not prove who
+ * connected. -1 when there is none: SO_PEERPIDFD refuses one for a peer
+ * that has exited and been reaped already (before 6.16), and a connection
+ * whose process is gone must not be served (peer_exited()).
  */
-static int peer_pidfd(int fd, pid_t pid)
+static int peer_pidfd(int fd, pid_t pid, bool *peer_proven)
 {
 	socklen_t len = sizeof(int);
 	int pidfd = -1;
 
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) || pidfd < 0)
-		pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	*peer_proven = !getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) && pidfd >= 0;
+	if (!*peer_proven) {
+		pidfd = -1;
+		if (errno == ENOPROTOOPT || errno == EOPNOTSUPP)
+			pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	}
 	if (pidfd >= 0)
 		fcntl(pidfd, F_SETFD, FD_CLOEXEC);
 	return pidfd;
@@ -256,6 +263,7 @@ static void listen_ready(void *arg)
 		socklen_t len = sizeof(cred);
 		int bufsz = NPF_MSG_MAX * 2;
 		int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		bool proven;
 
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EINTR)
@@ -283,8 +291,17 @@ static void listen_ready(void *arg)
 		c->pid = cred.pid;
 		c->uid = cred.uid;
 		c->gid = cred.gid;
-		c->pidfd = peer_pidfd(fd, cred.pid);
-		c->privileged = peer_privileged(c->pidfd, &cred);
+		c->pidfd = peer_pidfd(fd, cred.pid, &proven);
+		if (c->pidfd < 0 && cred.uid != 0) {
+			pr_warn_rl(
+				"pid %d uid %u: connection refused: the process that connected cannot be had as a pidfd (it has exited?)",
+				cred.pid, cred.uid);
+			close(fd);
+			free(c);
+			continue;
+		}
+		/* capabilities are read from /proc/PID: only of a process the pidfd proves connected */
+		c->privileged = peer_privileged(proven ? c->pidfd : -1, &cred);
 		c->src = source_add(fd, POLLIN | POLLRDHUP, client_ready, c);
 		if (c->src < 0) {
 			pr_warn_rl(

@@ -952,11 +952,11 @@ static void free_slots(struct npfd_region *r, __u64 first, __u64 last)
 	struct evict_region *e = r->ev;
 	__u64 i;
 
-	if (!e || !e->stored)
+	if (!e || !e->stored || first >= e->npages)
 		return;
-	for (i = first; i <= last && i < e->npages; i++) {
-		if (!bitmap_test(e->stored, i))
-			continue;
+	last = last < e->npages - 1 ? last : e->npages - 1;
+	for (i = bitmap_next(e->stored, first, last + 1); i <= last;
+	     i = bitmap_next(e->stored, i + 1, last + 1)) {
 		swapstore_punch(r->store_fd, store_offset(e, i));
 		bit_set(e->stored, i, false);
 		if (r->budget_info)
@@ -3132,9 +3132,13 @@ int evict_put_back(struct npfd_region *r)
 	back = put_back_stored(r, from, EVICT_PUT_BACK_STEP, &failed);
 	if (!failed && r->ev)
 		r->ev->put_back_next = 0;
-	if (back)
+	/* a step of many: not a line of the log each */
+	if (back && failed == -EINPROGRESS)
+		pr_debug(
+			"region %u: put %llu evicted pages back before unregistering it (more to go: the client asks again)",
+			r->id, (unsigned long long)back);
+	else if (back)
 		pr_info("region %u: put %llu evicted pages back before unregistering it%s", r->id,
-			(unsigned long long)back,
-			failed == -EINPROGRESS ? " (more to go: the client asks again)" : "");
+			(unsigned long long)back, from ? " (its last step)" : "");
 	return failed;
 }
