@@ -74,11 +74,41 @@ static inline __u64 bitmap_used_bytes(const __u8 *map, __u64 nbytes)
 }
 
 /*
+ * Byte j of map becomes v, or word j (eight bytes) becomes w, written only
+ * if that changes it: a huge region's map is mostly memory never touched,
+ * which reads as the kernel's zero page until something writes it, and
+ * writing zeros over zeros would make all of it npfd's.
+ */
+static inline void bitmap_put_byte_changed(__u8 *map, __u64 j, __u8 v)
+{
+	if (map[j] != v)
+		map[j] = v;
+}
+
+static inline void bitmap_put_word_changed(__u8 *map, __u64 j, __u64 w)
+{
+	if (bitmap_word(map, j) != w)
+		bitmap_put_word(map, j, w);
+}
+
+/* Bytes [from, to) of map cleared, written only where not zero. */
+static inline void bitmap_clear_bytes(__u8 *map, __u64 from, __u64 to)
+{
+	for (; from < to && from % 8; from++)
+		bitmap_put_byte_changed(map, from, 0);
+	for (; from + 8 <= to; from += 8)
+		bitmap_put_word_changed(map, from, 0);
+	for (; from < to; from++)
+		bitmap_put_byte_changed(map, from, 0);
+}
+
+/*
  * Bits [shift, nbits) of map move down to [0, nbits - shift), the top
  * `shift` bits cleared; map holds nbits / 8 + 1 bytes, and no bit at
- * nbits or past is set. Only the bytes up to the last nonzero one are
- * written: the rest of a huge region's map is memory never touched, and
- * writing it would make it npfd's (224 MiB for a 1 TiB region's maps).
+ * nbits or past is set. Only bytes up to the last nonzero one are looked
+ * at, and only those that change are written: a client that set the last
+ * bit of a 1 TiB region's maps would otherwise make each head cut write
+ * them all (224 MiB for a 1 TiB region's maps).
  */
 static inline void bitmap_shift_down(__u8 *map, __u64 nbits, __u64 shift)
 {
@@ -88,23 +118,21 @@ static inline void bitmap_shift_down(__u8 *map, __u64 nbits, __u64 shift)
 	if (!nbytes)
 		return;
 	if (shift >= 8 * nbytes) {
-		memset(map, 0, nbytes);
+		bitmap_clear_bytes(map, 0, nbytes);
 		return;
 	}
-	if (!r) {
-		memmove(map, map + q, nbytes - q);
-	} else {
-		/* forward: each word is read (and the byte after it) before it is written */
-		for (j = 0; j + q + 9 <= nbytes; j += 8)
-			bitmap_put_word(map, j,
-					(bitmap_word(map, j + q) >> r) |
-						((__u64)map[j + q + 8] << (64 - r)));
-		for (; j + q + 1 < nbytes; j++)
-			map[j] = (__u8)((map[j + q] >> r) | (map[j + q + 1] << (8 - r)));
-		map[j] = (__u8)(map[j + q] >> r);
-	}
+	/* forward: each word is read (and the byte after it) before it is written */
+	for (j = 0; j + q + 9 <= nbytes; j += 8)
+		bitmap_put_word_changed(map, j,
+					r ? (bitmap_word(map, j + q) >> r) |
+							((__u64)map[j + q + 8] << (64 - r)) :
+					    bitmap_word(map, j + q));
+	for (; j + q + 1 < nbytes; j++)
+		bitmap_put_byte_changed(map, j,
+					(__u8)((map[j + q] >> r) | (map[j + q + 1] << (8 - r))));
+	bitmap_put_byte_changed(map, j, (__u8)(map[j + q] >> r));
 	/* bits at nbits and past are never set: what moved down from there is zeros */
-	memset(map + nbytes - q, 0, q);
+	bitmap_clear_bytes(map, nbytes - q, nbytes);
 }
 
 #endif
