@@ -114,6 +114,12 @@ struct group {
 
 static struct list_head devices = LIST_HEAD_INIT(devices);
 static struct list_head groups = LIST_HEAD_INIT(groups);
+static struct device_hooks hooks;
+
+void device_set_hooks(const struct device_hooks *h)
+{
+	hooks = *h;
+}
 static unsigned int nretiring;	 /* devices waiting for an acknowledgement */
 static unsigned int nbacklogged; /* devices with invalidations waiting for ring slots */
 
@@ -762,12 +768,22 @@ static bool group_mapped(const struct group *g)
  * Answer g and forget it. When the NIC's response ring is full, g stays
  * and is answered after a later batch. The wake-up is device_flush()'s.
  */
+/* g's pages are wanted by its device: eviction leaves them to it for a while (evict.c). */
+static void group_wanted(const struct group *g)
+{
+	if (hooks.wanted && g->dev->region)
+		hooks.wanted(g->dev->region, g->dev->start + g->first * NPF_PAGE_SIZE,
+			     g->last - g->first + 1);
+}
+
 static void group_answer(struct group *g, __u32 status)
 {
 	__u64 t;
 
 	if (post_response(g->dev, g->cookie, status))
 		return;
+	if (status == NPF_PR_SUCCESS)
+		group_wanted(g);
 	t = now_ns();
 	g->dev->info.page_requests++;
 	if (t > g->raised_ns)
@@ -909,6 +925,7 @@ static void device_request(const struct npf_fault_record *rec)
 	g->write = rec->access & NPF_ACCESS_WRITE;
 	list_add_tail(&g->node, &groups);
 	d->info.requests_waiting++;
+	group_wanted(g);
 	g->last = queue_missing(d, first, last, rec->ts_ns, dec.max_pages,
 				rec->access & NPF_ACCESS_WRITE);
 	/* Nothing to install (a minor fault): answer now, not after the batch. */

@@ -15,6 +15,16 @@ struct npfd_mm;
 struct npfd_region;
 struct npfd_wait;
 
+/* What the layers above hear of devices (set by main.c). */
+struct device_hooks {
+	/*
+	 * A device of r asked for [start, start + npages), or was answered
+	 * that it is mapped: it is about to use those pages.
+	 */
+	void (*wanted)(struct npfd_region *r, __u64 start, __u64 npages);
+};
+
+void device_set_hooks(const struct device_hooks *h);
 int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req, __u32 adopt_id,
 		  int fd, struct npf_device_info *out, char *err, size_t errlen);
 int device_detach(struct npfd_client *c, __u32 id, struct npfd_wait *w, char *err, size_t errlen);

@@ -97,6 +97,15 @@
  * it would look again after every event npfd handles, for every client.
  */
 #define EVICT_REPICK_NS (50ULL * 1000 * 1000)
+/*
+ * A page a device asked for is no victim until the device has used it (its
+ * ACCESSED bit), or for this long after the answer. Taken before, a work
+ * request larger than the budget never ran: its first pages were evicted
+ * while the NIC still waited for its last ones, and it asked again, for
+ * good (ib_write_bw --odp, 4 MiB messages under a 1 MiB budget: not one of
+ * 5 in 200 s).
+ */
+#define EVICT_DEVICE_GRACE_MS 1000
 #define ZAP_TAG 0x4e50460000000000ULL /* "NPF" in the top bytes of our SQEs' user_data */
 /* How long after adopting an address space a REMOVE may be an earlier npfd's zap. */
 #define OLD_ZAP_WINDOW_NS (10ULL * 1000 * 1000 * 1000)
@@ -108,12 +117,13 @@
 /* Per region, once it has a budget (its own or its client's). */
 struct evict_region {
 	__u64 npages;
-	__u64 budget;	/* its own, in pages; 0: none */
-	__u64 hand;	/* CLOCK */
-	__u8 *clean;	/* installed write-protected, equal to its backing copy */
-	__u8 *ref;	/* referenced since the hand passed */
-	__u8 *busy;	/* in the batch being evicted (npfd_region.evicting points here) */
-	__u8 *late;	/* its zap outlived its batch (zap_late()): frozen and busy until it runs */
+	__u64 budget; /* its own, in pages; 0: none */
+	__u64 hand;   /* CLOCK */
+	__u8 *clean;  /* installed write-protected, equal to its backing copy */
+	__u8 *ref;    /* referenced since the hand passed */
+	__u8 *busy;   /* in the batch being evicted (npfd_region.evicting points here) */
+	__u8 *late;   /* its zap outlived its batch (zap_late()): frozen and busy until it runs */
+	__u8 *dev_wait; /* mapped for a device's page request, not used by it yet (device_yet_to_use()) */
 	__u8 *installs; /* per page: times installed since the budget came (at most 255) */
 	__u32 *touched; /* per page: start_ms() of its last install or write fault, 0: none */
 	__u64 cut; /* pages cut off its start: installs and touched point that far into their memory */
@@ -415,6 +425,7 @@ static void ev_free(struct evict_region *e)
 	free(e->ref);
 	free(e->busy);
 	free(e->late);
+	free(e->dev_wait);
 	free(e->installs - e->cut);
 	free(e->touched - e->cut);
 	free(e->stored);
@@ -441,12 +452,13 @@ static struct evict_region *region_ev(struct npfd_region *r, char *err, size_t e
 	e->ref = calloc(n / 8 + 1, 1);
 	e->busy = calloc(n / 8 + 1, 1);
 	e->late = calloc(n / 8 + 1, 1);
+	e->dev_wait = calloc(n / 8 + 1, 1);
 	e->installs = calloc(n ? n : 1, sizeof(*e->installs));
 	e->touched = calloc(n ? n : 1, sizeof(*e->touched));
 	if (r->backing == NPF_BACKING_ANON)
 		e->stored = calloc(n / 8 + 1, 1);
-	if (!e->clean || !e->ref || !e->busy || !e->late || !e->installs || !e->touched ||
-	    (r->backing == NPF_BACKING_ANON && !e->stored)) {
+	if (!e->clean || !e->ref || !e->busy || !e->late || !e->dev_wait || !e->installs ||
+	    !e->touched || (r->backing == NPF_BACKING_ANON && !e->stored)) {
 		ev_free(e);
 		refuse(err, errlen, ENOMEM, "out of memory for region %u's page state", r->id);
 		return NULL;
@@ -1450,9 +1462,8 @@ void evict_fork_take(struct npfd_region *r, struct fork_copy *copy)
 	struct evict_region *e;
 	__u64 found;
 
-	region_mark_present(r);
 	if (!copy)
-		return;
+		return; /* what the fork copied is counted: region_register() marked it present */
 	e = region_ev(r, err, sizeof(err));
 	if (!e) {
 		pr_err("region %u: %s: the evicted pages it had at the fork read as zeros", r->id,
@@ -1517,6 +1528,35 @@ void evict_present(struct npfd_region *r, __u64 start, __u64 npages)
 	first = page_index(r, start);
 	for (i = first; i < first + npages && i < e->npages; i++)
 		bit_set(e->ref, i, true);
+}
+
+void evict_device_wanted(struct npfd_region *r, __u64 start, __u64 npages)
+{
+	struct evict_region *e = r->ev;
+	__u32 now = start_ms();
+	__u64 i, first;
+
+	if (!e)
+		return;
+	first = page_index(r, start);
+	for (i = first; i < first + npages && i < e->npages; i++) {
+		bit_set(e->dev_wait, i, true);
+		e->touched[i] = now;
+	}
+}
+
+/*
+ * Does a device still have to use page i of r, which it asked for
+ * (EVICT_DEVICE_GRACE_MS)? dev_referenced: its ACCESSED bit, just read.
+ */
+static bool device_yet_to_use(struct evict_region *e, __u64 i, bool dev_referenced, __u32 now)
+{
+	if (!bitmap_test(e->dev_wait, i))
+		return false;
+	if (!dev_referenced && now - e->touched[i] < EVICT_DEVICE_GRACE_MS)
+		return true;
+	bit_set(e->dev_wait, i, false);
+	return false;
 }
 
 static bool in_batch(const struct npfd_region *r, __u64 page, unsigned int *at)
@@ -1942,8 +1982,9 @@ void evict_region_cut(struct npfd_region *r, __u64 shift)
 	bitmap_shift_down(e->late, e->npages, shift);
 	bitmap_shift_down(e->old_frozen, e->npages, shift);
 	bitmap_shift_down(e->busy, e->npages, shift);
-	e->npages -=
-		shift; /* the region is shorter: so is the CLOCK's round, and installs' memory */
+	bitmap_shift_down(e->dev_wait, e->npages, shift);
+	/* the region is shorter: so is the CLOCK's round, and the counts' memory */
+	e->npages -= shift;
 	e->hand = 0;
 }
 
@@ -2163,6 +2204,8 @@ static unsigned int pick_by_policy(struct npfd_region *r, unsigned int want)
 			flags |= NPF_EVICT_REF;
 		if (device_page_referenced(r, page)) /* reading it clears it */
 			flags |= NPF_EVICT_DEV;
+		if (device_yet_to_use(e, i, flags & NPF_EVICT_DEV, now))
+			continue;
 		if (!bitmap_test(e->clean, i))
 			flags |= NPF_EVICT_DIRTY;
 		order[n] = i;
@@ -2228,7 +2271,8 @@ static unsigned int pick(struct npfd_region *r, unsigned int want)
 {
 	struct evict_region *e = r->ev;
 	__u64 scanned = 0;
-	bool old_zaps = old_zaps_pending(r->mm);
+	bool old_zaps = old_zaps_pending(r->mm), dev;
+	__u32 now = start_ms();
 
 	b.n = 0;
 	if (policy_evict_applies(r) && pick_by_policy(r, want))
@@ -2247,7 +2291,10 @@ static unsigned int pick(struct npfd_region *r, unsigned int want)
 			;
 		if (k < b.n)
 			break; /* the hand came round to this batch's first pick */
-		if (device_page_referenced(r, page) | bitmap_test(e->ref, i)) {
+		dev = device_page_referenced(r, page);
+		if (device_yet_to_use(e, i, dev, now))
+			continue;
+		if (dev || bitmap_test(e->ref, i)) {
 			bit_set(e->ref, i, false);
 			continue;
 		}

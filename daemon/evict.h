@@ -123,6 +123,8 @@ int evict_install_stored(struct run *rn);
 /* [start, end) of r left the address space (the process's own munmap, MADV_DONTNEED). */
 void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end);
 /* r's first page moved up by shift pages (munmap of its head): its page state follows. */
+/* A device wants [start, start + npages) of r (asked, or answered): no victims until it used them. */
+void evict_device_wanted(struct npfd_region *r, __u64 start, __u64 npages);
 void evict_region_cut(struct npfd_region *r, __u64 shift);
 void evict_region_moved(struct npfd_region *r, __u64 delta);
 /* region_hooks.part_leaving. */

@@ -212,8 +212,13 @@ static void wire(void)
 		.record = ws_record,
 	};
 
+	static const struct device_hooks device = {
+		.wanted = evict_device_wanted,
+	};
+
 	loop_set_hooks(&loop);
 	collect_set_hooks(&collect);
+	device_set_hooks(&device);
 	region_set_hooks(&region);
 	resolve_set_hooks(&resolve);
 }

@@ -851,22 +851,42 @@ static void found_present(struct npfd_region *r, __u64 start, __u64 npages, void
 }
 
 /*
- * An adopted region's pages that the process has (the earlier npfd
- * installed them, or the CPU wrote them before it registered), or a forked
- * child's (copied at the fork), are installed as far as this npfd is
- * concerned: they count against a budget and eviction may take them.
+ * The pages a region has when it is registered are installed as far as
+ * npfd is concerned: they count against a budget and eviction may take
+ * them. The process wrote them before it registered (a buffer filled, then
+ * registered: perftest's, a key-value store's), an earlier npfd installed
+ * them (adoption), or the fork copied them (a forked child's region). Left
+ * out, they were resident for good: under a budget of 1 MiB ib_write_bw
+ * --odp kept all 8 MiB of its buffer, 0 counted. A fresh registration is
+ * looked at with PAGEMAP_SCAN only: read entry by entry (a kernel before
+ * 6.7), a huge region's pagemap would hold npfd for seconds at every
+ * register (adoption pays that once, and must).
  */
-void region_mark_present(struct npfd_region *r)
+static void mark_present(struct npfd_region *r, bool adopted)
 {
+	bool had_fd = r->mm->pagemap_fd >= 0;
 	__u64 found = 0;
-	int err = region_scan_present(r, false, found_present, &found);
+	int err = adopted ? region_scan_present(r, false, found_present, &found) :
+			    scan_pagemap_scan(r, false, found_present, &found);
+
+	/*
+	 * The pagemap stays open only for a process that needs it later
+	 * (eviction, devices, adoption): held, it is one more descriptor
+	 * against the user's limit (tests/adv_limits).
+	 */
+	if (!adopted && !had_fd && r->mm->pagemap_fd >= 0) {
+		close(r->mm->pagemap_fd);
+		r->mm->pagemap_fd = -1;
+	}
 
 	if (err) {
-		pr_warn("region %u: cannot read pid %d's pagemap: %s (its pages count as not resident until they fault)",
+		pr_warn_rl(
+			"region %u: cannot read which pages pid %d has: %s (those it has now count as not resident until they fault again)",
 			r->id, r->mm->tgid, strerror(-err));
 		return;
 	}
-	pr_debug("region %u: %llu pages present at adoption", r->id, (unsigned long long)found);
+	pr_debug("region %u: %llu pages present at its %s", r->id, (unsigned long long)found,
+		 adopted ? "adoption" : "registration");
 }
 
 /*
@@ -1078,8 +1098,7 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 			      adopt_id, (unsigned long long)start, (unsigned long long)end,
 			      HOLES_MAX);
 	}
-	if (adopt_id)
-		region_mark_present(r);
+	mark_present(r, adopt_id);
 	if (adopt_id && hooks.adopted)
 		hooks.adopted(r, adopt_id);
 	if (hooks.registered)

@@ -103,8 +103,6 @@ void mm_range_removed(struct npfd_mm *mm, __u64 start, __u64 end);
 /* Installed pages: set by the resolver, read by prefetch and devices. */
 bool region_page_installed(const struct npfd_region *r, __u64 page);
 void region_mark_installed(struct npfd_region *r, __u64 start, __u64 npages);
-/* The pages the process has in r count as installed (an adopted region, a forked child's). */
-void region_mark_present(struct npfd_region *r);
 /* The /proc/PID/pagemap entries of n pages from va into ent; false if unreadable. */
 /*
  * Is mm's process still the one that registered? Its pid can name another

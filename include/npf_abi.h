@@ -685,7 +685,7 @@ struct npf_budget_info {
 	__u64 budget_pages;   /* 0: none of its own (the client's budget, if any, applies) */
 	__u64 high_pages;     /* over this many installed pages... */
 	__u64 low_pages;      /* ...npfd evicts down to this many */
-	__u64 resident_pages; /* pages npfd installed that are still there */
+	__u64 resident_pages; /* pages there: installed by npfd, or there at the registration */
 	__u64 evicted_pages;  /* pages taken away */
 	__u64 dropped_clean;  /* of those: clean, nothing written */
 	__u64 written_pages;  /* of those: written back (file or swap store) */

@@ -284,9 +284,11 @@ store-short-read-drops-run @@ daemon/evict.c @@ s{\t\t\tk \+= n > 0 \? \(__u32\)
 store-read-head-poisoned @@ daemon/evict.c @@ s{(\t\t\tif \()k(\) \{\n\t\t\t\tstruct run head = \*rn;)}{${1}0$2} @@ evict_store_lost
 store-read-failure-not-poisoned @@ daemon/evict.c @@ s{(\t\t\tif \(ret != -EAGAIN\) \{\n)\t\t\t\trn->unservable = true;\n\t\t\t\trn->valid_pages = 0;\n}{$1} @@ evict_store_lost
 exited-peer-served @@ daemon/control.c @@ s{(\tif \()(peer_exited\(c\)\) \{)}{${1}0 && $2} @@ adv_orphan_conn
-bitmap-shift-carry-lost @@ daemon/bitmap.h @@ s{ \|\n\s+\(\(__u64\)map\[j \+ q \+ 8\] << \(64 - r\)\)\n}{\n} @@ unit-bitmap
+bitmap-shift-carry-lost @@ daemon/bitmap.h @@ s{ \|\n\s+\(\(__u64\)map\[j \+ q \+ 8\] << \(64 - r\)\) :}{ :} @@ unit-bitmap
 bitmap-next-skips-word @@ daemon/bitmap.h @@ s{\t\t\ti \+= 64;}{\t\t\ti += 128;} @@ unit-bitmap
 bitmap-shift-writes-unchanged @@ daemon/bitmap.h @@ s{\tif \(bitmap_word\(map, j\) != w\)\n\t\tbitmap_put_word}{\tbitmap_put_word} @@ unit-bitmap
+device-grace-ignored @@ daemon/evict.c @@ s{\tif \(!dev_referenced && now - e->touched\[i\] < EVICT_DEVICE_GRACE_MS\)\n\t\treturn true;\n}{} @@ verbs_perftest_budget
+present-at-registration-unmarked @@ daemon/region.c @@ s{\tmark_present\(r, adopt_id\);\n}{\tif (adopt_id)\n\t\tmark_present(r, adopt_id);\n} @@ verbs_perftest_budget
 cut-counts-not-moved @@ daemon/evict.c @@ s{\te->installs \+= shift;\n\te->touched \+= shift;\n\te->cut \+= shift;\n}{} @@ evict_policy_faults
 EOF
 }
