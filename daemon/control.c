@@ -26,6 +26,7 @@
 #include "evict.h"
 #include "log.h"
 #include "loop.h"
+#include "moved.h"
 #include "npf_fdpass.h"
 #include "policy.h"
 #include "region.h"
@@ -192,7 +193,7 @@ static void uid_usage(uid_t uid, struct uid_usage *u)
 		if (mm->uid != uid || mm->dead)
 			continue;
 		u->fds += 1 + (mm->pagemap_fd >= 0) + (mm->pidfd >= 0) + (mm->layout_fd >= 0) +
-			  device_fds(mm) + evict_fork_fds(mm);
+			  device_fds(mm) + evict_fork_fds(mm) + moved_fds(mm);
 		list_for_each_entry(r, &mm->regions, node) {
 			u->regions++;
 			u->fds += (r->file_fd >= 0) + (r->store_fd >= 0);

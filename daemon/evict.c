@@ -1932,14 +1932,14 @@ __u8 *evict_part_leaving(struct npfd_region *r, __u64 lo, __u64 hi, __u64 *off0)
 	for (j = 0; b.state != B_IDLE && b.r == r && j < b.n; j++)
 		if (b.page[j] >= lo && b.page[j] < hi)
 			b.dirty[j] = false;
-	if (!e->stored || r->store_fd < 0)
+	/* the stored pages found by the bitmap: a huge part went bit by bit (2.4 s for 8 TiB, review) */
+	j = bitmap_next(e->stored, first, first + n) - first;
+	if (!e->stored || r->store_fd < 0 || j >= n)
 		return NULL;
 	map = calloc(n / 8 + 1, 1);
 	if (!map)
 		return NULL;
-	for (j = 0; j < n; j++) {
-		if (!bitmap_test(e->stored, first + j))
-			continue;
+	for (; j < n; j = bitmap_next(e->stored, first + j + 1, first + n) - first) {
 		bit_set(map, j, true);
 		bit_set(e->stored, first + j, false);
 		found++;
@@ -1947,10 +1947,6 @@ __u8 *evict_part_leaving(struct npfd_region *r, __u64 lo, __u64 hi, __u64 *off0)
 	if (r->budget_info)
 		r->budget_info->stored_pages -= found;
 	*off0 = store_offset(e, first);
-	if (!found) {
-		free(map);
-		return NULL;
-	}
 	return map;
 }
 

@@ -92,6 +92,7 @@ static void region_going(struct npfd_region *r, bool stopping, bool alive, struc
 		device_region_gone(r, alive, w);
 	ws_region_gone(r);
 	policy_region_gone(r);
+	memcg_region_gone(r);
 	evict_region_gone(r, stopping, w);
 }
 

@@ -61,14 +61,22 @@
 
 #define MEMCG_HEADROOM_MIN (4ULL << 20)
 #define MEMCG_WAIT_NS (200ULL * 1000 * 1000)
+/*
+ * Faults held at the ceiling go on once the group's installed count has
+ * not gone down for this long: eviction cannot make room (a region whose
+ * pages it cannot take), and waiting longer would not help.
+ */
+#define MEMCG_STUCK_NS (2ULL * 1000 * 1000 * 1000)
 #define MEMCG_CUT_SLACK 64ULL	     /* pages below the usage mark a lowered budget aims at */
 #define MEMCG_MIN_SHARE 16ULL	     /* pages: a region's budget is never below this */
 #define MEMCG_UNLIMITED (1ULL << 62) /* v1 shows "no limit" as LONG_MAX rounded to pages */
 
 /*
  * Regions whose budget npfd derived from a limit, sorted by id (for
- * ceiling_find()): their ceiling, in pages. An entry outlives
- * its region (16 bytes per limited region registered while npfd runs).
+ * ceiling_find()): their ceiling, in pages. An entry goes with its region
+ * (memcg_region_gone()): kept, it counted whatever region got the id
+ * next -- another user's, adopted under that id, whose pages then held
+ * the cgroup's faults for good (review).
  */
 struct ceiling {
 	__u32 id;
@@ -95,6 +103,7 @@ struct group {
 	 * a flush installs its runs only after deciding on all of them.
 	 */
 	__u64 seen, approved;
+	__u64 full_since, full_low; /* ns at the ceiling, and the least count seen since */
 };
 static struct group *groups;
 static size_t ngroups;
@@ -305,6 +314,18 @@ static void ceiling_set(__u32 id, __u32 group)
 	nceilings++;
 }
 
+void memcg_region_gone(const struct npfd_region *r)
+{
+	struct ceiling *c = nceilings ? ceiling_find(r->id) : NULL;
+	size_t pos;
+
+	if (!c)
+		return;
+	pos = (size_t)(c - ceilings);
+	memmove(&ceilings[pos], &ceilings[pos + 1], (nceilings - pos - 1) * sizeof(*ceilings));
+	nceilings--;
+}
+
 /*
  * Set the budget of group gi's npf clients to budget pages together: each
  * region's share by its length, through evict.c as npfctl region set would.
@@ -365,8 +386,22 @@ bool memcg_hold(const struct npfd_region *r, __u64 npages)
 		g->approved = 0;
 	}
 	/* one run may go over (a run larger than the room left would wait for ever) */
-	if (n + g->approved >= g->pages)
-		return true;
+	if (n + g->approved >= g->pages) {
+		__u64 t = now_ns();
+
+		if (!g->full_since || n < g->full_low) {
+			g->full_since = t; /* eviction made room since: wait on */
+			g->full_low = n;
+		}
+		if (t - g->full_since < MEMCG_STUCK_NS)
+			return true;
+		pr_warn_rl(
+			"cgroup %s: its npf clients' %llu pages did not go down for %llu s: faults go on over its ceiling",
+			g->dir, (unsigned long long)n,
+			(unsigned long long)(MEMCG_STUCK_NS / 1000000000ULL));
+	} else {
+		g->full_since = 0;
+	}
 	/*
 	 * The cgroup's own count too: it has pages npfd's installed bitmap
 	 * no longer counts (evicted, not yet freed by the client's zap) or

@@ -13,6 +13,8 @@ struct npfd_region;
 
 /* r registered (or its client's eviction ring came): fit its client's regions to its limit. */
 void memcg_region_registered(struct npfd_region *r);
+/* r goes: its pages no longer count in its cgroup's ceiling. */
+void memcg_region_gone(const struct npfd_region *r);
 
 /*
  * A run of npages of r is about to be installed: hold it back (served after

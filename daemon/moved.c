@@ -19,13 +19,20 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 #include <linux/userfaultfd.h>
+#include "bitmap.h"
 #include "list.h"
 #include "log.h"
 #include "moved.h"
 #include "swapstore.h"
 #include "util.h"
 
-#define MOVED_STEP_PAGES 1024 /* put back per part per loop pass: ~2 ms of npfd's loop */
+/*
+ * Pages put back per loop pass, all parts together (each in turn): ~2 ms
+ * of npfd's loop. Per part, a process that made a thousand parts (a
+ * thousand mremaps of slices of a file-backed region) held every other
+ * client 0.3 s per pass (review).
+ */
+#define MOVED_STEP_PAGES 1024
 #define MOVED_STOP_NS (2ULL * 1000 * 1000 * 1000) /* npfd stops: the time left to finish */
 
 struct part {
@@ -40,6 +47,12 @@ struct part {
 	bool map_lists_wanted;
 	bool punch;
 	__u64 next; /* the first page not looked at */
+	/*
+	 * A file's part: pages from data_end on are to be looked for with
+	 * SEEK_DATA (those in the file's holes and past its end read zeros,
+	 * which the kernel gives once the part is the process's own).
+	 */
+	__u64 data_end;
 	__u64 put, failed;
 };
 
@@ -116,28 +129,86 @@ static int put_page(struct part *pt, __u64 j)
 }
 
 /*
- * 1: more to do; 0: done; -EAGAIN: refused for now; -ESRCH: the process
- * is gone. A page present at the new place (or swapped out by the kernel)
- * is not replaced: UFFDIO_COPY fails EEXIST there. A file's part reads
- * such pages for nothing; pagemap would tell, but it is region.c's, a
- * layer above.
+ * A file's part: the next page at or after pt->next with data in the file
+ * (SEEK_DATA, and SEEK_HOLE for where that data ends); pt->npages if none.
+ * A file that cannot say (a block device) has data everywhere.
  */
-static int part_step(struct part *pt)
+static __u64 next_data(struct part *pt)
 {
-	unsigned int budget = MOVED_STEP_PAGES;
+	off_t off = (off_t)(pt->off0 + (pt->next << NPF_PAGE_SHIFT)), data, hole;
 
-	while (pt->next < pt->npages && budget) {
-		__u64 j = pt->next;
-		int err;
+	if (pt->next < pt->data_end)
+		return pt->next;
+	data = lseek(pt->fd, off, SEEK_DATA);
+	if (data < 0 && errno == ENXIO)
+		return pt->npages; /* no data after off: the rest reads zeros */
+	if (data < 0) {
+		pt->data_end = pt->npages; /* it cannot say: all of it is data */
+		return pt->next;
+	}
+	hole = lseek(pt->fd, data, SEEK_HOLE);
+	pt->data_end = hole < 0 ? pt->npages :
+				  ((__u64)hole - pt->off0 + NPF_PAGE_SIZE - 1) >> NPF_PAGE_SHIFT;
+	return ((__u64)data - pt->off0) >> NPF_PAGE_SHIFT;
+}
 
-		if (pt->map_lists_wanted && !(j % 8) && !pt->map[j / 8] && pt->npages - j >= 8) {
-			pt->next += 8; /* a byte of nothing to do */
-			continue;
+#define LOOK_MORE UINT64_MAX
+
+/*
+ * The next page of pt to put back, at or after pt->next: pt->npages if
+ * none, LOOK_MORE if *look pages were looked at first (pt->next is where
+ * to go on). Pages not wanted cost a look each, those the map skips a
+ * word at a time less: a part's map may cover terabytes.
+ */
+static __u64 next_wanted(struct part *pt, __u64 *look)
+{
+	__u64 j, lim = pt->npages - pt->next > *look ? pt->next + *look : pt->npages;
+
+	if (pt->map_lists_wanted) {
+		j = bitmap_next(pt->map, pt->next, lim);
+		*look -= (j - pt->next) / 64 + 1 < *look ? (j - pt->next) / 64 + 1 : *look;
+		if (j < lim || lim == pt->npages)
+			return j;
+		pt->next = lim;
+		return LOOK_MORE;
+	}
+	while (pt->next < pt->npages) {
+		if (!*look)
+			return LOOK_MORE;
+		(*look)--;
+		j = next_data(pt);
+		if (j >= pt->npages)
+			return pt->npages;
+		pt->next = j;
+		if (wanted(pt, j))
+			return j;
+		pt->next++;
+	}
+	return pt->npages;
+}
+
+/*
+ * At most *budget pages of pt put back (taken off *budget), 64 pages
+ * looked at per page. 1: more to do; 0: done; -EAGAIN: refused for now;
+ * -ESRCH: the process is gone. A page present at the new place (or
+ * swapped out by the kernel) is not replaced: UFFDIO_COPY fails EEXIST
+ * there. A file's part reads such pages for nothing; pagemap would tell,
+ * but it is region.c's, a layer above.
+ */
+static int part_step(struct part *pt, unsigned int *budget)
+{
+	__u64 look = (__u64)*budget * 64, j;
+	int err;
+
+	while (*budget) {
+		j = next_wanted(pt, &look);
+		if (j == LOOK_MORE) {
+			*budget = 0; /* its turn is over: looked at as many pages as it could put */
+			return 1;
 		}
-		if (!wanted(pt, j)) {
-			pt->next++;
-			continue;
-		}
+		pt->next = j;
+		if (j >= pt->npages)
+			break;
 		err = put_page(pt, j);
 		if (err == -EAGAIN || err == -ESRCH)
 			return err;
@@ -146,14 +217,14 @@ static int part_step(struct part *pt)
 			       pt->mm->tgid, (unsigned long long)(pt->dst + (j << NPF_PAGE_SHIFT)),
 			       pt->region_id, strerror(-err));
 		pt->next++;
-		budget--;
+		(*budget)--;
 	}
 	return pt->next < pt->npages;
 }
 
-static void part_run(struct part *pt)
+static void part_run(struct part *pt, unsigned int *budget)
 {
-	int rc = part_step(pt);
+	int rc = part_step(pt, budget);
 
 	if (rc == -ESRCH)
 		part_free(pt); /* the process is gone */
@@ -186,15 +257,34 @@ void moved_start(struct npfd_mm *mm, __u32 region_id, __u64 dst, __u64 npages, i
 			    /* nothing to put back: unregistered at once */
 			    .next = fd >= 0 ? 0 : npages};
 	list_add_tail(&pt->node, &parts);
-	part_run(pt);
+	part_run(pt, &(unsigned int){MOVED_STEP_PAGES});
 }
 
 void moved_step(void)
 {
-	struct part *pt, *tmp;
+	unsigned int budget = MOVED_STEP_PAGES;
+	size_t n = 0;
+	struct part *pt;
 
-	list_for_each_entry_safe(pt, tmp, &parts, node)
-		part_run(pt);
+	list_for_each_entry(pt, &parts, node)
+		n++;
+	/* in turn, each part once: a pass that ran out begins the next where it stopped */
+	while (n-- && budget && !list_empty(&parts)) {
+		pt = list_entry(parts.next, struct part, node);
+		list_del_init(&pt->node);
+		list_add_tail(&pt->node, &parts);
+		part_run(pt, &budget);
+	}
+}
+
+unsigned int moved_fds(const struct npfd_mm *mm)
+{
+	const struct part *pt;
+	unsigned int n = 0;
+
+	list_for_each_entry(pt, &parts, node)
+		n += pt->mm == mm && pt->fd >= 0;
+	return n;
 }
 
 bool moved_pending(void)
@@ -218,27 +308,44 @@ void moved_removed(struct npfd_mm *mm, __u64 start, __u64 end, bool unmapped)
 	struct part *pt;
 
 	list_for_each_entry(pt, &parts, node) {
-		__u64 pend = pt->dst + (pt->npages << NPF_PAGE_SHIFT), j;
+		__u64 pend = pt->dst + (pt->npages << NPF_PAGE_SHIFT), j, lo, hi;
 
 		if (pt->mm != mm || end <= pt->dst || start >= pend)
 			continue;
 		/* a file's page dropped reads its file again, as in a region */
 		if (!pt->map_lists_wanted && !unmapped)
 			continue;
+		lo = ((start > pt->dst ? start : pt->dst) - pt->dst) >> NPF_PAGE_SHIFT;
+		hi = end < pend ? (end - pt->dst + NPF_PAGE_SIZE - 1) >> NPF_PAGE_SHIFT :
+				  pt->npages;
+		if (pt->map_lists_wanted) {
+			/* the pages to put back there, found by the map: a part may be terabytes */
+			for (j = bitmap_next(pt->map, lo, hi); j < hi;
+			     j = bitmap_next(pt->map, j + 1, hi)) {
+				pt->map[j / 8] &= (__u8) ~(1 << (j % 8));
+				if (pt->punch)
+					swapstore_punch(pt->fd, pt->off0 + (j << NPF_PAGE_SHIFT));
+			}
+			continue;
+		}
+		if (lo <= pt->next && hi == pt->npages) {
+			pt->next = pt->npages; /* all it had left is gone: done at its next turn */
+			continue;
+		}
 		if (!pt->map && !(pt->map = calloc(pt->npages / 8 + 1, 1))) {
 			pr_err("pid %d: out of memory: pages the process unmapped may be written by npfd",
 			       mm->tgid);
 			continue;
 		}
-		for (j = ((start > pt->dst ? start : pt->dst) - pt->dst) >> NPF_PAGE_SHIFT;
-		     j < pt->npages && pt->dst + (j << NPF_PAGE_SHIFT) < end; j++) {
-			if (pt->map_lists_wanted && map_bit(pt, j)) {
-				pt->map[j / 8] &= (__u8) ~(1 << (j % 8));
-				if (pt->punch)
-					swapstore_punch(pt->fd, pt->off0 + (j << NPF_PAGE_SHIFT));
-			} else if (!pt->map_lists_wanted)
-				pt->map[j / 8] |= (__u8)(1 << (j % 8));
+		/* a file's part: its map lists the pages not to put back */
+		for (j = lo; j < hi && j % 8; j++)
+			pt->map[j / 8] |= (__u8)(1 << (j % 8));
+		if (hi - j >= 8) {
+			memset(pt->map + j / 8, 0xff, (hi - j) / 8);
+			j += (hi - j) / 8 * 8;
 		}
+		for (; j < hi; j++)
+			pt->map[j / 8] |= (__u8)(1 << (j % 8));
 	}
 }
 

@@ -16,15 +16,15 @@
 
 /*
  * Put back the part of npages pages moved to dst, page j from fd at byte
- * off0 + j pages: those set in wanted if wanted, else every page (a file's
- * part; past the end of the file, nothing). A page present there stays
+ * off0 + j pages: those set in wanted if wanted, else every page with data
+ * in the file (a file's part: none in its holes or past its end). A page present there stays
  * as it is (it moved with its data). fd and wanted are
  * taken (fd may be -1: nothing to put back). punch: fd is a swap store:
  * a page's slot is punched once it is back.
  */
 void moved_start(struct npfd_mm *mm, __u32 region_id, __u64 dst, __u64 npages, int fd, __u64 off0,
 		 __u8 *wanted, bool punch);
-/* From the event loop: more of every part put back. */
+/* From the event loop: more of the parts put back, in turn (MOVED_STEP_PAGES at most). */
 void moved_step(void);
 /* A part still being put back: moved_step() again soon. */
 bool moved_pending(void);
@@ -42,6 +42,8 @@ void moved_remapped(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len);
  * others are unregistered (their faults wake to the kernel's zeros).
  */
 void moved_stop(void);
+/* Descriptors npfd holds for mm's parts (one each): per-uid limits. */
+unsigned int moved_fds(const struct npfd_mm *mm);
 /* mm is torn down: its parts are forgotten. */
 void moved_mm_gone(struct npfd_mm *mm);
 

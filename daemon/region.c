@@ -318,15 +318,21 @@ static int uffd_features(int fd, __u64 *features)
  */
 static bool registered_in(pid_t pid, __u64 start, __u64 end, const struct holes *holes)
 {
-	char path[64], line[512];
+	char path[64], *line = NULL;
 	bool in_range = false, ok = true;
+	size_t cap = 0;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/smaps", pid);
 	f = fopen(path, "re");
 	if (!f)
 		return false;
-	while (ok && fgets(line, sizeof(line), f)) {
+	/*
+	 * Whole lines (getline): a mapping's file name is the client's, and
+	 * one longer than a fixed buffer went on in a "line" of its own, which
+	 * could read as a VMA or as its flags (review).
+	 */
+	while (ok && getline(&line, &cap, f) > 0) {
 		unsigned long long lo, hi;
 
 		/* Only a VMA header line parses as "lo-hi". */
@@ -339,6 +345,7 @@ static bool registered_in(pid_t pid, __u64 start, __u64 end, const struct holes 
 		if (in_range && !strncmp(line, "VmFlags:", 8))
 			ok = strstr(line, " um") != NULL;
 	}
+	free(line);
 	fclose(f);
 	return ok;
 }
@@ -367,8 +374,9 @@ static bool private_anon(unsigned long long lo, unsigned long long hi, const cha
  */
 static int check_mapped_anon(pid_t pid, __u64 start, __u64 end, char *what, size_t whatlen)
 {
-	char path[64], line[512];
+	char path[64], *line = NULL;
 	__u64 covered = start;
+	size_t cap = 0;
 	FILE *f;
 	int ret = -ENOMEM;
 
@@ -379,7 +387,8 @@ static int check_mapped_anon(pid_t pid, __u64 start, __u64 end, char *what, size
 		return -ESRCH;
 	}
 	snprintf(what, whatlen, "nothing is mapped at 0x%llx", (unsigned long long)start);
-	while (fgets(line, sizeof(line), f)) {
+	/* whole lines: a file name longer than a buffer must not read as a mapping (above) */
+	while (getline(&line, &cap, f) > 0) {
 		unsigned long long lo, hi, ino;
 		char perms[8], name[256] = "";
 
@@ -402,6 +411,7 @@ static int check_mapped_anon(pid_t pid, __u64 start, __u64 end, char *what, size
 			break;
 		}
 	}
+	free(line);
 	fclose(f);
 	return ret;
 }

@@ -14,10 +14,7 @@
  * that order[] below describes.
  * The cgroup is removed on every path (a stale one of a killed run too).
  */
-#include <dirent.h>
-#include <stdint.h>
 #include <sys/mman.h>
-#include "harness.h"
 #include "npf.h"
 
 #define PG 4096UL
@@ -26,51 +23,15 @@
 #define NCLIENTS 1
 #endif
 #define REGION (4 * LIMIT / NCLIENTS)
-#define PREFIX "npf-evict-cgroup-"
+#define MEMCG_PREFIX "npf-evict-cgroup-"
 #define MEMCG_SMALL (64 * PG) /* client 0's second region (two clients) */
+#include "memcg_fixture.h"
 
-static char cg[512]; /* the test's cgroup directory */
 static pid_t parent, child[NCLIENTS];
 
 static uint64_t word(uint64_t p, uint64_t w)
 {
 	return (p << 12 | w) * 0x9e3779b97f4a7c15ULL + 7;
-}
-
-static int put(const char *name, const char *val)
-{
-	char path[600];
-	int fd, ok;
-
-	snprintf(path, sizeof(path), "%s/%s", cg, name);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ok = write(fd, val, strlen(val)) == (ssize_t)strlen(val);
-	close(fd);
-	return ok ? 0 : -1;
-}
-
-static unsigned long long get(const char *name, const char *key)
-{
-	char path[600], line[256];
-	unsigned long long v = ~0ULL;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", cg, name);
-	f = fopen(path, "re");
-	if (!f)
-		return v;
-	while (fgets(line, sizeof(line), f)) {
-		size_t n = key ? strlen(key) : 0;
-
-		if (!key || (!strncmp(line, key, n) && line[n] == ' ')) {
-			v = strtoull(line + (key ? n + 1 : 0), NULL, 10);
-			break;
-		}
-	}
-	fclose(f);
-	return v;
 }
 
 /* Every path: the child out (dead), the cgroup removed. */
@@ -103,52 +64,6 @@ static void on_alarm(int sig)
 	if (write(STDOUT_FILENO, msg, sizeof(msg) - 1) < 0)
 		_exit(1);
 	_exit(1);
-}
-
-/* The memory hierarchy's directory of this process's own cgroup, or skip. */
-static void own_cgroup(char *out, size_t len)
-{
-	char line[512];
-	FILE *f = fopen("/proc/self/cgroup", "re");
-
-	if (access("/sys/fs/cgroup/memory/memory.limit_in_bytes", F_OK))
-		th_skip("no cgroup v1 memory hierarchy at /sys/fs/cgroup/memory");
-	TH_ASSERT(f, "/proc/self/cgroup: %s", strerror(errno));
-	out[0] = '\0';
-	while (fgets(line, sizeof(line), f)) {
-		char *c = strstr(line, ":memory:");
-
-		if (c) {
-			c[strcspn(c, "\n")] = '\0';
-			snprintf(out, len, "/sys/fs/cgroup/memory%s",
-				 strcmp(c + 8, "/") ? c + 8 : "");
-		}
-	}
-	fclose(f);
-	if (!out[0])
-		th_skip("this process has no cgroup v1 memory cgroup");
-}
-
-/* Cgroups left by a run killed before it could remove its own. */
-static void remove_stale(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-
-	while (d && (e = readdir(d))) {
-		char path[700];
-		int pid;
-
-		if (strncmp(e->d_name, PREFIX, strlen(PREFIX)))
-			continue;
-		pid = atoi(e->d_name + strlen(PREFIX));
-		if (pid > 0 && kill(pid, 0) && errno == ESRCH) {
-			snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-			rmdir(path);
-		}
-	}
-	if (d)
-		closedir(d);
 }
 
 /*
@@ -259,7 +174,7 @@ int main(void)
 	own_cgroup(own, sizeof(own));
 	remove_stale(own);
 	parent = getpid();
-	snprintf(cg, sizeof(cg), "%s/" PREFIX "%d", own, (int)parent);
+	snprintf(cg, sizeof(cg), "%s/" MEMCG_PREFIX "%d", own, (int)parent);
 	if (mkdir(cg, 0755))
 		th_skip("cannot create memory cgroup %s: %s", cg, strerror(errno));
 	atexit(cleanup);
