@@ -613,15 +613,37 @@ static void do_status(struct reply *rp)
 	snprintf(st->bpffs, sizeof(st->bpffs), "%s", bpffs);
 }
 
-static void do_list(struct reply *rp)
+/*
+ * May c see what npfd serves in address space mm (its regions' addresses,
+ * names, counts)? Only its own user's, unless privileged: /proc/PID/maps of
+ * another user's process is not readable either, and the lists gave every
+ * user of the socket the layout of every client (review).
+ */
+static bool sees_mm(const struct npfd_client *c, const struct npfd_mm *mm)
+{
+	return c->privileged || mm->uid == c->uid;
+}
+
+/* A region's, by its id: a process may have two address spaces here (a fork's copy). */
+static bool sees_region(const struct npfd_client *c, __u32 region_id)
+{
+	const struct npfd_region *r = region_find_id(region_id);
+
+	return r ? sees_mm(c, r->mm) : c->privileged;
+}
+
+static void do_list(const struct npfd_client *c, struct reply *rp)
 {
 	struct npfd_mm *mm;
 	struct npfd_region *r;
 
 	list_for_each_entry(mm, &mms, node)
 		list_for_each_entry(r, &mm->regions, node) {
-			struct npf_region_info *ri = reply_item(rp, sizeof(*ri));
+			struct npf_region_info *ri;
 
+			if (!sees_mm(c, mm))
+				continue;
+			ri = reply_item(rp, sizeof(*ri));
 			if (!ri) {
 				reply_error(rp, -E2BIG, "too many regions for one reply");
 				return;
@@ -630,7 +652,7 @@ static void do_list(struct reply *rp)
 		}
 }
 
-static void do_stats(struct reply *rp, __u32 id)
+static void do_stats(const struct npfd_client *c, struct reply *rp, __u32 id)
 {
 	struct npfd_mm *mm;
 	struct npfd_region *r;
@@ -639,7 +661,7 @@ static void do_stats(struct reply *rp, __u32 id)
 		list_for_each_entry(r, &mm->regions, node) {
 			struct npf_region_stats_full *sf;
 
-			if ((id && r->id != id) || !r->stats)
+			if ((id && r->id != id) || !r->stats || !sees_mm(c, mm))
 				continue;
 			sf = reply_item(rp, sizeof(*sf));
 			if (!sf) {
@@ -667,9 +689,18 @@ static void emit_item(struct reply *rp, const void *item, size_t size, const cha
 		memcpy(out, item, size);
 }
 
+/* A list's reply, and whom for (sees_mm()). */
+struct listing {
+	struct reply *rp;
+	const struct npfd_client *c;
+};
+
 static void emit_device(const struct npf_device_info *info, void *arg)
 {
-	emit_item(arg, info, sizeof(*info), "devices");
+	struct listing *l = arg;
+
+	if (sees_region(l->c, info->region_id))
+		emit_item(l->rp, info, sizeof(*info), "devices");
 }
 
 static void emit_health(const struct npf_policy_health *h, void *arg)
@@ -679,7 +710,10 @@ static void emit_health(const struct npf_policy_health *h, void *arg)
 
 static void emit_budget(const struct npf_budget_info *bi, void *arg)
 {
-	emit_item(arg, bi, sizeof(*bi), "regions");
+	struct listing *l = arg;
+
+	if (sees_region(l->c, bi->region_id))
+		emit_item(l->rp, bi, sizeof(*bi), "regions");
 }
 
 static void emit_policy(const struct npf_policy_status *st, void *arg)
@@ -740,10 +774,10 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 			do_status(&rp);
 			break;
 		case NPF_MSG_REGION_LIST:
-			do_list(&rp);
+			do_list(c, &rp);
 			break;
 		case NPF_MSG_STATS:
-			do_stats(&rp, ((struct npf_region_id_req *)body)->region_id);
+			do_stats(c, &rp, ((struct npf_region_id_req *)body)->region_id);
 			break;
 		case NPF_MSG_REGION_UNREGISTER:
 			w = wait_new(hdr);
@@ -793,7 +827,7 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 						err, sizeof(err));
 			break;
 		case NPF_MSG_DEVICE_LIST:
-			device_list(emit_device, &rp);
+			device_list(emit_device, &(struct listing){&rp, c});
 			break;
 		case NPF_MSG_POLICY_LOAD: {
 			struct npf_policy_status st;
@@ -827,13 +861,13 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 
 			rc = evict_region_set(c, body, &bi, err, sizeof(err));
 			if (!rc)
-				emit_budget(&bi, &rp);
+				emit_item(&rp, &bi, sizeof(bi), "regions");
 			break;
 		}
 		case NPF_MSG_BUDGET_LIST: {
 			__u32 id = ((struct npf_region_id_req *)body)->region_id;
 
-			evict_budget_list(id, emit_budget, &rp);
+			evict_budget_list(id, emit_budget, &(struct listing){&rp, c});
 			if (id && !rp.body->count && !rp.body->status)
 				rc = refuse(err, sizeof(err), ENOENT, "no region %u", id);
 			break;

@@ -291,6 +291,7 @@ device-grace-ignored @@ daemon/evict.c @@ s{\tif \(!dev_referenced && now - e->t
 present-at-registration-unmarked @@ daemon/region.c @@ s{\tmark_present\(r, adopt_id\);\n}{\tif (adopt_id)\n\t\tmark_present(r, adopt_id);\n} @@ verbs_perftest_budget
 ceiling-outlives-region-hold-unbounded @@ daemon/memcg.c @@ s{\tif \(!c\)\n\t\treturn;\n\tpos = }{\treturn;\n\tpos = }; s{\t\tif \(t - g->full_since < MEMCG_STUCK_NS\)\n\t\t\treturn true;}{\t\treturn true;} @@ adv_memcg_ceiling
 moved-reads-file-holes @@ daemon/moved.c @@ s{\tif \(pt->next < pt->data_end\)\n\t\treturn pt->next;}{\treturn pt->next;} @@ adv_moved_parts evict_mremap_part
+lists-show-every-user @@ daemon/control.c @@ s{\treturn c->privileged \|\| mm->uid == c->uid;}{\treturn true;} @@ adv_lists
 cut-counts-not-moved @@ daemon/evict.c @@ s{\te->installs \+= shift;\n\te->touched \+= shift;\n\te->cut \+= shift;\n}{} @@ evict_policy_faults
 EOF
 }

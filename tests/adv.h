@@ -180,8 +180,8 @@ static inline int adv_run_as_attacker(void (*fn)(void *), void *arg, int timeout
 	pid = fork();
 	TH_ASSERT(pid >= 0, "fork: %s", strerror(errno));
 	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		adv_become_attacker();
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* after the setuid(), which clears it */
 		fn(arg);
 		fflush(stdout);
 		_exit(0);

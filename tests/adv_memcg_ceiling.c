@@ -117,6 +117,7 @@ static void run_attacker(const char *sock, __u32 id)
 	int uffd, fd, rc;
 
 	adv_become_attacker();
+	prctl(PR_SET_PDEATHSIG, SIGKILL); /* after the setuid(), which clears it */
 	m = mmap(NULL, ATTACKER, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	TH_ASSERT(m != MAP_FAILED, "mmap");
 	memset(m, 1, ATTACKER);
@@ -180,7 +181,6 @@ int main(void)
 	attacker = fork();
 	TH_ASSERT(attacker >= 0, "fork: %s", strerror(errno));
 	if (!attacker) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		run_attacker(d.sock, x);
 		fflush(stdout);
 		_exit(0);

@@ -102,12 +102,16 @@ int main(void)
 	pid = fork();
 	TH_ASSERT(pid >= 0, "fork: %s", strerror(errno));
 	if (!pid) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(go[1]); /* a parent gone ends the child's reads */
+		close(done[0]);
 		adv_become_attacker();
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* after the setuid(), which clears it */
 		attack(d.sock);
 		fflush(stdout);
 		_exit(0);
 	}
+	close(go[0]);
+	close(done[1]);
 	TH_ASSERT(read(done[0], &x, 1) == 1 && x == 'r', "the attacker died before it registered");
 	registered = fds_of_file(d.pid);
 	TH_ASSERT(write(go[1], "g", 1) == 1, "pipe");
