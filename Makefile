@@ -239,12 +239,12 @@ verbs-if-abi: | $(DEPS_STAMP)
 
 verbs: $(VERBS_PROV) $(VERBS_PRELOAD) $(O)/bin/npf-run \
        $(patsubst tests/helpers/%.c,$(O)/tests/helpers/%,$(wildcard tests/helpers/*.c)) \
-       $(O)/bin/npf-bench-perftest_odp
+       $(O)/bin/npf-bench-perftest_odp $(O)/bin/npf-bench-perftest_budget
 
-# bench/run.sh runs npf-bench-NAME: the perftest benchmark is a script of the tree
-$(O)/bin/npf-bench-perftest_odp: bench/perftest_odp.sh
+# bench/run.sh runs npf-bench-NAME: the perftest benchmarks are scripts of the tree
+$(O)/bin/npf-bench-perftest_%: bench/perftest_%.sh
 	$(Q)mkdir -p $(dir $@)
-	$(Q)ln -sf $(CURDIR)/bench/perftest_odp.sh $@
+	$(Q)ln -sf $(CURDIR)/bench/perftest_$*.sh $@
 
 # helpers the verbs tests run under npf-run (not tests themselves)
 $(O)/tests/helpers/%: tests/helpers/%.c $(VERBS_OK) | $(DEPS_STAMP)

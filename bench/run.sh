@@ -40,7 +40,8 @@ overcommit_startup:--use=256
 kv_overcommit:
 kv_hotswap:
 fork:--size=64 --reps=20
-unregister:--size=256 --rounds=3"
+unregister:--size=256 --rounds=3
+perftest_budget:--rounds=5"
 
 want=${*:-}
 runs=$(echo "$standard" | while IFS=: read -r name args; do

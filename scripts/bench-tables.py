@@ -26,7 +26,7 @@ import sys
 # bench/run.sh's order; a benchmark it does not know comes after these.
 ORDER = ["observe_overhead", "cpu_fault", "nic_fault", "policy", "fault_latency",
          "present_path", "fault_throughput", "registration", "proactive", "hol", "pingpong",
-         "perftest_odp"]
+         "perftest_odp", "perftest_budget"]
 
 # Columns that only repeat what the block's header says.
 HIDDEN = {"bench", "load_start", "load_end", "run_date", "commit"}
