@@ -144,25 +144,15 @@ static void run_attacker(const char *sock, __u32 id)
 
 int main(void)
 {
-	char own[400], lim[32];
 	struct th_npfd d;
 	__u32 x;
 	double t0;
 
 	th_require_root();
-	own_cgroup(own, sizeof(own));
-	remove_stale(own);
 	parent = getpid();
-	snprintf(cg, sizeof(cg), "%s/" MEMCG_PREFIX "%d", own, (int)parent);
-	if (mkdir(cg, 0755))
-		th_skip("cannot create memory cgroup %s: %s", cg, strerror(errno));
 	atexit(cleanup);
 	signal(SIGALRM, on_alarm);
-	snprintf(lim, sizeof(lim), "%lu", LIMIT);
-	TH_ASSERT(!put("memory.limit_in_bytes", lim), "set %s/memory.limit_in_bytes: %s", cg,
-		  strerror(errno));
-	put("memory.memsw.limit_in_bytes", lim);
-	put("memory.swappiness", "0");
+	memcg_make(LIMIT);
 	th_npfd_start(&d, NULL);
 	adv_open_to_group(&d);
 	TH_ASSERT(!pipe(to_victim) && !pipe(from_victim) && !pipe(from_attacker), "pipe: %s",

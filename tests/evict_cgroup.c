@@ -165,26 +165,15 @@ static int client(const char *sock, int i)
 
 int main(void)
 {
-	char own[400], lim[32];
 	struct th_npfd d;
 	unsigned long long ooms, failcnt, maxuse;
 	int st, bad = 0, oks = 0;
 
 	th_require_root();
-	own_cgroup(own, sizeof(own));
-	remove_stale(own);
 	parent = getpid();
-	snprintf(cg, sizeof(cg), "%s/" MEMCG_PREFIX "%d", own, (int)parent);
-	if (mkdir(cg, 0755))
-		th_skip("cannot create memory cgroup %s: %s", cg, strerror(errno));
 	atexit(cleanup);
 	signal(SIGALRM, on_alarm);
-	snprintf(lim, sizeof(lim), "%lu", LIMIT);
-	TH_ASSERT(!put("memory.limit_in_bytes", lim), "set %s/memory.limit_in_bytes: %s", cg,
-		  strerror(errno));
-	/* no swap for it, so that only eviction can keep it below the limit */
-	put("memory.memsw.limit_in_bytes", lim);
-	put("memory.swappiness", "0");
+	memcg_make(LIMIT);
 
 	th_npfd_start(&d, NULL); /* npfd itself stays outside the limit */
 	TH_ASSERT(!pipe(order[0]) && !pipe(order[1]), "pipe: %s", strerror(errno));

@@ -96,4 +96,29 @@ static inline void remove_stale(const char *dir)
 		closedir(d);
 }
 
+/*
+ * Make the test's cgroup, limited to limit bytes with no swap for it (so
+ * that only eviction keeps it below), or skip. The caller has its cleanup
+ * registered first: it removes cg once cg[0] is set.
+ */
+static inline void memcg_make(unsigned long limit)
+{
+	char own[400], lim[32];
+
+	own_cgroup(own, sizeof(own));
+	remove_stale(own);
+	snprintf(cg, sizeof(cg), "%s/" MEMCG_PREFIX "%d", own, (int)getpid());
+	if (mkdir(cg, 0755)) {
+		int e = errno;
+
+		cg[0] = '\0';
+		th_skip("cannot create a memory cgroup under %s: %s", own, strerror(e));
+	}
+	snprintf(lim, sizeof(lim), "%lu", limit);
+	TH_ASSERT(!put("memory.limit_in_bytes", lim), "set %s/memory.limit_in_bytes: %s", cg,
+		  strerror(errno));
+	put("memory.memsw.limit_in_bytes", lim);
+	put("memory.swappiness", "0");
+}
+
 #endif

@@ -77,7 +77,8 @@ static const struct {
 	}
 	B("budget_pages", "gauge", budget_pages,
 	  "The region's budget in pages (0: none of its own)."),
-	B("resident_pages", "gauge", resident_pages, "Pages of the region there: npfd installed them, or they were there at the registration."),
+	B("resident_pages", "gauge", resident_pages,
+	  "Pages of the region there: npfd installed them, or they were there at the registration."),
 	B("stored_pages", "gauge", stored_pages, "Pages of the region in npfd's swap store."),
 	B("evicted_pages_total", "counter", evicted_pages, "Pages eviction took away."),
 	B("evicted_clean_total", "counter", dropped_clean,
