@@ -1540,6 +1540,13 @@ void evict_device_wanted(struct npfd_region *r, __u64 start, __u64 npages)
 		return;
 	first = page_index(r, start);
 	for (i = first; i < first + npages && i < e->npages; i++) {
+		/*
+		 * The grace runs from the first ask: renewed at every one, a
+		 * client that asked again each 0.9 s and never used its pages
+		 * kept them out of eviction for good (review).
+		 */
+		if (bitmap_test(e->dev_wait, i))
+			continue;
 		bit_set(e->dev_wait, i, true);
 		e->touched[i] = now;
 	}
@@ -1739,6 +1746,10 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 	 * write-protected, its writes waiting (zap_may_run()).
 	 */
 	own = remove_is_own(r, start, end, old_zap);
+	/* no device waits for a page that went: its next install is no request's */
+	for (__u64 i = bitmap_next(r->ev->dev_wait, page_index(r, lo), page_index(r, hi));
+	     i < page_index(r, hi); i = bitmap_next(r->ev->dev_wait, i + 1, page_index(r, hi)))
+		bit_set(r->ev->dev_wait, i, false);
 	/* the batch's pages there */
 	for (at = 0; b.state != B_IDLE && b.r == r && at < b.n; at++) {
 		__u64 i = page_index(r, b.page[at]);

@@ -103,7 +103,12 @@ struct group {
 	 * a flush installs its runs only after deciding on all of them.
 	 */
 	__u64 seen, approved;
-	__u64 full_since, full_low; /* ns at the ceiling, and the least count seen since */
+	/*
+	 * ns at the ceiling with no room made since, and the count last seen:
+	 * any room made holds faults again (the lowest count instead let every
+	 * fault by until the count fell below it, review).
+	 */
+	__u64 full_since, full_last;
 };
 static struct group *groups;
 static size_t ngroups;
@@ -389,10 +394,9 @@ bool memcg_hold(const struct npfd_region *r, __u64 npages)
 	if (n + g->approved >= g->pages) {
 		__u64 t = now_ns();
 
-		if (!g->full_since || n < g->full_low) {
-			g->full_since = t; /* eviction made room since: wait on */
-			g->full_low = n;
-		}
+		if (!g->full_since || n < g->full_last)
+			g->full_since = t; /* eviction made room since the last look: wait on */
+		g->full_last = n;
 		if (t - g->full_since < MEMCG_STUCK_NS)
 			return true;
 		pr_warn_rl(

@@ -769,6 +769,7 @@ struct pm_scan_arg {
 
 #define PAGE_IS_WRITTEN (1 << 1)
 #define PAGE_IS_PRESENT (1 << 3)
+#define PAGE_IS_PFNZERO (1 << 5)
 #define PAGEMAP_SCAN _IOWR('f', 16, struct pm_scan_arg)
 #endif
 
@@ -794,17 +795,19 @@ static void found_outside_holes(struct npfd_region *r, __u64 lo, __u64 hi, regio
  * of reads, minutes in which npfd answers nobody). -errno if the kernel
  * has no PAGEMAP_SCAN (ENOTTY) or it fails.
  */
-static int scan_pagemap_scan(struct npfd_region *r, bool wp_only, region_scan_fn found, void *arg)
+static int scan_pagemap_scan(struct npfd_region *r, bool wp_only, bool not_zero,
+			     region_scan_fn found, void *arg)
 {
 	struct page_region vec[256];
 	__u64 want = PAGE_IS_PRESENT | (wp_only ? PAGE_IS_WRITTEN : 0);
+	__u64 inverted = (wp_only ? PAGE_IS_WRITTEN : 0) | (not_zero ? PAGE_IS_PFNZERO : 0);
 	struct pm_scan_arg a = {.size = sizeof(a),
 				.start = r->start,
 				.end = r->start + r->length,
 				.vec = (__u64)(uintptr_t)vec,
 				.vec_len = sizeof(vec) / sizeof(vec[0]),
-				.category_inverted = wp_only ? PAGE_IS_WRITTEN : 0,
-				.category_mask = want,
+				.category_inverted = inverted,
+				.category_mask = want | (not_zero ? PAGE_IS_PFNZERO : 0),
 				.return_mask = want};
 	int fd = mm_pagemap_fd(r->mm);
 
@@ -832,7 +835,7 @@ static int scan_pagemap_scan(struct npfd_region *r, bool wp_only, region_scan_fn
 int region_scan_present(struct npfd_region *r, bool wp_only, region_scan_fn found, void *arg)
 {
 	__u64 ent[512], i, j, n, npages = r->length >> NPF_PAGE_SHIFT;
-	int err = scan_pagemap_scan(r, wp_only, found, arg);
+	int err = scan_pagemap_scan(r, wp_only, false, found, arg);
 
 	if (!err)
 		return 0;
@@ -868,7 +871,10 @@ static void found_present(struct npfd_region *r, __u64 start, __u64 npages, void
  * them (adoption), or the fork copied them (a forked child's region). Left
  * out, they were resident for good: under a budget of 1 MiB ib_write_bw
  * --odp kept all 8 MiB of its buffer, 0 counted. A fresh registration is
- * looked at with PAGEMAP_SCAN only: read entry by entry (a kernel before
+ * looked at with PAGEMAP_SCAN only, and its pages that map the kernel's
+ * zero page (read, never written) are not counted: evicted as dirty, they
+ * wrote 4 KiB of zeros each, into a file-backed region's file over its data
+ * (review). Read entry by entry (a kernel before
  * 6.7), a huge region's pagemap would hold npfd for seconds at every
  * register (adoption pays that once, and must).
  */
@@ -877,7 +883,7 @@ static void mark_present(struct npfd_region *r, bool adopted)
 	bool had_fd = r->mm->pagemap_fd >= 0;
 	__u64 found = 0;
 	int err = adopted ? region_scan_present(r, false, found_present, &found) :
-			    scan_pagemap_scan(r, false, found_present, &found);
+			    scan_pagemap_scan(r, false, true, found_present, &found);
 
 	/*
 	 * The pagemap stays open only for a process that needs it later

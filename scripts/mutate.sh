@@ -185,7 +185,7 @@ fallback-drops-not-settled @@ client/libnpf.c @@ s{\tfallback_settle_drops\(c\);
 fallback-takes-zaps-for-drops @@ client/libnpf.c @@ s{\tif \(zaps\)\n\t\treturn;\n}{} @@ evict_fallback_zaps
 adopted-frozen-write-let-through @@ daemon/evict.c @@ s{\tif \(r && r->ev && old_victim\(r, page_index\(r, page\), old_zaps_pending\(mm\)\)\) \{}{\tif (0) \{} @@ evict_adopt_frozen
 fallback-frozen-write-let-through @@ client/libnpf.c @@ s{!fallback_hold\(c, addr, zaps\) &&}{1 &&} @@ evict_adopt_frozen
-adoption-pagemap-read-whole @@ daemon/region.c @@ s{\tint err = scan_pagemap_scan\(r, wp_only, found, arg\);}{\tint err = -ENOTTY;} @@ restart_sparse
+adoption-pagemap-read-whole @@ daemon/region.c @@ s{\tint err = scan_pagemap_scan\(r, wp_only, false, found, arg\);}{\tint err = -ENOTTY;} @@ restart_sparse
 repick-every-event @@ daemon/evict.c @@ s{\t\tr->ev->pick_after = now_ns\(\) \+ EVICT_REPICK_NS;\n}{} @@ evict_refuse
 victim-zap-queued-twice @@ daemon/evict.c @@ s{return bitmap_test\(r->ev->busy, i\) \|\| old_victim\(r, i, old_zaps\);}{return 0;} @@ evict_adopt_frozen
 old-victim-zap-queued-twice @@ daemon/evict.c @@ s{return bitmap_test\(r->ev->busy, i\) \|\| old_victim\(r, i, old_zaps\);}{return bitmap_test(r->ev->busy, i);} @@ evict_adopt_unstored evict_adopt_frozen
@@ -292,6 +292,7 @@ present-at-registration-unmarked @@ daemon/region.c @@ s{\tmark_present\(r, adop
 ceiling-outlives-region-hold-unbounded @@ daemon/memcg.c @@ s{\tif \(!c\)\n\t\treturn;\n\tpos = }{\treturn;\n\tpos = }; s{\t\tif \(t - g->full_since < MEMCG_STUCK_NS\)\n\t\t\treturn true;}{\t\treturn true;} @@ adv_memcg_ceiling
 moved-reads-file-holes @@ daemon/moved.c @@ s{\tif \(pt->next < pt->data_end\)\n\t\treturn pt->next;}{\treturn pt->next;} @@ adv_moved_parts evict_mremap_part
 lists-show-every-user @@ daemon/control.c @@ s{\treturn c->privileged \|\| mm->uid == c->uid;}{\treturn true;} @@ adv_lists
+zero-page-counted-present @@ daemon/region.c @@ s{scan_pagemap_scan\(r, false, true, found_present, &found\)}{scan_pagemap_scan(r, false, false, found_present, &found)} @@ evict_zero_page
 cut-counts-not-moved @@ daemon/evict.c @@ s{\te->installs \+= shift;\n\te->touched \+= shift;\n\te->cut \+= shift;\n}{} @@ evict_policy_faults
 EOF
 }
