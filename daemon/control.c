@@ -627,9 +627,12 @@ static bool sees_mm(const struct npfd_client *c, const struct npfd_mm *mm)
 /* A region's, by its id: a process may have two address spaces here (a fork's copy). */
 static bool sees_region(const struct npfd_client *c, __u32 region_id)
 {
-	const struct npfd_region *r = region_find_id(region_id);
+	const struct npfd_region *r;
 
-	return r ? sees_mm(c, r->mm) : c->privileged;
+	if (c->privileged)
+		return true;
+	r = region_find_id(region_id);
+	return r && sees_mm(c, r->mm);
 }
 
 static void do_list(const struct npfd_client *c, struct reply *rp)
@@ -703,9 +706,18 @@ static void emit_device(const struct npf_device_info *info, void *arg)
 		emit_item(l->rp, info, sizeof(*info), "devices");
 }
 
+/* A policy of another user's region is that user's to know of; the global ones are everyone's. */
+static bool sees_policy(const struct npfd_client *c, __u32 region_id)
+{
+	return !region_id || sees_region(c, region_id);
+}
+
 static void emit_health(const struct npf_policy_health *h, void *arg)
 {
-	emit_item(arg, h, sizeof(*h), "policies");
+	struct listing *l = arg;
+
+	if (sees_policy(l->c, h->region_id))
+		emit_item(l->rp, h, sizeof(*h), "policies");
 }
 
 static void emit_budget(const struct npf_budget_info *bi, void *arg)
@@ -718,7 +730,10 @@ static void emit_budget(const struct npf_budget_info *bi, void *arg)
 
 static void emit_policy(const struct npf_policy_status *st, void *arg)
 {
-	emit_item(arg, st, sizeof(*st), "policies");
+	struct listing *l = arg;
+
+	if (sees_policy(l->c, st->region_id))
+		emit_item(l->rp, st, sizeof(*st), "policies");
 }
 
 static void bad_message(struct npfd_client *c)
@@ -851,10 +866,10 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 			break;
 		}
 		case NPF_MSG_POLICY_LIST:
-			policy_list(emit_policy, &rp);
+			policy_list(emit_policy, &(struct listing){&rp, c});
 			break;
 		case NPF_MSG_POLICY_HEALTH:
-			policy_health(emit_health, &rp);
+			policy_health(emit_health, &(struct listing){&rp, c});
 			break;
 		case NPF_MSG_REGION_SET: {
 			struct npf_budget_info bi;

@@ -7,7 +7,8 @@
  *  - it may choose a policy root loaded, by name, for its own region only
  *    (not another user's region, not the global slot), and the choice
  *    works: a sequential scan of its region takes far fewer faults with
- *    'seq' than pages; it may drop its choice, not root's policy;
+ *    'seq' than pages; it may drop its choice, not root's policy; root's
+ *    region's policy is not in its policy list nor in its health list;
  *  - nor can it with every capability in a user namespace of its own
  *    (unshare -U): a global policy load and turning policies off are
  *    refused with EPERM;
@@ -144,7 +145,19 @@ static void attacker(void *arg)
 	rc = npf_client__policy_unload(c, "seq");
 	expect("drop its own choice", rc, 0, npf_client__errmsg(c));
 	TH_ASSERT(!find(c, "seq", (__u32)id, &st), "the choice is still listed");
-	TH_ASSERT(find(c, "seq", (__u32)root_region, &st), "root's 'seq' went with the choice");
+	/* root's region's policy is root's to know of: not in the lists (control.c: sees_policy()) */
+	TH_ASSERT(!find(c, "seq", (__u32)root_region, &st), "root's region's policy is listed");
+	{
+		struct npf_policy_health *h = NULL;
+		size_t nh = 0, j;
+
+		TH_ASSERT(!npf_client__policy_health(c, &h, &nh), "policy health: %s",
+			  npf_client__errmsg(c));
+		for (j = 0; j < nh; j++)
+			TH_ASSERT(h[j].region_id != (__u32)root_region,
+				  "root's region's policy '%s' is in the health list", h[j].name);
+		free(h);
+	}
 	rc = npf_client__policy_unload(c, "seq");
 	expect("unload root's 'seq'", rc, -EPERM, npf_client__errmsg(c));
 	npf_client__close(c);
@@ -220,6 +233,7 @@ int main(void)
 	TH_ASSERT(seq_fd >= 0, "no %s (make builds it)", policy_obj("seq"));
 	TH_ASSERT(adv_run_as_attacker(attacker, NULL, 60) == 0, "the attacker's checks failed");
 	close(seq_fd);
+	TH_ASSERT(find(root, "seq", (__u32)root_region, &st), "root's 'seq' went with the choice");
 
 	exact_fd = open(policy_obj("exact"), O_RDONLY | O_CLOEXEC);
 	TH_ASSERT(exact_fd >= 0, "no %s (make builds it)", policy_obj("exact"));
