@@ -698,11 +698,15 @@ struct listing {
 	const struct npfd_client *c;
 };
 
-static void emit_device(const struct npf_device_info *info, void *arg)
+/*
+ * By its user, not its region id: a retiring device is listed under the id
+ * of a region that may be gone, and adopted since by another user.
+ */
+static void emit_device(const struct npf_device_info *info, uid_t uid, void *arg)
 {
 	struct listing *l = arg;
 
-	if (sees_region(l->c, info->region_id))
+	if (l->c->privileged || uid == l->c->uid)
 		emit_item(l->rp, info, sizeof(*info), "devices");
 }
 

@@ -57,6 +57,7 @@ struct npfd_device {
 	struct list_head node;	    /* in devices */
 	struct npfd_region *region; /* NULL once retiring */
 	struct npfd_mm *mm;	    /* the process whose device it is; NULL once orphaned */
+	uid_t uid;		    /* mm's user, whom it is listed for (kept while it retires) */
 	bool detached;		    /* a tombstone: kept to answer late requests INVALID */
 	bool retiring;		    /* being detached: waiting for the NIC's acknowledgement */
 	bool orphaned;		    /* its process went while it was retiring: free it after */
@@ -538,6 +539,7 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 	}
 	d->region = r;
 	d->mm = c->mm;
+	d->uid = c->mm->uid;
 	if (adopt_id)
 		id_taken(ID_DEVICE, adopt_id);
 	d->id = adopt_id ? adopt_id : id_alloc(ID_DEVICE);
@@ -632,13 +634,13 @@ unsigned int device_fds(const struct npfd_mm *mm)
 	return n;
 }
 
-void device_list(void (*emit)(const struct npf_device_info *, void *), void *arg)
+void device_list(void (*emit)(const struct npf_device_info *, uid_t, void *), void *arg)
 {
 	struct npfd_device *d;
 
 	list_for_each_entry(d, &devices, node)
 		if (!d->detached)
-			emit(&d->info, arg);
+			emit(&d->info, d->uid, arg);
 }
 
 /* The end of the device's range: its table was checked to fit the region's. */

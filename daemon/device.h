@@ -45,7 +45,8 @@ void device_await_expire(void);
 bool device_awaiting(void);
 /* After each resolver batch: answer what is done, wake the NICs. */
 void device_flush(void);
-void device_list(void (*emit)(const struct npf_device_info *, void *), void *arg);
+/* The devices listed, each with its process's user (a retiring one's region may be gone). */
+void device_list(void (*emit)(const struct npf_device_info *, uid_t, void *), void *arg);
 /* Eviction: has every device of r acknowledged what it was told to invalidate? */
 bool device_region_quiet(struct npfd_region *r);
 /* Did a device of r touch page since the last look (its ACCESSED bit, cleared here)? */
