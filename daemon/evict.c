@@ -117,18 +117,21 @@
 /* Per region, once it has a budget (its own or its client's). */
 struct evict_region {
 	__u64 npages;
-	__u64 budget; /* its own, in pages; 0: none */
-	__u64 hand;   /* CLOCK */
-	__u8 *clean;  /* installed write-protected, equal to its backing copy */
-	__u8 *ref;    /* referenced since the hand passed */
-	__u8 *busy;   /* in the batch being evicted (npfd_region.evicting points here) */
-	__u8 *late;   /* its zap outlived its batch (zap_late()): frozen and busy until it runs */
-	__u8 *dev_wait; /* mapped for a device's page request, not used by it yet (device_yet_to_use()) */
+	__u64 budget;	      /* its own, in pages; 0: none */
+	__u64 hand;	      /* CLOCK */
+	struct bitmap *clean; /* installed write-protected, equal to its backing copy */
+	struct bitmap *ref;   /* referenced since the hand passed */
+	struct bitmap *busy;  /* in the batch being evicted (npfd_region.evicting points here) */
+	struct bitmap
+		*late; /* its zap outlived its batch (zap_late()): frozen and busy until it runs */
+	struct bitmap *
+		dev_wait; /* mapped for a device's page request, not used by it yet (device_yet_to_use()) */
 	__u8 *installs; /* per page: times installed since the budget came (at most 255) */
 	__u32 *touched; /* per page: start_ms() of its last install or write fault, 0: none */
 	__u64 cut; /* pages cut off its start: installs and touched point that far into their memory */
-	__u8 *stored; /* anonymous: its page is in the region's swap store */
-	__u8 *old_frozen; /* write-protected when an adoption's earlier zaps may run (old_frozen_scan()) */
+	struct bitmap *stored; /* anonymous: its page is in the region's swap store */
+	struct bitmap *
+		old_frozen; /* write-protected when an adoption's earlier zaps may run (old_frozen_scan()) */
 	__u64 store_base; /* the store's page index of page 0: pages a munmap cut off before */
 	bool wp;	  /* registered for write-protect faults too */
 	bool writable;	  /* file-backed: npfd may write its file */
@@ -216,16 +219,6 @@ static struct io_uring wb_ring; /* write-back */
 static bool wb_ready;
 static __u64 client_budget; /* pages; 0: none */
 static unsigned int high_pct = 100, low_pct = 90;
-
-static inline void bit_set(__u8 *map, __u64 i, bool on)
-{
-	if (!map)
-		return;
-	if (on)
-		map[i / 8] |= (__u8)(1 << (i % 8));
-	else
-		map[i / 8] &= (__u8) ~(1 << (i % 8));
-}
 
 static inline __u64 page_index(const struct npfd_region *r, __u64 page)
 {
@@ -344,10 +337,10 @@ static bool old_zaps_pending(const struct npfd_mm *mm)
 
 static void found_old_frozen(struct npfd_region *r, __u64 start, __u64 npages, void *arg)
 {
-	__u8 *map = arg;
+	struct bitmap *map = arg;
 
 	for (__u64 i = page_index(r, start), end = i + npages; i < end; i++)
-		bit_set(map, i, true);
+		bitmap_set(map, i);
 }
 
 /*
@@ -358,23 +351,23 @@ static void found_old_frozen(struct npfd_region *r, __u64 start, __u64 npages, v
 static void old_frozen_from_ranges(struct npfd_region *r, struct evict_region *e,
 				   const struct evict_ring *er)
 {
-	memset(e->old_frozen, 0, e->npages / 8 + 1);
+	bitmap_clear_all(e->old_frozen);
 	for (unsigned int k = 0; k < er->n_old_ranges; k++) {
 		__u64 lo = er->old_range[k][0], hi = lo + er->old_range[k][1];
 
 		lo = lo > r->start ? lo & ~(NPF_PAGE_SIZE - 1) : r->start;
 		hi = hi < r->start + r->length ? hi : r->start + r->length;
 		for (__u64 p = lo; p < hi; p += NPF_PAGE_SIZE)
-			bit_set(e->old_frozen, page_index(r, p), true);
+			bitmap_assign(e->old_frozen, page_index(r, p), true);
 	}
 }
 
 static void found_present(struct npfd_region *r, __u64 start, __u64 npages, void *arg)
 {
-	__u8 *map = arg;
+	struct bitmap *map = arg;
 
 	for (__u64 i = page_index(r, start), end = i + npages; i < end; i++)
-		bit_set(map, i, false);
+		bitmap_clear(map, i);
 }
 
 /*
@@ -400,36 +393,36 @@ static int old_frozen_scan(struct npfd_region *r, struct evict_region *e)
 	int err;
 
 	if (!e->old_frozen)
-		e->old_frozen = malloc(e->npages / 8 + 1);
+		e->old_frozen = bitmap_new(e->npages);
 	if (!e->old_frozen)
 		return -ENOMEM;
 	if (er && er->old_known) {
 		old_frozen_from_ranges(r, e, er);
 		return 0;
 	}
-	memset(e->old_frozen, 0xff, e->npages / 8 + 1);
+	bitmap_fill(e->old_frozen);
 	err = region_scan_present(r, false, found_present, e->old_frozen);
 	if (!err)
 		err = region_scan_present(r, true, found_old_frozen, e->old_frozen);
 	if (err) {
 		pr_warn("region %u: cannot read which pages of pid %d are present and write-protected: %s (none is evicted until the earlier npfd's zaps are done)",
 			r->id, r->mm->tgid, strerror(-err));
-		memset(e->old_frozen, 0xff, e->npages / 8 + 1);
+		bitmap_fill(e->old_frozen);
 	}
 	return 0;
 }
 
 static void ev_free(struct evict_region *e)
 {
-	free(e->clean);
-	free(e->ref);
-	free(e->busy);
-	free(e->late);
-	free(e->dev_wait);
+	bitmap_free(e->clean);
+	bitmap_free(e->ref);
+	bitmap_free(e->busy);
+	bitmap_free(e->late);
+	bitmap_free(e->dev_wait);
 	free(e->installs - e->cut);
 	free(e->touched - e->cut);
-	free(e->stored);
-	free(e->old_frozen);
+	bitmap_free(e->stored);
+	bitmap_free(e->old_frozen);
 	free(e);
 }
 
@@ -448,15 +441,15 @@ static struct evict_region *region_ev(struct npfd_region *r, char *err, size_t e
 	e->npages = n;
 	/* an adopted region's store may begin past its first page (npf_abi.h NPF_MSG_LAYOUT) */
 	e->store_base = r->backing == NPF_BACKING_ANON ? r->file_offset >> NPF_PAGE_SHIFT : 0;
-	e->clean = calloc(n / 8 + 1, 1);
-	e->ref = calloc(n / 8 + 1, 1);
-	e->busy = calloc(n / 8 + 1, 1);
-	e->late = calloc(n / 8 + 1, 1);
-	e->dev_wait = calloc(n / 8 + 1, 1);
+	e->clean = bitmap_new(n);
+	e->ref = bitmap_new(n);
+	e->busy = bitmap_new(n);
+	e->late = bitmap_new(n);
+	e->dev_wait = bitmap_new(n);
 	e->installs = calloc(n ? n : 1, sizeof(*e->installs));
 	e->touched = calloc(n ? n : 1, sizeof(*e->touched));
 	if (r->backing == NPF_BACKING_ANON)
-		e->stored = calloc(n / 8 + 1, 1);
+		e->stored = bitmap_new(n);
 	if (!e->clean || !e->ref || !e->busy || !e->late || !e->dev_wait || !e->installs ||
 	    !e->touched || (r->backing == NPF_BACKING_ANON && !e->stored)) {
 		ev_free(e);
@@ -783,8 +776,8 @@ static void old_zaps_known(struct npfd_mm *mm)
 		     i = bitmap_next(e->late, i + 1, e->npages)) {
 			if (old_victim(r, i, true))
 				continue;
-			bit_set(e->late, i, false);
-			bit_set(e->busy, i, false);
+			bitmap_assign(e->late, i, false);
+			bitmap_assign(e->busy, i, false);
 			unfreeze(mm, r, r->start + i * NPF_PAGE_SIZE);
 			let_go++;
 		}
@@ -970,7 +963,7 @@ static void free_slots(struct npfd_region *r, __u64 first, __u64 last)
 	for (i = bitmap_next(e->stored, first, last + 1); i <= last;
 	     i = bitmap_next(e->stored, i + 1, last + 1)) {
 		swapstore_punch(r->store_fd, store_offset(e, i));
-		bit_set(e->stored, i, false);
+		bitmap_assign(e->stored, i, false);
 		if (r->budget_info)
 			r->budget_info->stored_pages--;
 	}
@@ -1112,7 +1105,7 @@ static __u64 store_scan(struct npfd_region *r, struct evict_region *e, off_t dat
 		end = end > e->store_base ? end - e->store_base : 0;
 		for (; i < end && i < e->npages; i++)
 			if (!bitmap_test(e->stored, i)) {
-				bit_set(e->stored, i, true);
+				bitmap_assign(e->stored, i, true);
 				found++;
 			}
 	}
@@ -1509,8 +1502,8 @@ void evict_installed(struct npfd_region *r, __u64 start, __u64 npages, bool wp)
 		return;
 	first = page_index(r, start);
 	for (i = first; i < first + npages && i < e->npages; i++) {
-		bit_set(e->clean, i, wp && e->wp);
-		bit_set(e->ref, i, true);
+		bitmap_assign(e->clean, i, wp && e->wp);
+		bitmap_assign(e->ref, i, true);
 		if (e->installs[i] < 255)
 			e->installs[i]++;
 		e->touched[i] = start_ms();
@@ -1527,7 +1520,7 @@ void evict_present(struct npfd_region *r, __u64 start, __u64 npages)
 		return;
 	first = page_index(r, start);
 	for (i = first; i < first + npages && i < e->npages; i++)
-		bit_set(e->ref, i, true);
+		bitmap_assign(e->ref, i, true);
 }
 
 void evict_device_wanted(struct npfd_region *r, __u64 start, __u64 npages)
@@ -1547,7 +1540,7 @@ void evict_device_wanted(struct npfd_region *r, __u64 start, __u64 npages)
 		 */
 		if (bitmap_test(e->dev_wait, i))
 			continue;
-		bit_set(e->dev_wait, i, true);
+		bitmap_assign(e->dev_wait, i, true);
 		e->touched[i] = now;
 	}
 }
@@ -1562,7 +1555,7 @@ static bool device_yet_to_use(struct evict_region *e, __u64 i, bool dev_referenc
 		return false;
 	if (!dev_referenced && now - e->touched[i] < EVICT_DEVICE_GRACE_MS)
 		return true;
-	bit_set(e->dev_wait, i, false);
+	bitmap_assign(e->dev_wait, i, false);
 	return false;
 }
 
@@ -1668,17 +1661,17 @@ void evict_wp_fault(struct npfd_mm *mm, __u64 addr)
 	 * earlier zap can run.
 	 */
 	if (r && r->ev && old_victim(r, page_index(r, page), old_zaps_pending(mm))) {
-		bit_set(r->ev->late, page_index(r, page), true);
-		bit_set(r->ev->busy, page_index(r, page), true);
+		bitmap_assign(r->ev->late, page_index(r, page), true);
+		bitmap_assign(r->ev->busy, page_index(r, page), true);
 		mm->late_unsettled = true;
 		return;
 	}
 	if (r && r->ev) {
 		__u64 i = page_index(r, page);
 
-		bit_set(r->ev->clean, i, false);
+		bitmap_assign(r->ev->clean, i, false);
 		r->ev->touched[i] = start_ms();
-		bit_set(r->ev->ref, page_index(r, page), true);
+		bitmap_assign(r->ev->ref, page_index(r, page), true);
 	}
 	/*
 	 * EAGAIN: an mm event waits to be read. Woken anyway, the writer
@@ -1749,7 +1742,7 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 	/* no device waits for a page that went: its next install is no request's */
 	for (__u64 i = bitmap_next(r->ev->dev_wait, page_index(r, lo), page_index(r, hi));
 	     i < page_index(r, hi); i = bitmap_next(r->ev->dev_wait, i + 1, page_index(r, hi)))
-		bit_set(r->ev->dev_wait, i, false);
+		bitmap_assign(r->ev->dev_wait, i, false);
 	/* the batch's pages there */
 	for (at = 0; b.state != B_IDLE && b.r == r && at < b.n; at++) {
 		__u64 i = page_index(r, b.page[at]);
@@ -1763,7 +1756,7 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 			}
 			/* its zap still runs, and its REMOVE says it went */
 			free_slots(r, i, i);
-			bit_set(r->ev->clean, i, false);
+			bitmap_assign(r->ev->clean, i, false);
 			continue;
 		}
 		/*
@@ -1777,7 +1770,7 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 		b.zapped[at] = false;
 		b.dropped[at] = true;
 		free_slots(r, i, i);
-		bit_set(r->ev->clean, i, false);
+		bitmap_assign(r->ev->clean, i, false);
 	}
 	/*
 	 * The others there that have any state of eviction (late, stored,
@@ -1807,7 +1800,7 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 		if (bitmap_test(r->ev->late, i) && own) {
 			/* its late zap still runs: its REMOVE ends the lateness */
 			free_slots(r, i, i);
-			bit_set(r->ev->clean, i, false);
+			bitmap_assign(r->ev->clean, i, false);
 			continue;
 		}
 		if (bitmap_test(r->ev->late, i)) {
@@ -1818,8 +1811,8 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 			 * stays busy (zap_may_run()) until late_settle() finds
 			 * no zap left to run. Its writers wait until then.
 			 */
-			bit_set(r->ev->late, i, false);
-			bit_set(r->ev->clean, i, false);
+			bitmap_assign(r->ev->late, i, false);
+			bitmap_assign(r->ev->clean, i, false);
 			if (r->budget_info)
 				r->budget_info->evicted_pages++;
 			continue;
@@ -1827,7 +1820,7 @@ void evict_range_removed(struct npfd_region *r, __u64 start, __u64 end)
 		if (old_zap && bitmap_test(r->ev->stored, i) && !own)
 			continue;
 		free_slots(r, i, i);
-		bit_set(r->ev->clean, i, false);
+		bitmap_assign(r->ev->clean, i, false);
 	}
 }
 
@@ -1857,7 +1850,7 @@ void evict_range_unmapped(struct npfd_mm *mm, __u64 start, __u64 end)
 			continue;
 		for (i = bitmap_next(r->ev->late, page_index(r, lo), last); i < last;
 		     i = bitmap_next(r->ev->late, i + 1, last)) {
-			bit_set(r->ev->late, i, false);
+			bitmap_assign(r->ev->late, i, false);
 			wake_page(mm, r->start + i * NPF_PAGE_SIZE);
 		}
 	}
@@ -1897,7 +1890,7 @@ static void batch_abandon(struct npfd_region *r, __u64 shift, __u64 delta)
 		if (i < shift)
 			continue; /* cut off: its state shifts out */
 		if (b.zapped[k] && k < b.zap_next && !b.unmapped[k]) {
-			bit_set(e->late, i, !b.removed[k]);
+			bitmap_assign(e->late, i, !b.removed[k]);
 			r->mm->late_unsettled = true;
 			/* gone: batch_end() without a region counts nothing (a late one counts at its REMOVE) */
 			if (b.removed[k] && r->budget_info) {
@@ -1906,10 +1899,10 @@ static void batch_abandon(struct npfd_region *r, __u64 shift, __u64 delta)
 			}
 			continue;
 		}
-		bit_set(e->busy, i, false);
+		bitmap_assign(e->busy, i, false);
 		if (b.unmapped[k])
 			continue;
-		bit_set(e->clean, i, false);
+		bitmap_assign(e->clean, i, false);
 		unfreeze(r->mm, NULL, b.page[k] + delta);
 		/* a writer frozen before a move waits at the old address: it faults again at the new */
 		if (delta)
@@ -1925,11 +1918,11 @@ void evict_region_moved(struct npfd_region *r, __u64 delta)
 		batch_abandon(r, 0, delta);
 }
 
-__u8 *evict_part_leaving(struct npfd_region *r, __u64 lo, __u64 hi, __u64 *off0)
+struct bitmap *evict_part_leaving(struct npfd_region *r, __u64 lo, __u64 hi, __u64 *off0)
 {
 	struct evict_region *e = r->ev;
 	__u64 first = page_index(r, lo), n = (hi - lo) >> NPF_PAGE_SHIFT, j, found = 0;
-	__u8 *map;
+	struct bitmap *map;
 
 	if (!e)
 		return NULL;
@@ -1947,12 +1940,12 @@ __u8 *evict_part_leaving(struct npfd_region *r, __u64 lo, __u64 hi, __u64 *off0)
 	j = bitmap_next(e->stored, first, first + n) - first;
 	if (!e->stored || r->store_fd < 0 || j >= n)
 		return NULL;
-	map = calloc(n / 8 + 1, 1);
+	map = bitmap_new(n);
 	if (!map)
 		return NULL;
 	for (; j < n; j = bitmap_next(e->stored, first + j + 1, first + n) - first) {
-		bit_set(map, j, true);
-		bit_set(e->stored, first + j, false);
+		bitmap_assign(map, j, true);
+		bitmap_assign(e->stored, first + j, false);
 		found++;
 	}
 	if (r->budget_info)
@@ -1983,13 +1976,13 @@ void evict_region_cut(struct npfd_region *r, __u64 shift)
 	e->installs += shift;
 	e->touched += shift;
 	e->cut += shift;
-	bitmap_shift_down(e->clean, e->npages, shift);
-	bitmap_shift_down(e->ref, e->npages, shift);
-	bitmap_shift_down(e->stored, e->npages, shift);
-	bitmap_shift_down(e->late, e->npages, shift);
-	bitmap_shift_down(e->old_frozen, e->npages, shift);
-	bitmap_shift_down(e->busy, e->npages, shift);
-	bitmap_shift_down(e->dev_wait, e->npages, shift);
+	bitmap_shift_down(e->clean, shift);
+	bitmap_shift_down(e->ref, shift);
+	bitmap_shift_down(e->stored, shift);
+	bitmap_shift_down(e->late, shift);
+	bitmap_shift_down(e->old_frozen, shift);
+	bitmap_shift_down(e->busy, shift);
+	bitmap_shift_down(e->dev_wait, shift);
 	/* the region is shorter: so is the CLOCK's round, and the counts' memory */
 	e->npages -= shift;
 	e->hand = 0;
@@ -2238,7 +2231,7 @@ static unsigned int pick_by_policy(struct npfd_region *r, unsigned int want)
 		/* a device's bit read here is a reference CLOCK must see */
 		for (k = 0; k < n; k++)
 			if (policy_cand_dev[k])
-				bit_set(e->ref, order[k], true);
+				bitmap_assign(e->ref, order[k], true);
 		return 0;
 	}
 	for (k = 0; k < n; k++)
@@ -2263,7 +2256,7 @@ static unsigned int pick_by_policy(struct npfd_region *r, unsigned int want)
 	}
 	/* the sweep passed every candidate; the hand goes on after the last victim */
 	for (k = 0; k < n; k++)
-		bit_set(e->ref, order[k], false);
+		bitmap_assign(e->ref, order[k], false);
 	e->hand = (order[last] + 1) % e->npages;
 	return b.n;
 }
@@ -2302,7 +2295,7 @@ static unsigned int pick(struct npfd_region *r, unsigned int want)
 		if (device_yet_to_use(e, i, dev, now))
 			continue;
 		if (dev || bitmap_test(e->ref, i)) {
-			bit_set(e->ref, i, false);
+			bitmap_assign(e->ref, i, false);
 			continue;
 		}
 		b.page[b.n] = page;
@@ -2416,7 +2409,7 @@ static void unfreeze(struct npfd_mm *mm, struct npfd_region *r, __u64 page)
 	struct uffdio_writeprotect wp = {.range = {.start = page, .len = NPF_PAGE_SIZE}, .mode = 0};
 
 	if (r && r->ev)
-		bit_set(r->ev->clean, page_index(r, page), false);
+		bitmap_assign(r->ev->clean, page_index(r, page), false);
 	if (ioctl(mm->uffd, UFFDIO_WRITEPROTECT, &wp) && errno != ENOENT && errno != ESRCH)
 		wake_page(mm, page);
 }
@@ -2509,7 +2502,7 @@ static void batch_end(void)
 		 * stored copy (the page would read zeros).
 		 */
 		if (zaps_pending && i < b.zap_next && b.zapped[i] && !b.removed[i]) {
-			bit_set(r->ev->late, page_index(r, page), true);
+			bitmap_assign(r->ev->late, page_index(r, page), true);
 			late++;
 			continue;
 		}
@@ -2534,8 +2527,8 @@ static void batch_end(void)
 			if (!b.removed[i]) {
 				__u64 k = page_index(r, page);
 
-				bit_set(r->ev->clean, k, false);
-				bit_set(r->ev->ref, k, false);
+				bitmap_assign(r->ev->clean, k, false);
+				bitmap_assign(r->ev->ref, k, false);
 				region_forget_installed(r, page, page + NPF_PAGE_SIZE);
 			}
 			if (!b.dirty[i] && r->budget_info)
@@ -2562,7 +2555,7 @@ static void batch_end(void)
 		bool zap_left = zaps_pending && !b.unmapped[i] && i < b.zap_next && b.zapped[i];
 
 		if (!zap_left)
-			r->ev->busy[k / 8] &= (__u8) ~(1 << (k % 8));
+			bitmap_clear(r->ev->busy, k);
 	}
 	/* counted until they complete: late pages and unregisters wait for them */
 	if (b.zaps && b.mm && b.mm->evict_ring)
@@ -2617,7 +2610,7 @@ static void batch_start(struct npfd_region *r, unsigned int want)
 	for (i = 0; i < b.n; i++) {
 		__u64 k = page_index(r, b.page[i]);
 
-		r->ev->busy[k / 8] |= (__u8)(1 << (k % 8));
+		bitmap_set(r->ev->busy, k);
 	}
 	/* 1. devices: entries cleared, invalidations posted, one per run */
 	for (i = 0; i < b.n;) {
@@ -2641,7 +2634,7 @@ static void batch_start(struct npfd_region *r, unsigned int want)
 static void batch_truncate(unsigned int n)
 {
 	for (unsigned int i = n; i < b.n; i++)
-		bit_set(b.r->ev->busy, page_index(b.r, b.page[i]), false);
+		bitmap_assign(b.r->ev->busy, page_index(b.r, b.page[i]), false);
 	b.n = n;
 }
 
@@ -2706,7 +2699,7 @@ static unsigned int write_back(struct npfd_region *r, const bool *dirty)
 					b.zapped[i] = false; /* no store: it stays */
 					continue;
 				}
-				bit_set(e->stored, k, true);
+				bitmap_assign(e->stored, k, true);
 				if (r->budget_info)
 					r->budget_info->stored_pages++;
 			}
@@ -2865,12 +2858,12 @@ static void late_settle(struct npfd_mm *mm)
 
 			if (in_batch(r, page, NULL))
 				continue;
-			bit_set(e->busy, i, false);
+			bitmap_assign(e->busy, i, false);
 			if (!bitmap_test(e->late, i)) {
 				wake_page(mm, page); /* gone (zap_may_run()): its writers go on */
 				continue;
 			}
-			bit_set(e->late, i, false);
+			bitmap_assign(e->late, i, false);
 			unfreeze(mm, r, page);
 			if (r->budget_info)
 				r->budget_info->aborted++;

@@ -128,7 +128,7 @@ void evict_device_wanted(struct npfd_region *r, __u64 start, __u64 npages);
 void evict_region_cut(struct npfd_region *r, __u64 shift);
 void evict_region_moved(struct npfd_region *r, __u64 delta);
 /* region_hooks.part_leaving. */
-__u8 *evict_part_leaving(struct npfd_region *r, __u64 lo, __u64 hi, __u64 *off0);
+struct bitmap *evict_part_leaving(struct npfd_region *r, __u64 lo, __u64 hi, __u64 *off0);
 void evict_range_unmapped(struct npfd_mm *mm, __u64 start, __u64 end);
 
 /* The event loop. */

@@ -43,7 +43,7 @@ struct part {
 	int fd;
 	__u64 off0;
 	/* map_lists_wanted: a set bit is a page to put back; else (a file's part) a set bit is one not to (unmapped since) */
-	__u8 *map;
+	struct bitmap *map;
 	bool map_lists_wanted;
 	bool punch;
 	__u64 next; /* the first page not looked at */
@@ -60,7 +60,7 @@ static struct list_head parts = LIST_HEAD_INIT(parts);
 
 static bool map_bit(const struct part *pt, __u64 j)
 {
-	return pt->map && (pt->map[j / 8] >> (j % 8)) & 1;
+	return bitmap_test(pt->map, j);
 }
 
 static bool wanted(const struct part *pt, __u64 j)
@@ -73,7 +73,7 @@ static void part_free(struct part *pt)
 	list_del_init(&pt->node);
 	if (pt->fd >= 0)
 		close(pt->fd);
-	free(pt->map);
+	bitmap_free(pt->map);
 	free(pt);
 }
 
@@ -233,7 +233,7 @@ static void part_run(struct part *pt, unsigned int *budget)
 }
 
 void moved_start(struct npfd_mm *mm, __u32 region_id, __u64 dst, __u64 npages, int fd, __u64 off0,
-		 __u8 *wanted, bool punch)
+		 struct bitmap *wanted, bool punch)
 {
 	struct part *pt = calloc(1, sizeof(*pt));
 
@@ -242,7 +242,7 @@ void moved_start(struct npfd_mm *mm, __u32 region_id, __u64 dst, __u64 npages, i
 		       mm->tgid, region_id, (unsigned long long)dst);
 		if (fd >= 0)
 			close(fd);
-		free(wanted);
+		bitmap_free(wanted);
 		return;
 	}
 	*pt = (struct part){.mm = mm,
@@ -322,7 +322,7 @@ void moved_removed(struct npfd_mm *mm, __u64 start, __u64 end, bool unmapped)
 			/* the pages to put back there, found by the map: a part may be terabytes */
 			for (j = bitmap_next(pt->map, lo, hi); j < hi;
 			     j = bitmap_next(pt->map, j + 1, hi)) {
-				pt->map[j / 8] &= (__u8) ~(1 << (j % 8));
+				bitmap_clear(pt->map, j);
 				if (pt->punch)
 					swapstore_punch(pt->fd, pt->off0 + (j << NPF_PAGE_SHIFT));
 			}
@@ -332,20 +332,13 @@ void moved_removed(struct npfd_mm *mm, __u64 start, __u64 end, bool unmapped)
 			pt->next = pt->npages; /* all it had left is gone: done at its next turn */
 			continue;
 		}
-		if (!pt->map && !(pt->map = calloc(pt->npages / 8 + 1, 1))) {
+		if (!pt->map && !(pt->map = bitmap_new(pt->npages))) {
 			pr_err("pid %d: out of memory: pages the process unmapped may be written by npfd",
 			       mm->tgid);
 			continue;
 		}
 		/* a file's part: its map lists the pages not to put back */
-		for (j = lo; j < hi && j % 8; j++)
-			pt->map[j / 8] |= (__u8)(1 << (j % 8));
-		if (hi - j >= 8) {
-			memset(pt->map + j / 8, 0xff, (hi - j) / 8);
-			j += (hi - j) / 8 * 8;
-		}
-		for (; j < hi; j++)
-			pt->map[j / 8] |= (__u8)(1 << (j % 8));
+		bitmap_set_range(pt->map, lo, hi);
 	}
 }
 

@@ -23,7 +23,7 @@
  * a page's slot is punched once it is back.
  */
 void moved_start(struct npfd_mm *mm, __u32 region_id, __u64 dst, __u64 npages, int fd, __u64 off0,
-		 __u8 *wanted, bool punch);
+		 struct bitmap *wanted, bool punch);
 /* From the event loop: more of the parts put back, in turn (MOVED_STEP_PAGES at most). */
 void moved_step(void);
 /* A part still being put back: moved_step() again soon. */

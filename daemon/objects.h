@@ -21,6 +21,7 @@ struct npfd_client;
 struct npfd_mm;
 struct nic_probe;
 struct evict_region;
+struct bitmap;
 struct evict_ring;
 struct evict_fork;
 
@@ -49,18 +50,18 @@ struct npfd_region {
 	char name[NPF_NAME_LEN];
 	struct npf_region_stats *stats; /* mmap of npf_region_stats[slot] */
 	struct npf_latency_hist *latency;
-	__u64 last_batch;    /* resolver flush that last counted this region */
-	__u8 *installed;     /* bitmap: pages npfd installed (region.c; prefetch skips them) */
-	__u64 ninstalled;    /* bits set in installed */
-	int ws_fd;	     /* working-set record being written (wsstore.c), or -1 */
-	bool ws_replayed;    /* this run replayed a record: append to it */
-	bool ws_failed;	     /* recording failed once: do not retry every fault */
-	__u64 faults_failed; /* faults npfd could not serve (poisoned), for the log */
+	__u64 last_batch;	  /* resolver flush that last counted this region */
+	struct bitmap *installed; /* pages npfd installed (region.c; prefetch skips them) */
+	__u64 ninstalled;	  /* bits set in installed */
+	int ws_fd;		  /* working-set record being written (wsstore.c), or -1 */
+	bool ws_replayed;	  /* this run replayed a record: append to it */
+	bool ws_failed;		  /* recording failed once: do not retry every fault */
+	__u64 faults_failed;	  /* faults npfd could not serve (poisoned), for the log */
 	/* Budgets and eviction (evict.c sets these; the layers below only read them). */
 	struct npf_budget_info *budget_info; /* mmap of npf_budget[slot] */
 	struct evict_region *ev;	     /* its budget and page state, or NULL */
 	bool install_clean; /* read faults are installed write-protected: their first write is seen */
-	__u8 *evicting; /* bitmap: pages of the batch being evicted, never mapped for a device */
+	struct bitmap *evicting; /* pages of the batch being evicted, never mapped for a device */
 	/*
 	 * Anonymous: its swap store (evict.c, swapstore.c), made when it is
 	 * registered so that its process can be handed a read-only descriptor

@@ -200,7 +200,7 @@ static void region_drop(struct npfd_region *r, bool unregister_range, struct npf
 		close(r->file_fd);
 	pr_debug("region %u removed", r->id);
 	holes_free(&r->holes);
-	free(r->installed);
+	bitmap_free(r->installed);
 	free(r);
 }
 
@@ -1095,7 +1095,7 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	r->fault_around = req->flags & NPF_REGION_FAULT_AROUND ?
 				  (int)(req->fault_around_kib / (NPF_PAGE_SIZE / 1024)) :
 				  -1;
-	r->installed = calloc((len >> NPF_PAGE_SHIFT) / 8 + 1, 1);
+	r->installed = bitmap_new(len >> NPF_PAGE_SHIFT);
 	list_add_tail(&r->node, &c->mm->regions);
 	c->mm->nr_regions++;
 	nr_regions++;
@@ -1179,8 +1179,8 @@ bool region_page_installed(const struct npfd_region *r, __u64 page)
 {
 	__u64 i = (page - r->start) >> NPF_PAGE_SHIFT;
 
-	return r->installed && page >= r->start && i < (r->length >> NPF_PAGE_SHIFT) &&
-	       (r->installed[i / 8] >> (i % 8)) & 1;
+	return page >= r->start && i < (r->length >> NPF_PAGE_SHIFT) &&
+	       bitmap_test(r->installed, i);
 }
 
 void region_mark_installed(struct npfd_region *r, __u64 start, __u64 npages)
@@ -1190,8 +1190,8 @@ void region_mark_installed(struct npfd_region *r, __u64 start, __u64 npages)
 	if (!r->installed)
 		return;
 	for (; i < end; i++) {
-		r->ninstalled += !((r->installed[i / 8] >> (i % 8)) & 1);
-		r->installed[i / 8] |= (__u8)(1 << (i % 8));
+		r->ninstalled += !bitmap_test(r->installed, i);
+		bitmap_set(r->installed, i);
 	}
 }
 
@@ -1208,7 +1208,7 @@ static void forget_installed(struct npfd_region *r, __u64 start, __u64 end)
 	n = (hi - r->start) >> NPF_PAGE_SHIFT;
 	for (i = bitmap_next(r->installed, (lo - r->start) >> NPF_PAGE_SHIFT, n); i < n;
 	     i = bitmap_next(r->installed, i + 1, n)) {
-		r->installed[i / 8] &= (__u8) ~(1 << (i % 8));
+		bitmap_clear(r->installed, i);
 		r->ninstalled--;
 	}
 }
@@ -1224,7 +1224,7 @@ static void shift_installed(struct npfd_region *r, __u64 shift)
 {
 	/* none installed: nothing to move (nor a terabyte region's never-touched map to touch) */
 	if (r->installed && r->ninstalled)
-		bitmap_shift_down(r->installed, r->length >> NPF_PAGE_SHIFT, shift);
+		bitmap_shift_down(r->installed, shift);
 }
 
 void region_forget_installed(struct npfd_region *r, __u64 start, __u64 end)
@@ -1339,7 +1339,7 @@ void mm_unmapped(struct npfd_mm *mm, __u64 start, __u64 end)
 static void part_moved(struct npfd_region *r, __u64 lo, __u64 hi, __u64 delta)
 {
 	__u64 off0 = 0;
-	__u8 *stored = hooks.part_leaving ? hooks.part_leaving(r, lo, hi, &off0) : NULL;
+	struct bitmap *stored = hooks.part_leaving ? hooks.part_leaving(r, lo, hi, &off0) : NULL;
 	int fd = -1;
 
 	if (stored) {
@@ -1357,7 +1357,7 @@ static void part_moved(struct npfd_region *r, __u64 lo, __u64 hi, __u64 delta)
 	moved_start(r->mm, r->id, lo + delta, (hi - lo) >> NPF_PAGE_SHIFT, fd, off0,
 		    fd >= 0 ? stored : NULL, stored != NULL);
 	if (fd < 0)
-		free(stored);
+		bitmap_free(stored);
 }
 
 /* mremap: a region that moved whole follows its memory; a part moved leaves its region. */

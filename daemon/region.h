@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 #include "npf_abi.h"
+#include "bitmap.h"
 #include "objects.h"
 
 struct npfd_wait;
@@ -65,7 +66,7 @@ struct region_hooks {
 	 * (bit j: page lo + j pages, its copy at byte *off0 + j pages), or
 	 * NULL for none; their slots are the caller's now, to punch.
 	 */
-	__u8 *(*part_leaving)(struct npfd_region *r, __u64 lo, __u64 hi, __u64 *off0);
+	struct bitmap *(*part_leaving)(struct npfd_region *r, __u64 lo, __u64 hi, __u64 *off0);
 	/* mm is being torn down: before its regions go, and after. */
 	void (*mm_going)(struct npfd_mm *mm);
 	void (*mm_gone)(struct npfd_mm *mm);
@@ -126,8 +127,7 @@ static inline bool region_page_evicting(const struct npfd_region *r, __u64 page)
 {
 	__u64 i = (page - r->start) >> NPF_PAGE_SHIFT;
 
-	return r->evicting && page >= r->start && i < (r->length >> NPF_PAGE_SHIFT) &&
-	       (r->evicting[i / 8] >> (i % 8)) & 1;
+	return page >= r->start && i < (r->length >> NPF_PAGE_SHIFT) && bitmap_test(r->evicting, i);
 }
 /* Pages [start, end) of r moved or were freed under npfd (mm watch): tell the devices. */
 void region_invalidate(struct npfd_region *r, __u64 start, __u64 end);

@@ -192,21 +192,21 @@ old-victim-zap-queued-twice @@ daemon/evict.c @@ s{return bitmap_test\(r->ev->bu
 old-unstored-victim-zap-queued-twice @@ daemon/evict.c @@ s{return bitmap_test\(r->ev->busy, i\) \|\| old_victim\(r, i, old_zaps\);}{return bitmap_test(r->ev->busy, i) || (old_zaps && bitmap_test(r->ev->stored, i));} @@ evict_adopt_unstored
 adopted-unstored-write-let-through @@ daemon/evict.c @@ s{\tif \(r && r->ev && old_victim\(r, page_index\(r, page\), old_zaps_pending\(mm\)\)\) \{}{\tif (r && r->ev && old_zaps_pending(mm) && bitmap_test(r->ev->stored, page_index(r, page))) \{} @@ evict_adopt_frozen
 fallback-unstored-write-let-through @@ client/libnpf.c @@ s{\tif \(!zaps\)\n\t\treturn false;\n\th = grow}{\tif (!zaps || !region_at(c, addr) || region_at(c, addr)->store_fd < 0 || !store_holds(region_at(c, addr)->store_fd, region_at(c, addr), addr))\n\t\treturn false;\n\th = grow} @@ evict_adopt_frozen
-freeze-cut-leaves-busy @@ daemon/evict.c @@ s{\tfor \(unsigned int i = n; i < b.n; i\+\+\)\n\t\tbit_set\(b.r->ev->busy, page_index\(b.r, b.page\[i\]\), false\);\n}{} @@ evict_drop_busy
+freeze-cut-leaves-busy @@ daemon/evict.c @@ s{\tfor \(unsigned int i = n; i < b.n; i\+\+\)\n\t\tbitmap_assign\(b.r->ev->busy, page_index\(b.r, b.page\[i\]\), false\);\n}{} @@ evict_drop_busy
 remove-taken-for-zap @@ daemon/evict.c @@ s{(\t\t\tif \(r->budget_info\)\n\t\t\t\tr->budget_info->evicted_pages\+\+;\n)(\t\t\tcontinue;)}{$1\t\t\tbit_set(r->ev->busy, i, false);\n\t\t\twake_page(r->mm, p);\n$2} @@ evict_adopt_frozen
 own-drop-taken-for-zap @@ daemon/evict.c @@ s{if \(b\.zapped\[at\] && at < b\.zap_next\) }{if (b.zapped[at]) } @@ evict_drop_own
 own-drop-copy-kept @@ daemon/evict.c @@ s{(\t\tb\.dropped\[at\] = true;\n)\t\tfree_slots\(r, i, i\);\n}{$1} @@ evict_drop_own
 own-drop-wider-taken-for-zap @@ daemon/evict.c @@ s{(static bool remove_is_own\([^)]*\)\n\{\n)}{$1\treturn false;\n} @@ evict_drop_own
 own-drop-told-under-old-zaps @@ daemon/evict.c @@ s{\tif \(old_zap\)\n\t\treturn false;\n}{} @@ evict_adopt_dropped
-cut-leaves-zapping-unmarked @@ daemon/evict.c @@ s{\t\t\tbit_set\(e->late, i, !b\.removed\[k\]\);\n}{} @@ evict_cut_zapping
-cut-clears-busy @@ daemon/evict.c @@ s{\tbitmap_shift_down\(e->busy, e->npages, shift\);\n}{\tmemset(e->busy, 0, e->npages / 8 + 1);\n} @@ evict_cut_zapping
+cut-leaves-zapping-unmarked @@ daemon/evict.c @@ s{\t\t\tbitmap_assign\(e->late, i, !b\.removed\[k\]\);\n}{} @@ evict_cut_zapping
+cut-clears-busy @@ daemon/evict.c @@ s{\tbitmap_shift_down\(e->busy, shift\);\n}{\tbitmap_clear_all(e->busy);\n} @@ evict_cut_zapping
 cut-forgets-installed @@ daemon/region.c @@ s{\t\t\tshift_installed\(r, \(hi - rs\) >> NPF_PAGE_SHIFT\);\n}{\t\t\tif (r->installed)\n\t\t\t\tmemset(r->installed, 0, (r->length >> NPF_PAGE_SHIFT) / 8 + 1);\n\t\t\tr->ninstalled = 0;\n} @@ evict_cut_zapping
 remap-taken-for-drop @@ daemon/region.c @@ s{\t\tregion_invalidate\(r, r->start, r->start \+ r->length\);\n\t\tif \(hooks.moved\)}{\t\tregion_dropped(r, r->start, r->start + r->length);\n\t\tif (hooks.moved)} @@ evict_mremap
 move-keeps-batch @@ daemon/evict.c @@ s{\tif \(r->ev && b\.state != B_IDLE && b\.r == r\)\n\t\tbatch_abandon\(r, 0, delta\);\n}{\t(void)delta;\n} @@ evict_mremap
 abandon-leaves-frozen @@ daemon/evict.c @@ s{\t\tunfreeze\(r->mm, NULL, b\.page\[k\] \+ delta\);\n}{} @@ evict_mremap evict_cut_zapping
 moved-part-not-put-back @@ daemon/moved.c @@ s{\tif \(got <= 0\)\n}{\tif (1)\n} @@ evict_mremap_part
 moved-faults-not-held @@ daemon/resolve.c @@ s{if \(!rn->region &&\n\s+moved_waits\(rn->mm, rn->start, \(__u64\)rn->npages \* NPF_PAGE_SIZE\)\)}{if (0)} @@ evict_mremap_part
-moved-slots-not-handed-over @@ daemon/evict.c @@ s{\t\tbit_set\(e->stored, first \+ j, false\);\n}{} @@ evict_mremap_part
+moved-slots-not-handed-over @@ daemon/evict.c @@ s{\t\tbitmap_assign\(e->stored, first \+ j, false\);\n}{} @@ evict_mremap_part
 moved-part-stays-registered @@ daemon/moved.c @@ s{\tif \(ioctl\(pt->mm->uffd, UFFDIO_UNREGISTER, &range\)}{\tif (0 && ioctl(pt->mm->uffd, UFFDIO_UNREGISTER, &range)} @@ evict_mremap_part
 old-ranges-missed @@ daemon/evict.c @@ s{\t\ter->n_old_ranges\+\+;\n}{} @@ evict_adopt_dropped evict_adopt_unstored
 wp-fault-waits-any-page @@ daemon/evict.c @@ s{if \(r && r->ev && old_victim\(r, page_index\(r, page\), old_zaps_pending\(mm\)\)\)}{if (r && r->ev && old_zaps_pending(mm))} @@ evict_adopt_unstored
@@ -277,16 +277,19 @@ zap-cap-ignored @@ daemon/evict.c @@ s{sqe = b.zaps \+ b.mm->evict_ring->late_za
 full-ring-not-skipped @@ daemon/evict.c @@ s{(\t\tif \(\(__u64\)mm->evict_ring->late_zaps \+ mm->evict_ring->old_zaps >=\n\s+NPF_EVICT_RING_ENTRIES\))\n\t\t\tcontinue;}{$1\n\t\t\t;} @@ evict_zap_cap
 removed-copy-kept @@ daemon/evict.c @@ s{(\t\tif \(old_zap && bitmap_test\(r->ev->stored, i\) && !own\)\n\t\t\tcontinue;\n)\t\tfree_slots\(r, i, i\);\n}{$1} @@ evict_anon
 cut-copies-kept @@ daemon/evict.c @@ s{(\t\tif \(old_zap && bitmap_test\(r->ev->stored, i\) && !own\)\n\t\t\tcontinue;\n)\t\tfree_slots\(r, i, i\);\n}{$1}; s{\tfree_slots\(r, 0, shift - 1\);\n}{} @@ evict_anon
-late-remove-not-counted @@ daemon/evict.c @@ s{(\t\t\tbit_set\(r->ev->late, i, false\);\n\t\t\tbit_set\(r->ev->clean, i, false\);\n)\t\t\tif \(r->budget_info\)\n\t\t\t\tr->budget_info->evicted_pages\+\+;\n}{$1} @@ evict_cut_zapping
+late-remove-not-counted @@ daemon/evict.c @@ s{(\t\t\tbitmap_assign\(r->ev->late, i, false\);\n\t\t\tbitmap_assign\(r->ev->clean, i, false\);\n)\t\t\tif \(r->budget_info\)\n\t\t\t\tr->budget_info->evicted_pages\+\+;\n}{$1} @@ evict_cut_zapping
 put-back-step-ends-unregister @@ daemon/evict.c @@ s{\t\t\t\*failed = -EINPROGRESS;}{\t\t\t*failed = 0;} @@ evict_unregister
 put-back-step-not-asked-again @@ client/libnpf.c @@ s{\t\tif \(err == -EINPROGRESS\) \{\n\t\t\tt0 = now_ms\(\);\n\t\t\tcontinue;\n\t\t\}\n}{} @@ evict_unregister
 store-short-read-drops-run @@ daemon/evict.c @@ s{\t\t\tk \+= n > 0 \? \(__u32\)\(n / NPF_PAGE_SIZE\) : 0;\n}{} @@ evict_store_lost
 store-read-head-poisoned @@ daemon/evict.c @@ s{(\t\t\tif \()k(\) \{\n\t\t\t\tstruct run head = \*rn;)}{${1}0$2} @@ evict_store_lost
 store-read-failure-not-poisoned @@ daemon/evict.c @@ s{(\t\t\tif \(ret != -EAGAIN\) \{\n)\t\t\t\trn->unservable = true;\n\t\t\t\trn->valid_pages = 0;\n}{$1} @@ evict_store_lost
 exited-peer-served @@ daemon/control.c @@ s{(\tif \()(peer_exited\(c\)\) \{)}{${1}0 && $2} @@ adv_orphan_conn
-bitmap-shift-carry-lost @@ daemon/bitmap.h @@ s{ \|\n\s+\(\(__u64\)map\[j \+ q \+ 8\] << \(64 - r\)\) :}{ :} @@ unit-bitmap
-bitmap-next-skips-word @@ daemon/bitmap.h @@ s{\t\t\ti \+= 64;}{\t\t\ti += 128;} @@ unit-bitmap
-bitmap-shift-writes-unchanged @@ daemon/bitmap.h @@ s{\tif \(bitmap_word\(map, j\) != w\)\n\t\tbitmap_put_word}{\tbitmap_put_word} @@ unit-bitmap
+bitmap-shift-carry-lost @@ daemon/bitmap.c @@ s{w = \(w >> r\) \| \(word_at\(m, j \+ q \+ 8\) << \(64 - r\)\);}{w = w >> r;} @@ unit-bitmap
+bitmap-next-skips-word @@ daemon/bitmap.c @@ s{for \(k = i / 64; k \* 64 < end && k \* 64 < lim; k\+\+\) \{}{for (k = i / 64; k * 64 < end && k * 64 < lim; k += 2) \{} @@ unit-bitmap
+bitmap-summary-not-set @@ daemon/bitmap.h @@ s{\tif \(!\(\(m->sum\[b / 64\] >> \(b % 64\)\) & 1\)\)\n\t\tm->sum\[b / 64\] \|= 1ULL << \(b % 64\);\n}{} @@ unit-bitmap
+bitmap-walk-reads-every-block @@ daemon/bitmap.c @@ s{\t\tif \(!sum_test\(m, b\)\) \{}{\t\tif (0) \{} @@ unit-bitmap
+bitmap-shift-ignores-sources @@ daemon/bitmap.c @@ s{from = ns >= nb \? nb : ns > d \+ qb \? ns - qb - 1 : d;}{from = nb;} @@ unit-bitmap
+bitmap-summary-cleared-unchecked @@ daemon/bitmap.c @@ s{if \(end <= lim && block_empty\(m, b\)\)}{if (end <= lim)} @@ unit-bitmap
 device-grace-ignored @@ daemon/evict.c @@ s{\tif \(!dev_referenced && now - e->touched\[i\] < EVICT_DEVICE_GRACE_MS\)\n\t\treturn true;\n}{} @@ verbs_perftest_budget
 present-at-registration-unmarked @@ daemon/region.c @@ s{\tmark_present\(r, adopt_id\);\n}{\tif (adopt_id)\n\t\tmark_present(r, adopt_id);\n} @@ verbs_perftest_budget
 ceiling-outlives-region-hold-unbounded @@ daemon/memcg.c @@ s{\tif \(!c\)\n\t\treturn;\n\tpos = }{\treturn;\n\tpos = }; s{\t\tif \(t - g->full_since < MEMCG_STUCK_NS\)\n\t\t\treturn true;}{\t\treturn true;} @@ adv_memcg_ceiling
