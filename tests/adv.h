@@ -131,6 +131,36 @@ static inline int adv_reply(int fd, char *err, size_t errlen, void *out, size_t 
 	return r->status;
 }
 
+/*
+ * Adopt [m, m + len) as region id (NPF_MSG_REGION_ADOPT keeps an id nobody
+ * holds), registered with a userfaultfd of its own as an earlier npfd
+ * would have left it. Returns npfd's status; *conn is the connection,
+ * which keeps the region while it is open.
+ */
+static inline int adv_adopt(const char *sock, void *m, size_t len, __u32 id,
+			    struct npf_region_info *info, char *err, size_t errlen, int *conn)
+{
+	struct {
+		struct npf_msg_hdr h;
+		struct npf_region_adopt_req a;
+	} q = {0};
+	int uffd = adv_uffd();
+	struct uffdio_register reg = {.range = {.start = (__u64)(uintptr_t)m, .len = len},
+				      .mode = UFFDIO_REGISTER_MODE_MISSING};
+
+	TH_ASSERT(!ioctl(uffd, UFFDIO_REGISTER, &reg), "UFFDIO_REGISTER: %s", strerror(errno));
+	*conn = adv_connect(sock);
+	TH_ASSERT(*conn >= 0, "connect: %s", strerror(errno));
+	adv_hdr(&q.h, NPF_MSG_REGION_ADOPT, sizeof(q));
+	q.a.region.start = (__u64)(uintptr_t)m;
+	q.a.region.length = len;
+	q.a.region.backing = NPF_BACKING_ANON;
+	q.a.region_id = id;
+	TH_ASSERT(adv_send(*conn, &q, sizeof(q), &uffd, 1) == sizeof(q), "send: %s",
+		  strerror(errno));
+	return adv_reply(*conn, err, errlen, info, sizeof(*info), 5000);
+}
+
 /* How many descriptors process pid holds now. */
 static inline int adv_count_fds(pid_t pid)
 {

@@ -53,29 +53,14 @@ static __u32 root_region;
 /* Adopt root's old region id for a range of its own, then list. */
 static void attacker_adopts(void *arg)
 {
-	struct {
-		struct npf_msg_hdr h;
-		struct npf_region_adopt_req a;
-	} q = {0};
 	struct npf_region_info info = {0};
 	char err[NPF_ERRMSG_LEN];
 	char *m =
 		mmap(NULL, NPG * DV_PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	int uffd = adv_uffd(), fd, rc;
-	struct uffdio_register reg = {.range = {.start = (__u64)(uintptr_t)m, .len = NPG * DV_PG},
-				      .mode = UFFDIO_REGISTER_MODE_MISSING};
+	int fd, rc;
 
 	TH_ASSERT(m != MAP_FAILED, "mmap");
-	TH_ASSERT(!ioctl(uffd, UFFDIO_REGISTER, &reg), "UFFDIO_REGISTER: %s", strerror(errno));
-	fd = adv_connect(arg);
-	TH_ASSERT(fd >= 0, "connect: %s", strerror(errno));
-	adv_hdr(&q.h, NPF_MSG_REGION_ADOPT, sizeof(q));
-	q.a.region.start = (__u64)(uintptr_t)m;
-	q.a.region.length = NPG * DV_PG;
-	q.a.region.backing = NPF_BACKING_ANON;
-	q.a.region_id = root_region;
-	TH_ASSERT(adv_send(fd, &q, sizeof(q), &uffd, 1) == sizeof(q), "send: %s", strerror(errno));
-	rc = adv_reply(fd, err, sizeof(err), &info, sizeof(info), 5000);
+	rc = adv_adopt(arg, m, NPG * DV_PG, root_region, &info, err, sizeof(err), &fd);
 	TH_ASSERT(rc == 0 && info.region_id == root_region,
 		  "adopting region %u: status %d, id %u (%s): the test needs that id", root_region,
 		  rc, info.region_id, err);

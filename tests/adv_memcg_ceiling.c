@@ -107,33 +107,17 @@ static void run_victim(const char *sock)
 
 static void run_attacker(const char *sock, __u32 id)
 {
-	struct {
-		struct npf_msg_hdr h;
-		struct npf_region_adopt_req a;
-	} q = {0};
 	struct npf_region_info info = {0};
 	char err[NPF_ERRMSG_LEN];
 	char *m;
-	int uffd, fd, rc;
+	int fd, rc;
 
 	adv_become_attacker();
 	prctl(PR_SET_PDEATHSIG, SIGKILL); /* after the setuid(), which clears it */
 	m = mmap(NULL, ATTACKER, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	TH_ASSERT(m != MAP_FAILED, "mmap");
 	memset(m, 1, ATTACKER);
-	uffd = adv_uffd();
-	struct uffdio_register reg = {.range = {.start = (__u64)(uintptr_t)m, .len = ATTACKER},
-				      .mode = UFFDIO_REGISTER_MODE_MISSING};
-	TH_ASSERT(!ioctl(uffd, UFFDIO_REGISTER, &reg), "UFFDIO_REGISTER: %s", strerror(errno));
-	fd = adv_connect(sock);
-	TH_ASSERT(fd >= 0, "connect: %s", strerror(errno));
-	adv_hdr(&q.h, NPF_MSG_REGION_ADOPT, sizeof(q));
-	q.a.region.start = (__u64)(uintptr_t)m;
-	q.a.region.length = ATTACKER;
-	q.a.region.backing = NPF_BACKING_ANON;
-	q.a.region_id = id;
-	TH_ASSERT(adv_send(fd, &q, sizeof(q), &uffd, 1) == sizeof(q), "send: %s", strerror(errno));
-	rc = adv_reply(fd, err, sizeof(err), &info, sizeof(info), 5000);
+	rc = adv_adopt(sock, m, ATTACKER, id, &info, err, sizeof(err), &fd);
 	TH_ASSERT(rc == 0 && info.region_id == id,
 		  "adopting 256 MiB as region %u: status %d, id %u (%s): the test needs that id",
 		  id, rc, info.region_id, err);
