@@ -41,7 +41,8 @@ kv_overcommit:
 kv_hotswap:
 fork:--size=64 --reps=20
 unregister:--size=256 --rounds=3
-perftest_budget:--rounds=5"
+perftest_budget:--rounds=5
+huge_region:--rounds=20"
 
 want=${*:-}
 runs=$(echo "$standard" | while IFS=: read -r name args; do
