@@ -710,17 +710,20 @@ static void emit_device(const struct npf_device_info *info, uid_t uid, void *arg
 		emit_item(l->rp, info, sizeof(*info), "devices");
 }
 
-/* A policy of another user's region is that user's to know of; the global ones are everyone's. */
-static bool sees_policy(const struct npfd_client *c, __u32 region_id)
+/*
+ * The policies root loaded are everyone's to see: any user may choose one
+ * by name for a region of its own. A region's choice is its owner's.
+ */
+static bool sees_policy(const struct npfd_client *c, bool chosen, __u32 region_id)
 {
-	return !region_id || sees_region(c, region_id);
+	return !chosen || sees_region(c, region_id);
 }
 
-static void emit_health(const struct npf_policy_health *h, void *arg)
+static void emit_health(const struct npf_policy_health *h, bool chosen, void *arg)
 {
 	struct listing *l = arg;
 
-	if (sees_policy(l->c, h->region_id))
+	if (sees_policy(l->c, chosen, h->region_id))
 		emit_item(l->rp, h, sizeof(*h), "policies");
 }
 
@@ -732,11 +735,11 @@ static void emit_budget(const struct npf_budget_info *bi, void *arg)
 		emit_item(l->rp, bi, sizeof(*bi), "regions");
 }
 
-static void emit_policy(const struct npf_policy_status *st, void *arg)
+static void emit_policy(const struct npf_policy_status *st, bool chosen, void *arg)
 {
 	struct listing *l = arg;
 
-	if (sees_policy(l->c, st->region_id))
+	if (sees_policy(l->c, chosen, st->region_id))
 		emit_item(l->rp, st, sizeof(*st), "policies");
 }
 

@@ -554,7 +554,7 @@ void policy_region_gone(struct npfd_region *r)
 	}
 }
 
-void policy_list(void (*emit)(const struct npf_policy_status *, void *), void *arg)
+void policy_list(void (*emit)(const struct npf_policy_status *, bool chosen, void *), void *arg)
 {
 	struct npfd_policy *p;
 
@@ -562,12 +562,12 @@ void policy_list(void (*emit)(const struct npf_policy_status *, void *), void *a
 		struct npf_policy_status st = p->st;
 
 		st.enabled = collect_policy_enabled();
-		emit(&st, arg);
+		emit(&st, p->origin != NULL, arg);
 	}
 }
 
 /* The watchdog's view of each policy, in policy_list()'s order. */
-void policy_health(void (*emit)(const struct npf_policy_health *, void *), void *arg)
+void policy_health(void (*emit)(const struct npf_policy_health *, bool chosen, void *), void *arg)
 {
 	struct npfd_policy *p;
 
@@ -580,7 +580,7 @@ void policy_health(void (*emit)(const struct npf_policy_health *, void *), void 
 									p->slow_decisions};
 
 		memcpy(h.name, p->st.name, sizeof(h.name));
-		emit(&h, arg);
+		emit(&h, p->origin != NULL, arg);
 	}
 }
 

@@ -19,8 +19,12 @@ int policy_load(struct npfd_client *c, const struct npf_policy_load_req *req, in
 int policy_unload(struct npfd_client *c, const char *name, char *err, size_t errlen);
 /* r is going: a policy loaded for it goes with it. */
 void policy_region_gone(struct npfd_region *r);
-void policy_list(void (*emit)(const struct npf_policy_status *, void *), void *arg);
-void policy_health(void (*emit)(const struct npf_policy_health *, void *), void *arg);
+/*
+ * Each policy, and whether it is a region's choice of a loaded one (npfctl
+ * policy use) rather than a loaded object, which any user may choose by name.
+ */
+void policy_list(void (*emit)(const struct npf_policy_status *, bool chosen, void *), void *arg);
+void policy_health(void (*emit)(const struct npf_policy_health *, bool chosen, void *), void *arg);
 /* Is a policy of that name loaded globally (not a region's own)? */
 bool policy_loaded(const char *name);
 bool policy_decide_cpu(struct npfd_region *r, __u32 tid, __u64 addr, bool write, __u64 raised,

@@ -297,7 +297,8 @@ moved-reads-file-holes @@ daemon/moved.c @@ s{\tif \(pt->next < pt->data_end\)\n
 lists-show-every-user @@ daemon/control.c @@ s{\treturn c->privileged \|\| mm->uid == c->uid;}{\treturn true;} @@ adv_lists
 zero-page-counted-present @@ daemon/region.c @@ s{scan_pagemap_scan\(r, false, true, found_present, &found\)}{scan_pagemap_scan(r, false, false, found_present, &found)} @@ evict_zero_page
 cut-counts-not-moved @@ daemon/evict.c @@ s{\te->installs \+= shift;\n\te->touched \+= shift;\n\te->cut \+= shift;\n}{} @@ evict_policy_faults
-policy-lists-show-every-region @@ daemon/control.c @@ s{\treturn !region_id \|\| sees_region\(c, region_id\);}{\treturn true;} @@ adv_policy
+policy-lists-show-every-region @@ daemon/control.c @@ s{\treturn !chosen \|\| sees_region\(c, region_id\);}{\treturn true;} @@ adv_policy
+policy-lists-hide-loaded @@ daemon/control.c @@ s{\treturn !chosen \|\| sees_region\(c, region_id\);}{\treturn !region_id || sees_region(c, region_id);} @@ adv_policy
 device-list-shows-every-user @@ daemon/control.c @@ s{\tif \(l->c->privileged \|\| uid == l->c->uid\)}{\tif (1)} @@ adv_device_list
 device-listed-by-region-id @@ daemon/control.c @@ s{\tif \(l->c->privileged \|\| uid == l->c->uid\)}{\tif (sees_region(l->c, info->region_id))} @@ adv_device_list
 EOF

@@ -7,8 +7,10 @@
  *  - it may choose a policy root loaded, by name, for its own region only
  *    (not another user's region, not the global slot), and the choice
  *    works: a sequential scan of its region takes far fewer faults with
- *    'seq' than pages; it may drop its choice, not root's policy; root's
- *    region's policy is not in its policy list nor in its health list;
+ *    'seq' than pages; it may drop its choice, not root's policy; the
+ *    policies root loaded are in its policy list (it chooses from them),
+ *    root's choice for another region of root's is not, nor in its
+ *    health list;
  *  - nor can it with every capability in a user namespace of its own
  *    (unshare -U): a global policy load and turning policies off are
  *    refused with EPERM;
@@ -31,7 +33,7 @@
 
 static struct th_npfd d;
 static char tmpobj[2][256];
-static int root_region, seq_fd = -1, exact_fd = -1;
+static int root_region, root_chose, seq_fd = -1, exact_fd = -1;
 
 static const char *policy_obj(const char *name)
 {
@@ -145,8 +147,10 @@ static void attacker(void *arg)
 	rc = npf_client__policy_unload(c, "seq");
 	expect("drop its own choice", rc, 0, npf_client__errmsg(c));
 	TH_ASSERT(!find(c, "seq", (__u32)id, &st), "the choice is still listed");
-	/* root's region's policy is root's to know of: not in the lists (control.c: sees_policy()) */
-	TH_ASSERT(!find(c, "seq", (__u32)root_region, &st), "root's region's policy is listed");
+	/* what root loaded is listed to all; root's choice for a region of its own is root's (control.c: sees_policy()) */
+	TH_ASSERT(find(c, "seq", (__u32)root_region, &st), "root's 'seq' went with the choice");
+	TH_ASSERT(!find(c, "seq", (__u32)root_chose, &st), "root's choice for region %d is listed",
+		  root_chose);
 	{
 		struct npf_policy_health *h = NULL;
 		size_t nh = 0, j;
@@ -154,8 +158,9 @@ static void attacker(void *arg)
 		TH_ASSERT(!npf_client__policy_health(c, &h, &nh), "policy health: %s",
 			  npf_client__errmsg(c));
 		for (j = 0; j < nh; j++)
-			TH_ASSERT(h[j].region_id != (__u32)root_region,
-				  "root's region's policy '%s' is in the health list", h[j].name);
+			TH_ASSERT(h[j].region_id != (__u32)root_chose,
+				  "root's choice '%s' for region %d is in the health list",
+				  h[j].name, root_chose);
 		free(h);
 	}
 	rc = npf_client__policy_unload(c, "seq");
@@ -227,13 +232,18 @@ int main(void)
 	rc = npf_client__policy_load(root, fd, (__u32)root_region, NULL, &st);
 	expect("root loads 'seq' for its region", rc, 1, npf_client__errmsg(root));
 	close(fd);
+	mem = mmap(NULL, 64 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	root_chose = npf_client__register(root, mem, 64 * PG, NULL);
+	TH_ASSERT(root_chose > 0, "register: %s", npf_client__errmsg(root));
+	rc = npf_client__policy_load(root, -1, (__u32)root_chose, "seq", &st);
+	expect("root chooses 'seq' for a second region", rc, 1, npf_client__errmsg(root));
 
 	/* the attackers' own copies of policy objects, whatever the build tree's modes */
 	seq_fd = open(policy_obj("seq"), O_RDONLY | O_CLOEXEC);
 	TH_ASSERT(seq_fd >= 0, "no %s (make builds it)", policy_obj("seq"));
 	TH_ASSERT(adv_run_as_attacker(attacker, NULL, 60) == 0, "the attacker's checks failed");
 	close(seq_fd);
-	TH_ASSERT(find(root, "seq", (__u32)root_region, &st), "root's 'seq' went with the choice");
+	TH_ASSERT(find(root, "seq", (__u32)root_chose, &st), "root does not see its own choice");
 
 	exact_fd = open(policy_obj("exact"), O_RDONLY | O_CLOEXEC);
 	TH_ASSERT(exact_fd >= 0, "no %s (make builds it)", policy_obj("exact"));
