@@ -290,6 +290,7 @@ bitmap-summary-not-set @@ daemon/bitmap.h @@ s{\tif \(!\(\(m->sum\[b / 64\] >> \
 bitmap-walk-reads-every-block @@ daemon/bitmap.c @@ s{\t\tif \(!sum_test\(m, b\)\) \{}{\t\tif (0) \{} @@ unit-bitmap
 bitmap-shift-ignores-sources @@ daemon/bitmap.c @@ s{from = ns >= nb \? nb : ns > d \+ qb \? ns - qb - 1 : d;}{from = nb;} @@ unit-bitmap
 bitmap-summary-cleared-unchecked @@ daemon/bitmap.c @@ s{if \(end <= lim && block_empty\(m, b\)\)}{if (end <= lim)} @@ unit-bitmap
+bitmap-summary-word-skipped @@ daemon/bitmap.c @@ s{\t\tb = \(b / 64 \+ 1\) \* 64;}{\t\tb = (b / 64 + 2) * 64;} @@ unit-bitmap
 device-grace-ignored @@ daemon/evict.c @@ s{\tif \(!dev_referenced && now - e->touched\[i\] < EVICT_DEVICE_GRACE_MS\)\n\t\treturn true;\n}{} @@ verbs_perftest_budget
 present-at-registration-unmarked @@ daemon/region.c @@ s{\tmark_present\(r, adopt_id\);\n}{\tif (adopt_id)\n\t\tmark_present(r, adopt_id);\n} @@ verbs_perftest_budget
 ceiling-outlives-region-hold-unbounded @@ daemon/memcg.c @@ s{\tif \(!c\)\n\t\treturn;\n\tpos = }{\treturn;\n\tpos = }; s{\t\tif \(t - g->full_since < MEMCG_STUCK_NS\)\n\t\t\treturn true;}{\t\treturn true;} @@ adv_memcg_ceiling
