@@ -162,7 +162,7 @@ static int peer_pidfd(int fd, pid_t pid, bool *peer_proven)
  * Has the process that connected exited? Its connection may live on in
  * another process (a child that inherited the socket), and its pid may
  * come to name another process: every request names the connector's pid
- * (/proc/PID reads, pidfd_getfd(), process_vm_readv() of its memory).
+ * (/proc/PID reads, pidfd_getfd(), /proc/PID/mem copies of its memory).
  * Served, a child that waited for the pid to be reused could have read
  * and zapped another user's memory as that process's (review).
  */
@@ -192,8 +192,9 @@ static void uid_usage(uid_t uid, struct uid_usage *u)
 	list_for_each_entry(mm, &mms, node) {
 		if (mm->uid != uid || mm->dead)
 			continue;
-		u->fds += 1 + (mm->pagemap_fd >= 0) + (mm->pidfd >= 0) + (mm->layout_fd >= 0) +
-			  device_fds(mm) + evict_fork_fds(mm) + moved_fds(mm);
+		u->fds += 1 + (mm->pagemap_fd >= 0) + (mm->mem_fd >= 0) + (mm->pidfd >= 0) +
+			  (mm->layout_fd >= 0) + device_fds(mm) + evict_fork_fds(mm) +
+			  moved_fds(mm);
 		list_for_each_entry(r, &mm->regions, node) {
 			u->regions++;
 			u->fds += (r->file_fd >= 0) + (r->store_fd >= 0);

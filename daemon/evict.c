@@ -28,7 +28,7 @@
  *              is a CPU write, and a DMA in flight frozen here would hold
  *              up the acknowledgement the batch waits for;
  *   3. read    /proc/PID/pagemap says the page is present, and
- *              process_vm_readv() copies it (a present page never faults,
+ *              /proc/PID/mem copies it (mm_mem_rw(); a present page never faults,
  *              and the process cannot drop it meanwhile: its MADV_DONTNEED
  *              waits for npfd to read the REMOVE event);
  *   4. write   dirty pages -- all but those installed write-protected from
@@ -62,7 +62,6 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <unistd.h>
 #include <linux/userfaultfd.h>
 #include "bitmap.h"
@@ -2445,8 +2444,8 @@ static bool page_present(struct npfd_mm *mm, __u64 page)
  * The batch is over. Each victim either went (not present any more:
  * evicted) or stayed (kept, unprotected); every frozen writer is woken.
  * Pages whose region went meanwhile were dropped by a zap already on its
- * way: their data is put back with process_vm_writev() (the range is no
- * longer registered, so the write faults in an ordinary page).
+ * way: their data is put back through /proc/PID/mem (mm_mem_rw(); the range
+ * is no longer registered, so the write faults in an ordinary page).
  */
 static void batch_end(void)
 {
@@ -2476,12 +2475,10 @@ static void batch_end(void)
 			/* below zap_next: handed to the ring (the others were never zapped) */
 			if (b.zapped[i] && i < b.zap_next && b.mm && !page_present(b.mm, page) &&
 			    !mm_find_region(b.mm, page) && mm_alive(b.mm)) {
-				struct iovec l = {b.buf + (size_t)i * NPF_PAGE_SIZE, NPF_PAGE_SIZE};
-				struct iovec rv = {(void *)(uintptr_t)page, NPF_PAGE_SIZE};
-
-				/* EFAULT: the process unmapped it too, nothing to put back */
-				if (process_vm_writev(b.tgid, &l, 1, &rv, 1, 0) != NPF_PAGE_SIZE &&
-				    errno != EFAULT && errno != ESRCH)
+				/* EIO, EFAULT: the process unmapped it too (or gave it to a userfaultfd of its own) */
+				if (mm_mem_rw(b.mm, page, b.buf + (size_t)i * NPF_PAGE_SIZE,
+					      NPF_PAGE_SIZE, true) != NPF_PAGE_SIZE &&
+				    errno != EIO && errno != EFAULT && errno != ESRCH)
 					pr_warn_rl(
 						"pid %d: cannot put back page 0x%llx of a region unregistered during its eviction: %s",
 						b.tgid, (unsigned long long)page, strerror(errno));
@@ -2799,33 +2796,44 @@ static void zap(void)
 static void read_out(void)
 {
 	struct npfd_region *r = b.r;
-	struct iovec local[EVICT_BATCH], remote[EVICT_BATCH];
-	unsigned int i, n = 0, map[EVICT_BATCH];
+	unsigned int i, j, k;
 	ssize_t got;
+	bool any = false;
 
-	for (i = 0; i < b.n; i++) {
+	/*
+	 * Runs of victims next to each other, one read each (mm_mem_rw():
+	 * never held by a userfaultfd of the process's own). A page that could
+	 * not be read is kept; a run that failed does not stop the next.
+	 */
+	for (i = 0; i < b.n; i = j) {
 		/* the process dropped it itself: nothing to save (faulted in since: kept) */
-		if (b.dropped[i] || !page_present(b.mm, b.page[i]))
+		if (b.dropped[i] || !page_present(b.mm, b.page[i])) {
+			j = i + 1;
 			continue;
-		local[n] = (struct iovec){b.buf + (size_t)i * NPF_PAGE_SIZE, NPF_PAGE_SIZE};
-		remote[n] = (struct iovec){(void *)(uintptr_t)b.page[i], NPF_PAGE_SIZE};
-		map[n++] = i;
-	}
-	if (n && !mm_alive(b.mm)) {
-		batch_abort("the process exited"); /* its pid may be another's now */
-		return;
-	}
-	got = n ? process_vm_readv(b.tgid, local, n, remote, n, 0) : 0;
-	if (got < 0) {
-		batch_abort(strerror(errno));
-		return;
-	}
-	for (i = 0; i < n && (__u64)got >= (i + 1) * NPF_PAGE_SIZE; i++) {
-		__u64 k = page_index(r, b.page[map[i]]);
-
-		b.zapped[map[i]] = true;
-		/* clean: installed write-protected from a copy that is still there */
-		b.dirty[map[i]] = !bitmap_test(r->ev->clean, k);
+		}
+		for (j = i + 1; j < b.n && b.page[j] == b.page[j - 1] + NPF_PAGE_SIZE &&
+				!b.dropped[j] && page_present(b.mm, b.page[j]);
+		     j++)
+			;
+		if (!any && !mm_alive(b.mm)) {
+			batch_abort("the process exited");
+			return;
+		}
+		got = mm_mem_rw(b.mm, b.page[i], b.buf + (size_t)i * NPF_PAGE_SIZE,
+				(size_t)(j - i) * NPF_PAGE_SIZE, false);
+		if (got < 0 && errno != EIO && errno != EFAULT) {
+			if (!any) {
+				batch_abort(strerror(errno));
+				return;
+			}
+			break;
+		}
+		for (k = i; got > 0 && k < j && (__u64)got >= (k - i + 1) * NPF_PAGE_SIZE; k++) {
+			/* clean: installed write-protected from a copy that is still there */
+			b.zapped[k] = true;
+			b.dirty[k] = !bitmap_test(r->ev->clean, page_index(r, b.page[k]));
+			any = true;
+		}
 	}
 	b.writes = write_back(r, b.dirty);
 	if (b.writes) {

@@ -88,6 +88,7 @@ struct npfd_mm {
 	int src;		     /* event-loop source id of uffd */
 	struct nic_probe *nic_probe; /* the uprobe on its executable's npf_nic_fault_report() */
 	int pagemap_fd;		     /* /proc/PID/pagemap, opened for device requests */
+	int mem_fd;		     /* /proc/PID/mem, opened for eviction (mm_mem_rw()) */
 	int pidfd;		     /* the process, taken at its registration (mm_alive()) */
 	struct evict_ring *evict_ring; /* the client's ring that drops its pages (evict.c) */
 	__u64 old_zaps_until; /* adopted, no ring yet: an earlier zap may run until then (evict.c) */

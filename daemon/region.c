@@ -65,6 +65,7 @@ struct npfd_mm *mm_new(int uffd, ino_t ino, pid_t tgid, struct npfd_client *owne
 	mm->tgid = tgid;
 	mm->owner = owner;
 	mm->pagemap_fd = -1;
+	mm->mem_fd = -1;
 	mm->layout_fd = -1;
 	/* the process is there now: it is on the other end of the request */
 	mm->pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
@@ -228,6 +229,8 @@ void mm_destroy(struct npfd_mm *mm, bool unregister_ranges)
 	source_del(mm->src);
 	if (mm->pagemap_fd >= 0)
 		close(mm->pagemap_fd);
+	if (mm->mem_fd >= 0)
+		close(mm->mem_fd);
 	if (mm->layout_fd >= 0)
 		close(mm->layout_fd);
 	if (mm->pidfd >= 0)
@@ -742,6 +745,47 @@ bool mm_pagemap_read(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n)
 	return fd >= 0 &&
 	       pread(fd, ent, n * sizeof(__u64), (off_t)((va >> NPF_PAGE_SHIFT) * sizeof(__u64))) ==
 		       (ssize_t)(n * sizeof(__u64));
+}
+
+/*
+ * Not process_vm_readv()/process_vm_writev(): they fault a missing page in
+ * the way a user fault would (FAULT_FLAG_ALLOW_RETRY), and a page the
+ * process registered with a userfaultfd of its own that handles kernel
+ * faults (vm.unprivileged_userfaultfd=1, or CAP_SYS_PTRACE) holds the
+ * caller until the process answers: npfd, every client, for as long as it
+ * likes. A victim is present when npfd reads it, but its mapping can be
+ * replaced under npfd by another of its threads (munmap, mmap, register)
+ * between the pagemap read and the copy. /proc/PID/mem faults through
+ * access_remote_vm() without ALLOW_RETRY, and handle_userfault() fails
+ * such a fault at once (SIGBUS: EIO here) instead of waiting
+ * (tests/unit/mem_rw.c). The descriptor stays with the mm it was opened
+ * for: a reused pid cannot redirect it (and once that mm is gone it reads
+ * 0 bytes). It writes with FOLL_FORCE, as a debugger does: the put-back
+ * can restore a page the process has since made read-only.
+ */
+ssize_t mm_mem_rw(struct npfd_mm *mm, __u64 va, void *buf, size_t len, bool write)
+{
+	ssize_t n;
+
+	if (mm->mem_fd < 0)
+		mm->mem_fd = mm_open_proc(mm, "mem", O_RDWR);
+	if (mm->mem_fd < 0)
+		return -1;
+	/* an address past the off_t range is no page of the process's */
+	if (va > (__u64)INT64_MAX || len > (__u64)INT64_MAX - va) {
+		errno = EFAULT;
+		return -1;
+	}
+	/* one call: it stops only at a page that failed, and a second would fail there too */
+	do
+		n = write ? pwrite(mm->mem_fd, buf, len, (off_t)va) :
+			    pread(mm->mem_fd, buf, len, (off_t)va);
+	while (n < 0 && errno == EINTR);
+	if (n == 0 && len) {
+		errno = ESRCH; /* its mm is gone */
+		return -1;
+	}
+	return n;
 }
 
 /* PAGEMAP_SCAN (Linux 6.7, linux/fs.h): Debian 12's headers predate it */

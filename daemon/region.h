@@ -104,11 +104,10 @@ void mm_range_removed(struct npfd_mm *mm, __u64 start, __u64 end);
 /* Installed pages: set by the resolver, read by prefetch and devices. */
 bool region_page_installed(const struct npfd_region *r, __u64 page);
 void region_mark_installed(struct npfd_region *r, __u64 start, __u64 npages);
-/* The /proc/PID/pagemap entries of n pages from va into ent; false if unreadable. */
 /*
  * Is mm's process still the one that registered? Its pid can name another
  * process once it has exited and been reaped, before npfd learns of it:
- * whatever npfd does by pid (/proc/PID/..., process_vm_*()) checks this
+ * whatever npfd does by pid (/proc/PID/...) checks this
  * pidfd, taken at the registration, first. A file opened by pid and checked
  * after the open is that process's (mm_open_proc()). Without pidfds (Linux
  * before 5.3) it cannot tell, and says yes.
@@ -116,7 +115,16 @@ void region_mark_installed(struct npfd_region *r, __u64 start, __u64 npages);
 bool mm_alive(const struct npfd_mm *mm);
 /* /proc/PID/file of mm's process, or -1 (ESRCH: it has exited) */
 int mm_open_proc(const struct npfd_mm *mm, const char *file, int flags);
+/* The /proc/PID/pagemap entries of n pages from va into ent; false if unreadable. */
 bool mm_pagemap_read(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n);
+/*
+ * Copy len bytes between buf and the process's memory at va (write: into
+ * the process), through /proc/PID/mem; the bytes done before the first page
+ * that failed, or -1: errno EIO or EFAULT (the first page is not there, or
+ * is another userfaultfd's), ESRCH (the process is gone), or the open's.
+ * Never waits for a userfaultfd: see region.c.
+ */
+ssize_t mm_mem_rw(struct npfd_mm *mm, __u64 va, void *buf, size_t len, bool write);
 typedef void (*region_scan_fn)(struct npfd_region *r, __u64 start, __u64 npages, void *arg);
 /* r's present pages (wp_only: only those still write-protected), in ranges; -errno */
 int region_scan_present(struct npfd_region *r, bool wp_only, region_scan_fn found, void *arg);

@@ -302,6 +302,8 @@ policy-lists-show-every-region @@ daemon/control.c @@ s{\treturn !chosen \|\| se
 policy-lists-hide-loaded @@ daemon/control.c @@ s{\treturn !chosen \|\| sees_region\(c, region_id\);}{\treturn !region_id || sees_region(c, region_id);} @@ adv_policy
 device-list-shows-every-user @@ daemon/control.c @@ s{\tif \(l->c->privileged \|\| uid == l->c->uid\)}{\tif (1)} @@ adv_device_list
 device-listed-by-region-id @@ daemon/control.c @@ s{\tif \(l->c->privileged \|\| uid == l->c->uid\)}{\tif (sees_region(l->c, info->region_id))} @@ adv_device_list
+mem-read-waits-on-uffd @@ daemon/region.c @@ s{pread\(mm->mem_fd, buf, len, \(off_t\)va\)}{syscall(SYS_process_vm_readv, mm->tgid, &(struct iovec){buf, len}, 1UL, &(struct iovec){(void *)(uintptr_t)va, len}, 1UL, 0UL)} @@ unit-mem_rw
+mem-write-waits-on-uffd @@ daemon/region.c @@ s{pwrite\(mm->mem_fd, buf, len, \(off_t\)va\)}{syscall(SYS_process_vm_writev, mm->tgid, &(struct iovec){buf, len}, 1UL, &(struct iovec){(void *)(uintptr_t)va, len}, 1UL, 0UL)} @@ unit-mem_rw
 EOF
 }
 
