@@ -90,9 +90,10 @@ static __u64 zero_pfn;
  * without looking where it is now; after a swap-out it is in swap, has no
  * frame to track, and a later move of the frame it gets when it comes back
  * would go unseen. So npfd brings it back itself: a read of /proc/PID/mem
- * over it, through an io_uring (the read may block in a swap-in, or in a
- * userfaultfd fault npfd must serve: an io-wq worker waits, not npfd's
- * loop), and tracks its frame when the read completes.
+ * over it, through an io_uring (the read may block in a swap-in: an io-wq
+ * worker waits, not npfd's loop; a page with no entry at all fails the read
+ * at once instead of waiting in a userfaultfd, see mm_mem_rw()), and tracks
+ * its frame when the read completes.
  */
 #define SWAPIN_MAX 64
 #define SWAPIN_TRIES 3
