@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 
 enum opt_type {
 	T_PATH,	  /* an absolute path that fits the field */
+	T_GROUP,  /* a group's name or number, known to the system */
 	T_UINT,	  /* a number from min to max */
 	T_BOOL,	  /* command line: a flag; file: yes/no */
 	T_COUNT,  /* command line: repeatable flag; file: a number from min to max */
@@ -51,6 +53,9 @@ struct opt_desc {
 static const struct opt_desc opts[] = {
 	{"socket", 's', T_PATH, L_RESTART, F(socket), 0, 0, "PATH",
 	 "control socket (default " NPF_DEFAULT_SOCKET ")"},
+	{"socket-group", 0, T_GROUP, L_RESTART, F(socket_group), 0, 0, "GROUP",
+	 "the control socket's group (mode 0660: its members may\n"
+	 "use npfd; default: npfd's own group, root's)"},
 	{"bpffs", 'b', T_PATH, L_RESTART, F(bpffs), 0, 0, "DIR",
 	 "where BPF maps are pinned (default " NPF_DEFAULT_BPFFS ")"},
 	{"config", 'c', T_ACTION, L_NONE, 0, 0, 0, 0, "FILE",
@@ -194,6 +199,45 @@ static int parse_bool(const char *s, bool *out)
 	return -EINVAL;
 }
 
+/* A group's name or number as a gid: 0, or -ENOENT when the system has no such group. */
+static int group_gid(const char *name, gid_t *gid)
+{
+	struct group gr, *found = NULL;
+	size_t size = 4096;
+	char *buf = NULL, *end;
+	unsigned long v;
+	int ret;
+
+	errno = 0;
+	v = strtoul(name, &end, 10);
+	if (*name >= '0' && *name <= '9' && !*end && !errno && v < (gid_t)-1) {
+		*gid = (gid_t)v;
+		return 0;
+	}
+	/* a group of many members needs a larger buffer (ERANGE) */
+	do {
+		char *more = realloc(buf, size);
+
+		if (!more) {
+			free(buf);
+			return -ENOMEM;
+		}
+		buf = more;
+		ret = getgrnam_r(name, &gr, buf, size, &found);
+		size *= 2;
+	} while (ret == ERANGE && size <= (1U << 20));
+	if (!ret && found)
+		*gid = found->gr_gid;
+	free(buf);
+	return !ret && found ? 0 : -ENOENT;
+}
+
+int config_socket_gid(const struct npfd_config *c, gid_t *gid)
+{
+	*gid = (gid_t)-1;
+	return c->socket_group[0] ? group_gid(c->socket_group, gid) : 0;
+}
+
 /* Set option o from the text val (a file's value, or an option's argument). */
 static int set_value(struct npfd_config *c, const struct opt_desc *o, const char *val, char *err,
 		     size_t len)
@@ -211,6 +255,16 @@ static int set_value(struct npfd_config *c, const struct opt_desc *o, const char
 		}
 		snprintf(field(c, o), o->size, "%s", val);
 		break;
+	case T_GROUP: {
+		gid_t gid;
+
+		if (strlen(val) >= o->size || group_gid(val, &gid)) {
+			snprintf(err, len, "%s: '%s' is no group of this system", o->name, val);
+			return -EINVAL;
+		}
+		snprintf(field(c, o), o->size, "%s", val);
+		break;
+	}
 	case T_UINT:
 	case T_COUNT:
 		if (parse_uint(val, o->min, o->max, field(c, o))) {
@@ -481,6 +535,7 @@ static void format_value(const struct npfd_config *c, const struct opt_desc *o, 
 {
 	switch (o->type) {
 	case T_PATH:
+	case T_GROUP:
 		snprintf(buf, len, "%s", (const char *)cfield(c, o));
 		break;
 	case T_UINT:

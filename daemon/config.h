@@ -9,13 +9,15 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #define NPFD_DEFAULT_CONFIG "/etc/npf/npfd.conf"
 #define NPFD_DEFAULT_WS_DIR "/var/lib/npf/ws"
 #define NPFD_DEFAULT_SWAP_DIR "/var/lib/npf/swap"
 
 struct npfd_config {
-	char socket[108]; /* sizeof(sun_path) */
+	char socket[108];      /* sizeof(sun_path) */
+	char socket_group[64]; /* a group name or number; "": npfd's own */
 	char bpffs[256];
 	unsigned int staging_pages;
 	unsigned int poll_us;
@@ -72,5 +74,7 @@ void config_reload_merge(struct npfd_config *cur, const struct npfd_config *next
 
 /* The --help text: generated from the option table. */
 void config_usage(FILE *f);
+/* The gid socket-group names; -1 when it names none (npfd's own group). */
+int config_socket_gid(const struct npfd_config *c, gid_t *gid);
 
 #endif

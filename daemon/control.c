@@ -321,7 +321,7 @@ static void listen_ready(void *arg)
 	}
 }
 
-int control_open(const char *path, const char *pin_dir, __u64 started_ns)
+int control_open(const char *path, gid_t gid, const char *pin_dir, __u64 started_ns)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	int fd, err;
@@ -371,7 +371,8 @@ int control_open(const char *path, const char *pin_dir, __u64 started_ns)
 	close(fd);
 	unlink(path);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || chmod(path, 0660) ||
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    (gid != (gid_t)-1 && chown(path, (uid_t)-1, gid)) || chmod(path, 0660) ||
 	    listen(fd, 64)) {
 		err = -errno;
 		pr_err("cannot listen on %s: %s", path, strerror(errno));

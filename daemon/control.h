@@ -25,8 +25,11 @@
 /* May uid hold that much more? 0, or -errno with the reason in err (region.c's hook). */
 int uid_limit_check(uid_t uid, unsigned int more_regions, unsigned int more_fds, char *err,
 		    size_t errlen);
-/* Listen on path; pin_dir and started_ns are what npfctl status reports. */
-int control_open(const char *path, const char *pin_dir, __u64 started_ns);
+/*
+ * Listen on path, mode 0660, of group gid ((gid_t)-1: npfd's own); pin_dir
+ * and started_ns are what npfctl status reports.
+ */
+int control_open(const char *path, gid_t gid, const char *pin_dir, __u64 started_ns);
 void control_close(void);
 /* After each loop pass: read the clients whose waiting request was answered. */
 void control_flush(void);

@@ -2578,6 +2578,13 @@ static void batch_abort(const char *why)
 
 	pr_warn_rl("region %u: eviction batch of %u pages abandoned: %s", b.r ? b.r->id : 0, b.n,
 		   why);
+	/*
+	 * What failed would most likely fail again at once: the region rests
+	 * as after a pick that found nothing (a /proc file npfd may not open
+	 * made it give up a thousand batches a second, one CPU's worth).
+	 */
+	if (b.r && b.r->ev)
+		b.r->ev->pick_after = now_ns() + EVICT_REPICK_NS;
 	for (i = 0; i < b.n; i++) {
 		b.zapped[i] = false;
 		if (b.r && b.r->budget_info)

@@ -363,8 +363,16 @@ int main(int argc, char **argv)
 		err = collect_open(config.bpffs);
 	if (!err)
 		config_apply_live(&config);
-	if (!err)
-		err = control_open(config.socket, config.bpffs, start_ns);
+	if (!err) {
+		gid_t gid;
+
+		err = config_socket_gid(&config, &gid);
+		if (err)
+			pr_err("socket-group: there is no group '%s' any more",
+			       config.socket_group);
+		else
+			err = control_open(config.socket, gid, config.bpffs, start_ns);
+	}
 	if (!err)
 		ids_open(config.socket);
 	if (!err) {

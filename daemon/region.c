@@ -722,6 +722,13 @@ int mm_open_proc(const struct npfd_mm *mm, const char *file, int flags)
 
 	snprintf(path, sizeof(path), "/proc/%d/%s", mm->tgid, file);
 	fd = open(path, flags | O_CLOEXEC);
+	if (fd < 0 && errno == EACCES) {
+		/* pagemap and mem are mode 0600, the process's owner's */
+		pr_warn_rl(
+			"cannot open %s: %s: npfd needs CAP_DAC_OVERRIDE and CAP_SYS_PTRACE for another user's process (to evict its pages, and to check them for its devices)",
+			path, strerror(errno));
+		errno = EACCES;
+	}
 	if (fd >= 0 && !mm_alive(mm)) {
 		close(fd);
 		errno = ESRCH;

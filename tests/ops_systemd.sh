@@ -16,6 +16,9 @@ ns systemd-analyze verify /usr/local/lib/systemd/system/npfd.service >"$t/verify
 	fail "systemd-analyze verify: $(cat "$t/verify")"
 echo "systemd-analyze verify: ok"
 
+# The operator lets another user in by the socket's group (socket-group: the
+# unit's CAP_CHOWN).
+ns sh -c 'echo "socket-group = nogroup" >> /etc/npf/npfd.conf'
 ns systemctl start npfd || fail "systemctl start npfd failed"
 ns systemctl status --no-pager npfd >"$t/status" 2>&1
 grep -q "active (running)" "$t/status" || fail "npfd is not active (running): $(cat "$t/status")"
@@ -23,6 +26,13 @@ echo "systemctl status: $(grep -o 'Active: .*' "$t/status")"
 pid=$(ns systemctl show -P MainPID npfd)
 [ -e "$pins/npf_region_stats" ] || fail "maps are not pinned under $pins"
 ns test -S /run/npf/npfd.sock || fail "no socket at /run/npf/npfd.sock"
+[ "$(ns stat -c %G:%a /run/npf/npfd.sock)" = nogroup:660 ] ||
+	fail "socket-group = nogroup: the socket is $(ns stat -c %G:%a /run/npf/npfd.sock), want nogroup:660"
+ns setpriv --reuid 65534 --regid 65534 --clear-groups /usr/local/bin/npfctl -j status >"$t/nobody" 2>&1 ||
+	fail "uid 65534 (group nogroup) cannot ask the service: $(cat "$t/nobody")"
+ns setpriv --reuid 65534 --regid 1 --clear-groups /usr/local/bin/npfctl status >"$t/daemon" 2>&1 &&
+	fail "uid 65534 outside the socket's group was let in: $(cat "$t/daemon")"
+echo "socket-group: nogroup's members reach the service, others do not"
 
 # A libnpf client of the service: register two regions, fault them, hold them.
 mkdir "$t/wl"

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0
 # Sourced by the shell tests: a private npfd and a workload that holds its
 # regions, cleaned up whatever happens. Sets $BIN, $dir, $NPF_SOCKET, $pins.
-#   npfd_start [NPFD ARGS...]        start npfd, wait for its socket
+#   npfd_start [NPFD ARGS...]        start npfd, wait for its socket ($npfd_wrap:
+#                                    a command npfd runs under, e.g. setpriv ...)
 #   workload_hold [WORKLOAD ARGS...] run npf-workload until it holds its regions
 #   workload_release                 let it finish; fails the test if it failed
 #   fail MESSAGE                     print, show npfd's log, exit 1
@@ -11,7 +12,7 @@ BIN=${NPF_BIN:-build/bin}
 dir=$(mktemp -d /tmp/npf-test-XXXXXX)
 pins=/sys/fs/bpf/npf-test-$$
 export NPF_SOCKET="$dir/npfd.sock"
-npfd= wl=
+npfd= wl= npfd_wrap=
 
 fail() {
 	echo "FAIL: $*"
@@ -40,7 +41,8 @@ npf_cleanup() {
 trap npf_cleanup EXIT
 
 npfd_start() {
-	"$BIN/npfd" --config /dev/null --foreground --socket "$NPF_SOCKET" --bpffs "$pins" "$@" \
+	# shellcheck disable=SC2086 # $npfd_wrap is a command and its words
+	$npfd_wrap "$BIN/npfd" --config /dev/null --foreground --socket "$NPF_SOCKET" --bpffs "$pins" "$@" \
 		2>"$dir/npfd.log" &
 	npfd=$!
 	i=0

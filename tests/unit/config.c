@@ -151,6 +151,28 @@ static void file_errors(void)
 	bad_file("poll-us =\n", ":1:", "no value");
 	bad_file("help = yes\n", ":1:", "command-line option");
 	bad_file("verbose = 3\n", ":1:", "from 0 to 2");
+	bad_file("socket-group = no-such-group-here\n", ":1:", "no group of this system");
+}
+
+/* socket-group: a name or a number, resolved to its gid; unset: none (-1). */
+static void socket_group(void)
+{
+	struct npfd_config c;
+	char err[512];
+	gid_t gid = 0;
+	const char *p = file("group.conf", "socket-group = root\n");
+
+	UT_EQ(load(p, &c, err, sizeof(err), NULL, NULL, NULL), 0, "socket-group = root loads");
+	UT_EQ(config_socket_gid(&c, &gid), 0, "root's gid");
+	UT_EQ(gid, 0, "socket-group = root is gid 0");
+	UT_EQ(load(p, &c, err, sizeof(err), "--socket-group", "4242", NULL), 0,
+	      "a number needs no name");
+	UT_EQ(config_socket_gid(&c, &gid), 0, "gid 4242");
+	UT_EQ(gid, 4242, "--socket-group 4242 over the file's root");
+	p = file("nogroup.conf", "");
+	UT_EQ(load(p, &c, err, sizeof(err), NULL, NULL, NULL), 0, "no socket-group");
+	UT_EQ(config_socket_gid(&c, &gid), 0, "no socket-group: no error");
+	UT_EQ(gid, (gid_t)-1, "no socket-group: npfd's own group (-1)");
 }
 
 static void bad_args(const char *a1, const char *a2, const char *what)
@@ -175,6 +197,8 @@ static void args(void)
 	bad_args("--socket", "npfd.sock", "a relative socket path");
 	bad_args("--socket", longpath, "a socket path longer than sun_path");
 	bad_args("--bogus", NULL, "an unknown option");
+	bad_args("--socket-group", "no-such-group-here", "a group the system does not know");
+	bad_args("--socket-group", "", "an empty group");
 	bad_args("extra", NULL, "an unexpected argument");
 	UT_EQ(parse(&cl, "--check", NULL), 0, "--check");
 	UT_EQ(cl.action, NPFD_CHECK, "--check is an action");
@@ -196,6 +220,7 @@ int main(void)
 	defaults();
 	file_values();
 	file_errors();
+	socket_group();
 	args();
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd) < 0)
