@@ -304,8 +304,8 @@ device-list-shows-every-user @@ daemon/control.c @@ s{\tif \(l->c->privileged \|
 device-listed-by-region-id @@ daemon/control.c @@ s{\tif \(l->c->privileged \|\| uid == l->c->uid\)}{\tif (sees_region(l->c, info->region_id))} @@ adv_device_list
 mem-read-waits-on-uffd @@ daemon/region.c @@ s{pread\(mm->mem_fd, buf, len, \(off_t\)va\)}{syscall(SYS_process_vm_readv, mm->tgid, &(struct iovec){buf, len}, 1UL, &(struct iovec){(void *)(uintptr_t)va, len}, 1UL, 0UL)} @@ unit-mem_rw
 mem-write-waits-on-uffd @@ daemon/region.c @@ s{pwrite\(mm->mem_fd, buf, len, \(off_t\)va\)}{syscall(SYS_process_vm_writev, mm->tgid, &(struct iovec){buf, len}, 1UL, &(struct iovec){(void *)(uintptr_t)va, len}, 1UL, 0UL)} @@ unit-mem_rw
-unit-without-dac-override @@ systemd/npfd.service.in @@ s{(CapabilityBoundingSet=.*) CAP_DAC_OVERRIDE}{$1} @@ ops_unit_caps
-unit-without-chown @@ systemd/npfd.service.in @@ s{(CapabilityBoundingSet=.*) CAP_CHOWN}{$1} @@ ops_unit_caps
+unit-without-dac-override @@ systemd/npfd.service.in @@ s{(CapabilityBoundingSet=.*) CAP_DAC_OVERRIDE}{$1} @@ ops_unit_caps verbs_unit_caps
+unit-without-chown @@ systemd/npfd.service.in @@ s{(CapabilityBoundingSet=.*) CAP_CHOWN}{$1} @@ ops_unit_caps verbs_unit_caps
 socket-group-ignored @@ daemon/control.c @@ s{\(gid != \(gid_t\)-1 && chown\(path, \(uid_t\)-1, gid\)\) \|\| }{} @@ ops_unit_caps
 EOF
 }

@@ -14,16 +14,7 @@
 # namespace of its own, where eviction is refused: docs/design.md.)
 set -u
 . "$(dirname "$0")/lib/npfd.sh"
-command -v setpriv >/dev/null || { echo "setpriv is missing (util-linux)"; exit 77; }
-unit=$(dirname "$0")/../systemd/npfd.service.in
-caps=$(sed -n 's/^CapabilityBoundingSet=//p' "$unit")
-[ -n "$caps" ] || fail "no CapabilityBoundingSet= in $unit"
-set_caps=-all
-for c in $caps; do
-	set_caps="$set_caps,+$(echo "${c#CAP_}" | tr 'A-Z' 'a-z')"
-done
-echo "the unit's capabilities: $caps"
-npfd_wrap="setpriv --bounding-set $set_caps --inh-caps -all --ambient-caps -all"
+npfd_unit_caps
 npfd_start --socket-group nogroup
 grep CapEff "/proc/$npfd/status"
 [ "$(stat -c %G:%a "$NPF_SOCKET")" = nogroup:660 ] ||

@@ -4,7 +4,8 @@
 #
 # In a private mount namespace (nothing on the host changes, nothing is
 # created there: what it makes lives in a tmpfs mounted over /dev in that
-# namespace, which disappears with it) it gives CMD:
+# namespace, which disappears with it; for a user other than root, in a user
+# namespace of its own too) it gives CMD:
 #  - a sysfs tree (SYSFS_PATH) describing one RoCEv2 device per IPv4 address:
 #    npf0, npf1, ... with GID ::ffff:a.b.c.d (libibverbs reads devices, ports,
 #    GIDs and pkeys from there when the kernel has no RDMA stack);
@@ -33,9 +34,20 @@ else
 	echo "npf-run: the npf provider libnpfverbs-rdmav34.so is not in $here/../lib (run make)" >&2
 	exit 1
 fi
-if [ "$(id -u)" -ne 0 ]; then
-	echo "npf-run: needs root (a private mount namespace and device nodes for libibverbs)" >&2
-	exit 1
+# Root makes a mount namespace and device nodes. Any other user makes a user
+# namespace of its own too, where it is root (its uid mapped to 0: npfd still
+# sees its own uid), and binds the host's device nodes instead of making
+# them: a user namespace may not make one.
+if [ "$(id -u)" -eq 0 ]; then
+	ns="--mount"
+	rootless=0
+else
+	ns="--user --map-root-user --mount"
+	rootless=1
+	if ! unshare $ns true 2>/dev/null; then
+		echo "npf-run: not root, and cannot make a user namespace (user.max_user_namespaces, or a kernel that refuses them to unprivileged users): run it as root" >&2
+		exit 1
+	fi
 fi
 
 if [ -n "${NPF_VERBS_ADDRS:-}" ]; then
@@ -60,11 +72,24 @@ set -eu
 cwd=$(pwd)
 cd /dev
 mount -t tmpfs -o mode=0755,size=16m npf-run /dev
-cp -a -x ./. /dev/
-for m in $(cd / && findmnt -rn -o TARGET | sed -n "s|^/dev/\([^/]*\)\$|\1|p" | sort -u); do
-	# --no-canonicalize: "./$m" must stay relative to the host /dev, not become /dev/$m
-	[ -d "./$m" ] && mount --no-canonicalize --rbind "./$m" "/dev/$m" 2>/dev/null || true
-done
+# --no-canonicalize: "./$m" must stay relative to the host /dev, not become /dev/$m
+if [ "$NPF_RUN_ROOTLESS" = 0 ]; then
+	cp -a -x ./. /dev/
+	for m in $(cd / && findmnt -rn -o TARGET | sed -n "s|^/dev/\([^/]*\)\$|\1|p" | sort -u); do
+		[ -d "./$m" ] && mount --no-canonicalize --rbind "./$m" "/dev/$m" 2>/dev/null || true
+	done
+else
+	# links copied, nodes and directories bound (with what is mounted under them)
+	for m in $(ls -A); do
+		if [ -L "./$m" ]; then
+			cp -P "./$m" "/dev/$m"
+		elif [ -d "./$m" ]; then
+			mkdir "/dev/$m" && mount --no-canonicalize --rbind "./$m" "/dev/$m" 2>/dev/null || true
+		else
+			: > "/dev/$m" && mount --no-canonicalize --bind "./$m" "/dev/$m" 2>/dev/null || rm -f "/dev/$m"
+		fi
+	done
+fi
 cd "$cwd"
 mkdir -p /dev/infiniband
 t=/dev/.npf-run
@@ -74,7 +99,12 @@ echo 6 > "$s/infiniband_verbs/abi_version"
 i=0
 for a in $NPF_RUN_ADDRS; do
 	d=npf$i
-	mknod /dev/infiniband/uverbs$i c 1 7
+	if [ "$NPF_RUN_ROOTLESS" = 0 ]; then
+		mknod /dev/infiniband/uverbs$i c 1 7
+	else
+		: > /dev/infiniband/uverbs$i
+		mount --bind /dev/full /dev/infiniband/uverbs$i
+	fi
 	u="$s/infiniband_verbs/uverbs$i"
 	mkdir -p "$u"
 	echo "$d" > "$u/ibdev"
@@ -105,8 +135,9 @@ done
 export SYSFS_PATH="$t/sys"
 export RDMAV_DRIVERS="$NPF_RUN_LIB/libnpfverbs"
 export LD_PRELOAD="$NPF_RUN_LIB/libnpfverbs-preload.so${LD_PRELOAD:+:$LD_PRELOAD}"
-unset NPF_RUN_ADDRS NPF_RUN_LIB
+unset NPF_RUN_ADDRS NPF_RUN_LIB NPF_RUN_ROOTLESS
 exec "$@"
 '
-NPF_RUN_ADDRS="$addrs" NPF_RUN_LIB="$lib" exec unshare --mount --propagation private \
-	sh -c "$inner" npf-run "$@"
+# shellcheck disable=SC2086 # $ns is unshare's options
+NPF_RUN_ADDRS="$addrs" NPF_RUN_LIB="$lib" NPF_RUN_ROOTLESS=$rootless exec unshare $ns \
+	--propagation private sh -c "$inner" npf-run "$@"

@@ -3,6 +3,8 @@
 # regions, cleaned up whatever happens. Sets $BIN, $dir, $NPF_SOCKET, $pins.
 #   npfd_start [NPFD ARGS...]        start npfd, wait for its socket ($npfd_wrap:
 #                                    a command npfd runs under, e.g. setpriv ...)
+#   npfd_unit_caps                   have npfd_start run npfd with exactly the
+#                                    capabilities systemd/npfd.service.in leaves it
 #   workload_hold [WORKLOAD ARGS...] run npf-workload until it holds its regions
 #   workload_release                 let it finish; fails the test if it failed
 #   fail MESSAGE                     print, show npfd's log, exit 1
@@ -51,6 +53,18 @@ npfd_start() {
 		[ $i -lt 400 ] && kill -0 "$npfd" 2>/dev/null || fail "npfd did not start"
 		sleep 0.05
 	done
+}
+
+npfd_unit_caps() {
+	command -v setpriv >/dev/null || { echo "setpriv is missing (util-linux)"; exit 77; }
+	unit_caps=$(sed -n 's/^CapabilityBoundingSet=//p' "$(dirname "$0")/../systemd/npfd.service.in")
+	[ -n "$unit_caps" ] || fail "no CapabilityBoundingSet= in systemd/npfd.service.in"
+	set_caps=-all
+	for c in $unit_caps; do
+		set_caps="$set_caps,+$(echo "${c#CAP_}" | tr 'A-Z' 'a-z')"
+	done
+	echo "npfd runs with the unit's capabilities: $unit_caps"
+	npfd_wrap="setpriv --bounding-set $set_caps --inh-caps -all --ambient-caps -all"
 }
 
 workload_hold() {

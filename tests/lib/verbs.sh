@@ -9,7 +9,8 @@
 #                                 $cli_rc, $max_dev_faults, $max_vmlck_kb (locked
 #                                 in the mappings of npfd's regions),
 #                                 logs in $dir/srv.log, $dir/cli.log
-#                                 (VX_SAMPLE=0: no sampling; both maxima stay 0)
+#                                 (VX_SAMPLE=0: no sampling; both maxima stay 0;
+#                                 $vx_as: a command both run under, e.g. setpriv)
 . "${NPF_TESTLIB:-$(dirname "$0")/lib}/npfd.sh"
 [ -x "$BIN/npf-run" ] || { echo "build/bin/npf-run is missing (make verbs)"; exit 77; }
 [ -e "$BIN/../lib/libnpfverbs-rdmav34.so" ] || { echo "the npf verbs provider is not built"; exit 77; }
@@ -17,6 +18,7 @@ o=$(( $$ % 200 + 20 ))
 export NPF_VERBS_ADDRS="127.91.$o.1 127.91.$o.2"
 export NPF_VERBS_STATS=1
 vx_port=$(( 20000 + $$ % 20000 ))
+vx_as=
 
 vx_need() {
 	for p in "$@"; do
@@ -65,7 +67,7 @@ vx_pair() {
 	while [ $# -gt 0 ] && [ "$1" != "--" ]; do sargs="$sargs $1"; shift; done
 	[ $# -gt 0 ] && shift
 	max_dev_faults=0 max_vmlck_kb=0
-	"$BIN/npf-run" $prog -d npf0 $sargs >"$dir/srv.log" 2>&1 &
+	$vx_as "$BIN/npf-run" $prog -d npf0 $sargs >"$dir/srv.log" 2>&1 &
 	vx_srv=$!
 	# the client connects once, at start: wait until the server listens on
 	# its -p port (a fixed sleep lost that race on a loaded machine: the
@@ -81,7 +83,7 @@ vx_pair() {
 	else
 		sleep 0.5
 	fi
-	"$BIN/npf-run" $prog -d npf1 "$@" "127.91.$o.1" >"$dir/cli.log" 2>&1 &
+	$vx_as "$BIN/npf-run" $prog -d npf1 "$@" "127.91.$o.1" >"$dir/cli.log" 2>&1 &
 	vx_cli=$!
 	i=0
 	while kill -0 "$vx_cli" 2>/dev/null || kill -0 "$vx_srv" 2>/dev/null; do
