@@ -768,7 +768,9 @@ bool mm_pagemap_read(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n)
  * (tests/unit/mem_rw.c). The descriptor stays with the mm it was opened
  * for: a reused pid cannot redirect it (and once that mm is gone it reads
  * 0 bytes). It writes with FOLL_FORCE, as a debugger does: the put-back
- * can restore a page the process has since made read-only.
+ * can restore a page the process has since made read-only. It still waits
+ * where any fault would: a file mapping on a FUSE server that does not
+ * answer, the process's mmap_lock (docs/design.md, "Not closed").
  */
 ssize_t mm_mem_rw(struct npfd_mm *mm, __u64 va, void *buf, size_t len, bool write)
 {
