@@ -2097,35 +2097,61 @@ static __u64 client_installed(const struct npfd_mm *mm)
 }
 
 /*
- * Hold a fault of r back while r, or its client, has EVICT_HOLD_SLACK
- * pages more than its high watermark: eviction is making room, and a
- * writer faster than eviction would otherwise run far over the budget
- * (tests/evict_hard.c). Not for ever: when the count has not gone down
- * for EVICT_HOLD_NS, eviction cannot make room (a device that does not
- * acknowledge, a full store, every page referenced), and faults go
- * through until it goes down again.
+ * Has eviction just found nothing to take in any region of mm (each one's
+ * last pick empty, or its last batch given up: they rest EVICT_REPICK_NS)?
+ * Then no room is coming soon, and holding a fault would only wait out
+ * EVICT_HOLD_NS: every installed page a device asked for and has not used
+ * yet (EVICT_DEVICE_GRACE_MS) is no victim, and a NIC's next run waited
+ * 500 ms each time (perftest_budget at 1 MiB: most of its run time).
+ */
+static bool eviction_resting(const struct npfd_mm *mm, __u64 now)
+{
+	const struct npfd_region *q;
+
+	list_for_each_entry(q, &mm->regions, node)
+		if (q->ev && q->ev->wp && q->ninstalled && q->ev->pick_after <= now)
+			return false;
+	return true;
+}
+
+/*
+ * Hold a fault of r back while r, or its client, is over its high
+ * watermark and would be EVICT_HOLD_SLACK pages over it with this run:
+ * eviction is making room, and a writer faster than eviction would
+ * otherwise run far over the budget (tests/evict_hard.c). Not for ever:
+ * when the count has not gone down for EVICT_HOLD_NS, eviction cannot
+ * make room (a device that does not acknowledge, a full store, every page
+ * referenced), and faults go through until it goes down again; nor when
+ * eviction has just found nothing to take (eviction_resting()). Only over
+ * the high watermark: below it eviction does not run, so a hold there could only
+ * time out (perftest_budget at 2 MiB: the client settled at the low or the
+ * high watermark, and the NIC's next run of 257 pages or more waited the
+ * full EVICT_HOLD_NS, every message: 0.02x the run without a budget).
+ * From below, one run may go over the watermark; the next is held.
  */
 bool evict_hold(const struct npfd_region *r, __u64 npages)
 {
 	struct evict_region *e = r->ev;
-	__u64 count = 0, now;
+	__u64 count = 0, now = now_ns(), high;
 
-	if (!e || !e->wp || e->leaving_until > now_ns() || !r->mm->evict_ring || r->mm->dead)
+	if (!e || !e->wp || e->leaving_until > now || !r->mm->evict_ring || r->mm->dead)
 		return false;
-	if (e->budget && r->ninstalled &&
-	    r->ninstalled + npages > e->budget * high_pct / 100 + EVICT_HOLD_SLACK)
+	high = e->budget * high_pct / 100;
+	if (e->budget && r->ninstalled > high && r->ninstalled + npages > high + EVICT_HOLD_SLACK)
 		count = r->ninstalled;
 	if (!count && client_budget) {
 		__u64 total = client_installed(r->mm);
 
-		if (total && total + npages > client_budget * high_pct / 100 + EVICT_HOLD_SLACK)
+		high = client_budget * high_pct / 100;
+		if (total > high && total + npages > high + EVICT_HOLD_SLACK)
 			count = total;
 	}
+	if (count && eviction_resting(r->mm, now))
+		count = 0;
 	if (!count) {
 		e->hold_since = 0;
 		return false;
 	}
-	now = now_ns();
 	if (!e->hold_since || count < e->hold_count)
 		e->hold_since = now; /* eviction made room: wait for it again */
 	e->hold_count = count;
