@@ -2122,9 +2122,11 @@ static bool eviction_resting(const struct npfd_mm *mm, __u64 now)
  * when the count has not gone down for EVICT_HOLD_NS, eviction cannot
  * make room (a device that does not acknowledge, a full store, every page
  * referenced), and faults go through until it goes down again; nor when
- * eviction has just found nothing to take (eviction_resting()). Only over
- * the high watermark: below it eviction does not run, so a hold there could only
- * time out (perftest_budget at 2 MiB: the client settled at the low or the
+ * eviction has just found nothing to take (the region's last pick, for
+ * its own budget; every region's, eviction_resting(), for its client's).
+ * Only over the high watermark: eviction starts only once that is crossed,
+ * so a run of more than the slack held below it waited for an eviction
+ * that had not started, and could only time out (perftest_budget at 2 MiB: the client settled at the low or the
  * high watermark, and the NIC's next run of 257 pages or more waited the
  * full EVICT_HOLD_NS, every message: 0.02x the run without a budget).
  * From below, one run may go over the watermark; the next is held.
@@ -2136,18 +2138,19 @@ bool evict_hold(const struct npfd_region *r, __u64 npages)
 
 	if (!e || !e->wp || e->leaving_until > now || !r->mm->evict_ring || r->mm->dead)
 		return false;
+	/* its own budget: only its own pick can make room (a region under its budget is never picked) */
 	high = e->budget * high_pct / 100;
-	if (e->budget && r->ninstalled > high && r->ninstalled + npages > high + EVICT_HOLD_SLACK)
+	if (e->budget && r->ninstalled > high && r->ninstalled + npages > high + EVICT_HOLD_SLACK &&
+	    e->pick_after <= now)
 		count = r->ninstalled;
 	if (!count && client_budget) {
 		__u64 total = client_installed(r->mm);
 
 		high = client_budget * high_pct / 100;
-		if (total > high && total + npages > high + EVICT_HOLD_SLACK)
+		if (total > high && total + npages > high + EVICT_HOLD_SLACK &&
+		    !eviction_resting(r->mm, now))
 			count = total;
 	}
-	if (count && eviction_resting(r->mm, now))
-		count = 0;
 	if (!count) {
 		e->hold_since = 0;
 		return false;
@@ -2868,6 +2871,9 @@ static void read_out(void)
 			any = true;
 		}
 	}
+	/* no victim could be read (another userfaultfd's, say): as after an empty pick */
+	if (!any && r->ev)
+		r->ev->pick_after = now_ns() + EVICT_REPICK_NS;
 	b.writes = write_back(r, b.dirty);
 	if (b.writes) {
 		b.state = B_WRITE;

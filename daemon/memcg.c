@@ -24,7 +24,8 @@
  * 16 MiB budget, one thread writing 128 MiB: 31 MiB used at the peak; with
  * an 8 MiB headroom the client was OOM-killed); evict_hold() now holds
  * faults a batch over the high watermark, but gives up when eviction makes
- * no room for 500 ms, and the cgroup counts pages the bitmap does not. So the npf
+ * no room for 500 ms or has just found nothing to take, and the cgroup
+ * counts pages the bitmap does not. So the npf
  * clients of a limited cgroup also have a ceiling together -- their budget
  * plus half the headroom -- and npfd holds the faults of their regions while
  * they have that many pages installed (memcg_hold(), called by the

@@ -4,10 +4,10 @@
 # another user's budgeted client: npfd runs here with exactly the unit's
 # CapabilityBoundingSet (read from the unit, through setpriv), and a client
 # of uid 65534 (let in by the socket's group: socket-group, which needs the
-# unit's CAP_CHOWN) has
+# unit's CAP_CHOWN; gid 65534, nogroup or nobody by distribution) has
 # npf-bench-evict set a budget of 256 pages on 16 MiB, wait until npfd has
 # evicted down to it, and read back and check every word. npfd reads the
-# client's /proc/PID/pagemap and /proc/PID/mem, mode 0600 and its owner's:
+# client's /proc/PID/pagemap (0400) and /proc/PID/mem (0600), its owner's alone:
 # without CAP_DAC_OVERRIDE, which the unit left out until 2026-11-29, every
 # eviction batch was given up ("Permission denied") and the client waited
 # for ever. (tests/ops_systemd runs npfd under systemd itself, but in a pid
@@ -15,10 +15,10 @@
 set -u
 . "$(dirname "$0")/lib/npfd.sh"
 npfd_unit_caps
-npfd_start --socket-group nogroup
+npfd_start --socket-group 65534
 grep CapEff "/proc/$npfd/status"
-[ "$(stat -c %G:%a "$NPF_SOCKET")" = nogroup:660 ] ||
-	fail "socket-group nogroup: the socket is $(stat -c %G:%a "$NPF_SOCKET"), want nogroup:660"
+[ "$(stat -c %g:%a "$NPF_SOCKET")" = 65534:660 ] ||
+	fail "socket-group 65534: the socket is $(stat -c %g:%a "$NPF_SOCKET"), want 65534:660"
 
 chmod 755 "$dir"
 cp "$BIN/npf-bench-evict" "$dir/"

@@ -16,7 +16,7 @@ vx_as="setpriv --reuid 65534 --regid 65534 --clear-groups"
 $vx_as unshare --user --map-root-user --mount true 2>/dev/null ||
 	{ echo "uid 65534 may not make a user namespace here (npf-run needs one for a user other than root)"; exit 77; }
 npfd_unit_caps
-npfd_start --socket-group nogroup
+npfd_start --socket-group 65534
 chmod 755 "$dir"
 vx_pair ibv_rc_pingpong -g 0 -p $vx_port -o -c -s 1048576 -n 20 -- -g 0 -p $vx_port -o -c -s 1048576 -n 20
 [ $srv_rc -eq 0 ] && [ $cli_rc -eq 0 ] || fail "uid 65534's ibv_rc_pingpong failed (server $srv_rc, client $cli_rc)"

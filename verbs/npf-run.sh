@@ -75,12 +75,17 @@ mount -t tmpfs -o mode=0755,size=16m npf-run /dev
 # --no-canonicalize: "./$m" must stay relative to the host /dev, not become /dev/$m
 if [ "$NPF_RUN_ROOTLESS" = 0 ]; then
 	cp -a -x ./. /dev/
+	# RDMA devices of the host (a real HCA, rxe) are not for the command
+	rm -rf /dev/infiniband
 	for m in $(cd / && findmnt -rn -o TARGET | sed -n "s|^/dev/\([^/]*\)\$|\1|p" | sort -u); do
 		[ -d "./$m" ] && mount --no-canonicalize --rbind "./$m" "/dev/$m" 2>/dev/null || true
 	done
 else
-	# links copied, nodes and directories bound (with what is mounted under them)
+	# links copied, nodes and directories bound (with what is mounted under
+	# them); not the RDMA devices of the host, nor its ptys: a ptmx bound alone
+	# finds no devpts beside it, so the command gets a devpts of its own
 	for m in $(ls -A); do
+		case "$m" in infiniband | ptmx | pts) continue ;; esac
 		if [ -L "./$m" ]; then
 			cp -P "./$m" "/dev/$m"
 		elif [ -d "./$m" ]; then
@@ -89,6 +94,8 @@ else
 			: > "/dev/$m" && mount --no-canonicalize --bind "./$m" "/dev/$m" 2>/dev/null || rm -f "/dev/$m"
 		fi
 	done
+	mkdir /dev/pts
+	mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts /dev/pts && ln -s pts/ptmx /dev/ptmx || true
 fi
 cd "$cwd"
 mkdir -p /dev/infiniband
@@ -135,9 +142,13 @@ done
 export SYSFS_PATH="$t/sys"
 export RDMAV_DRIVERS="$NPF_RUN_LIB/libnpfverbs"
 export LD_PRELOAD="$NPF_RUN_LIB/libnpfverbs-preload.so${LD_PRELOAD:+:$LD_PRELOAD}"
-unset NPF_RUN_ADDRS NPF_RUN_LIB NPF_RUN_ROOTLESS
+rootless=$NPF_RUN_ROOTLESS uid=$NPF_RUN_UID gid=$NPF_RUN_GID
+unset NPF_RUN_ADDRS NPF_RUN_LIB NPF_RUN_ROOTLESS NPF_RUN_UID NPF_RUN_GID
+# not root in its namespace: the user itself again, in one more (HOME, ssh, mpirun)
+[ "$rootless" = 0 ] || exec unshare --user --map-user="$uid" --map-group="$gid" -- "$@"
 exec "$@"
 '
 # shellcheck disable=SC2086 # $ns is unshare's options
+NPF_RUN_UID=$(id -u) NPF_RUN_GID=$(id -g) \
 NPF_RUN_ADDRS="$addrs" NPF_RUN_LIB="$lib" NPF_RUN_ROOTLESS=$rootless exec unshare $ns \
 	--propagation private sh -c "$inner" npf-run "$@"
