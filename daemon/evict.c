@@ -2126,9 +2126,10 @@ static bool eviction_resting(const struct npfd_mm *mm, __u64 now)
  * its own budget; every region's, eviction_resting(), for its client's).
  * Only over the high watermark: eviction starts only once that is crossed,
  * so a run of more than the slack held below it waited for an eviction
- * that had not started, and could only time out (perftest_budget at 2 MiB: the client settled at the low or the
- * high watermark, and the NIC's next run of 257 pages or more waited the
- * full EVICT_HOLD_NS, every message: 0.02x the run without a budget).
+ * that had not started, and could only time out (perftest_budget at
+ * 2 MiB: the client settled at the low or the high watermark, and the
+ * NIC's next run of 257 pages or more waited the full EVICT_HOLD_NS,
+ * every message: 0.02x the run without a budget).
  * From below, one run may go over the watermark; the next is held.
  */
 bool evict_hold(const struct npfd_region *r, __u64 npages)

@@ -100,7 +100,6 @@ static __u64 zero_pfn;
 struct swapin {
 	__u32 region_id;
 	__u64 va, n;
-	int fd;
 	unsigned int tries;
 };
 static struct io_uring swapin_ring;
@@ -518,6 +517,7 @@ static void swapin_start(struct npfd_region *r, __u64 va, __u64 n, unsigned int 
 {
 	struct io_uring_sqe *sqe;
 	struct swapin *s;
+	int fd;
 
 	if (!swapin_ok || tries >= SWAPIN_TRIES) {
 		untracked += n;
@@ -534,8 +534,8 @@ static void swapin_start(struct npfd_region *r, __u64 va, __u64 n, unsigned int 
 	}
 	for (s = slots; s->n; s++) /* a free one exists: fewer than SWAPIN_MAX in flight */
 		;
-	s->fd = mm_open_proc(r->mm, "mem", O_RDONLY);
-	if (s->fd < 0) {
+	fd = mm_mem_fd(r->mm);
+	if (fd < 0) {
 		io_uring_prep_nop(sqe); /* the sqe is taken: give it something harmless */
 		io_uring_sqe_set_data(sqe, NULL);
 		io_uring_submit(&swapin_ring);
@@ -546,10 +546,10 @@ static void swapin_start(struct npfd_region *r, __u64 va, __u64 n, unsigned int 
 	s->va = va;
 	s->n = n;
 	s->tries = tries + 1;
-	io_uring_prep_read(sqe, s->fd, swapin_buf, (unsigned int)(n * NPF_PAGE_SIZE), va);
+	/* the ring holds the file for the read: mm may go (and close it) meanwhile */
+	io_uring_prep_read(sqe, fd, swapin_buf, (unsigned int)(n * NPF_PAGE_SIZE), va);
 	io_uring_sqe_set_data(sqe, s);
 	if (io_uring_submit(&swapin_ring) != 1) {
-		close(s->fd);
 		s->n = 0;
 		untracked += n;
 		return;
@@ -575,7 +575,6 @@ static void swapin_done(void *arg)
 		done = *slot;
 		slot->n = 0;
 		swapin_inflight--;
-		close(done.fd);
 		pr_debug("mm watch: swap-in read of region %u 0x%llx+%llu pages: %d",
 			 done.region_id, (unsigned long long)done.va, (unsigned long long)done.n,
 			 res);
@@ -674,10 +673,7 @@ static void swapin_exit(void)
 	munmap(swapin_buf, CHUNK * NPF_PAGE_SIZE);
 	swapin_buf = NULL;
 	for (i = 0; i < SWAPIN_MAX; i++)
-		if (slots[i].n) {
-			close(slots[i].fd);
-			slots[i].n = 0;
-		}
+		slots[i].n = 0;
 	swapin_inflight = 0;
 	queue_len = 0;
 	swapin_ok = false;

@@ -754,6 +754,13 @@ bool mm_pagemap_read(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n)
 		       (ssize_t)(n * sizeof(__u64));
 }
 
+int mm_mem_fd(struct npfd_mm *mm)
+{
+	if (mm->mem_fd < 0)
+		mm->mem_fd = mm_open_proc(mm, "mem", O_RDWR);
+	return mm->mem_fd;
+}
+
 /*
  * Not process_vm_readv()/process_vm_writev(): they fault a missing page in
  * the way a user fault would (FAULT_FLAG_ALLOW_RETRY), and a page the
@@ -776,9 +783,7 @@ ssize_t mm_mem_rw(struct npfd_mm *mm, __u64 va, void *buf, size_t len, bool writ
 {
 	ssize_t n;
 
-	if (mm->mem_fd < 0)
-		mm->mem_fd = mm_open_proc(mm, "mem", O_RDWR);
-	if (mm->mem_fd < 0)
+	if (mm_mem_fd(mm) < 0)
 		return -1;
 	/* an address past the off_t range is no page of the process's */
 	if (va > (__u64)INT64_MAX || len > (__u64)INT64_MAX - va) {

@@ -125,6 +125,11 @@ bool mm_pagemap_read(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n);
  * Never waits for a userfaultfd: see region.c.
  */
 ssize_t mm_mem_rw(struct npfd_mm *mm, __u64 va, void *buf, size_t len, bool write);
+/*
+ * /proc/PID/mem of mm's process, opened once (read and write) and closed
+ * with mm, or -1: for reads that go through an io_uring (mm watch's swap-in).
+ */
+int mm_mem_fd(struct npfd_mm *mm);
 typedef void (*region_scan_fn)(struct npfd_region *r, __u64 start, __u64 npages, void *arg);
 /* r's present pages (wp_only: only those still write-protected), in ranges; -errno */
 int region_scan_present(struct npfd_region *r, bool wp_only, region_scan_fn found, void *arg);
