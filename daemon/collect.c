@@ -27,6 +27,7 @@
 #include "collect.h"
 #include "log.h"
 #include "loop.h"
+#include "mmcall.h"
 #include "objects.h"
 #include "util.h"
 #include "npf_collect.skel.h"
@@ -484,7 +485,8 @@ static struct list_head nic_probes = LIST_HEAD_INIT(nic_probes);
  * linked with libnpfnic.a), then any executable mapping of a shared library
  * named libnpf* (the libibverbs provider, verbs/, loaded with dlopen), by
  * its /proc/PID/map_files link, which names the very file mapped whatever
- * mount namespace the process runs in.
+ * mount namespace the process runs in. Its maps are read, and its
+ * map_files opened, on mmcall.c's thread: both take its mmap_lock.
  */
 static int nic_probe_candidates(pid_t tgid, char (*path)[96], int max)
 {
@@ -494,7 +496,7 @@ static int nic_probe_candidates(pid_t tgid, char (*path)[96], int max)
 
 	snprintf(path[n++], sizeof(path[0]), "/proc/%d/exe", tgid);
 	snprintf(line, sizeof(line), "/proc/%d/maps", tgid);
-	f = fopen(line, "re");
+	f = mmcall_fopen(tgid, line);
 	if (!f)
 		return n;
 	while (n < max && fgets(line, sizeof(line), f)) {
@@ -519,7 +521,7 @@ int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen)
 	char cand[8][96];
 	struct nic_probe *p;
 	struct stat st;
-	int i, n, e = ENOENT;
+	int i, n, e = ENOENT, fd = -1;
 
 	if (mm->nic_probe)
 		return 0;
@@ -528,14 +530,28 @@ int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen)
 		return refuse(err, errlen, errno, "cannot find the executable of pid %d: %s",
 			      mm->tgid, strerror(errno));
 	for (i = 0; i < n; i++) {
-		if (i && stat(cand[i], &st))
-			continue;
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+		/*
+		 * A library by a descriptor opened on mmcall.c's thread: the
+		 * probe's path lookups then never meet the process's mmap_lock.
+		 */
+		if (i) {
+			fd = mmcall_open(mm->tgid, cand[i], O_RDONLY);
+			if (fd < 0 || fstat(fd, &st))
+				continue;
+			snprintf(cand[i], sizeof(cand[i]), "/proc/self/fd/%d", fd);
+		}
 		list_for_each_entry(p, &nic_probes, node)
 			if (p->dev == st.st_dev && p->ino == st.st_ino)
 				goto found;
 		p = calloc(1, sizeof(*p));
-		if (!p)
+		if (!p) {
+			if (fd >= 0)
+				close(fd);
 			return refuse(err, errlen, ENOMEM, "out of memory");
+		}
 		p->link = bpf_program__attach_uprobe_opts(skel->progs.npf_nic_fault, -1, cand[i], 0,
 							  &opts);
 		if (p->link)
@@ -544,6 +560,8 @@ int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen)
 		free(p);
 		p = NULL;
 	}
+	if (!p && fd >= 0)
+		close(fd);
 	if (!p)
 		return refuse(
 			err, errlen, e,
@@ -553,6 +571,8 @@ int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen)
 	p->ino = st.st_ino;
 	list_add_tail(&p->node, &nic_probes);
 found:
+	if (fd >= 0)
+		close(fd);
 	p->refs++;
 	mm->nic_probe = p;
 	return 0;
@@ -725,6 +745,13 @@ void collect_count_failed(__u64 n)
 {
 	if (global_map)
 		global_map->faults_failed += n;
+}
+
+/* Calls into client address spaces that missed their deadline (mmcall.h), since start. */
+void collect_set_mm_calls_late(__u64 n)
+{
+	if (global_map)
+		global_map->mm_calls_late = n;
 }
 
 const struct npf_global_stats *collect_global(void)

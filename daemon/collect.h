@@ -42,6 +42,7 @@ void collect_policy_enable(bool on);
 bool collect_policy_enabled(void);
 const struct npf_global_stats *collect_global(void);
 void collect_count_failed(__u64 n);
+void collect_set_mm_calls_late(__u64 n);
 int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen);
 void collect_nic_uprobe_put(struct npfd_mm *mm);
 

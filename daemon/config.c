@@ -18,6 +18,7 @@
 #include <string.h>
 #include "config.h"
 #include "log.h"
+#include "mmcall.h"
 #include "npf_abi.h"
 
 enum opt_type {
@@ -104,6 +105,12 @@ static const struct opt_desc opts[] = {
 	 "where npfd keeps the evicted dirty pages of anonymous\n"
 	 "regions, a file per region that outlives a killed npfd\n"
 	 "(default " NPFD_DEFAULT_SWAP_DIR ")"},
+	{"mm-call-timeout-ms", 0, T_UINT, L_LIVE, F(mm_call_timeout_ms), 10, 60000, "N",
+	 "the longest npfd waits for a call into a client's\n"
+	 "address space (registering, write-protecting or\n"
+	 "reading its pages, its /proc files): a client that\n"
+	 "holds one longer is given up until it returns, its\n"
+	 "regions served by libnpf meanwhile (default 500)"},
 	{"verbose", 'v', T_COUNT, L_LIVE, F(verbose), 0, 2, NULL,
 	 "more logging (repeat for debug)"},
 	{"quiet", 'q', T_BOOL, L_LIVE, F(quiet), 0, 0, NULL,
@@ -153,6 +160,7 @@ static void config_defaults(struct npfd_config *c)
 	snprintf(c->swap_dir, sizeof(c->swap_dir), "%s", NPFD_DEFAULT_SWAP_DIR);
 	c->budget_high_pct = 100;
 	c->budget_low_pct = 90;
+	c->mm_call_timeout_ms = MMCALL_DEFAULT_TIMEOUT_MS;
 }
 
 /* "socket, bpffs, ...": the keys a file may set, from the table. */

@@ -27,6 +27,7 @@ struct npfd_config {
 	unsigned int client_budget_mib;
 	unsigned int budget_high_pct, budget_low_pct;
 	char swap_dir[256];
+	unsigned int mm_call_timeout_ms;
 	unsigned int verbose;
 	bool quiet;
 	bool foreground;

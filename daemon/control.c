@@ -26,6 +26,7 @@
 #include "evict.h"
 #include "log.h"
 #include "loop.h"
+#include "mmcall.h"
 #include "moved.h"
 #include "npf_fdpass.h"
 #include "policy.h"
@@ -224,11 +225,12 @@ int uid_limit_check(uid_t uid, unsigned int more_regions, unsigned int more_fds,
 }
 
 /*
- * Refuse a connection over its uid's limit: one reply (seq 0, type
- * NPF_MSG_REPLY) saying why, then the end of the connection. It is not kept
- * open until it sends a request: idle connections are what is limited.
+ * Refuse a connection over its uid's limit, or of a process npfd has given
+ * up (mmcall.h): one reply (seq 0, type NPF_MSG_REPLY) saying why, then
+ * the end of the connection. It is not kept open until it sends a
+ * request: idle connections are what is limited.
  */
-static bool connection_over_limit(int fd, const struct ucred *cred)
+static bool connection_refused(int fd, const struct ucred *cred)
 {
 	struct {
 		struct npf_msg_hdr hdr;
@@ -236,20 +238,30 @@ static bool connection_over_limit(int fd, const struct ucred *cred)
 	} m = {};
 	struct uid_usage u;
 
-	if (cred->uid == 0)
-		return false;
-	uid_usage(cred->uid, &u);
-	if (u.connections < NPFD_UID_MAX_CONNECTIONS && u.fds < NPFD_UID_MAX_FDS)
-		return false;
+	if (mmcall_refuses(cred->pid)) {
+		/* libnpf's fallback serves it meanwhile; it comes back once the call has returned */
+		m.body.status = -EAGAIN;
+		snprintf(
+			m.body.error, sizeof(m.body.error),
+			"npfd refused the connection: a call of npfd's into the address space of pid %d, or of %d processes of uid %u, has not returned within mm-call-timeout-ms",
+			cred->pid, MMCALL_STUCK_PER_UID, cred->uid);
+	} else {
+		if (cred->uid == 0)
+			return false;
+		uid_usage(cred->uid, &u);
+		if (u.connections < NPFD_UID_MAX_CONNECTIONS && u.fds < NPFD_UID_MAX_FDS)
+			return false;
+		m.body.status = u.connections >= NPFD_UID_MAX_CONNECTIONS ? -EUSERS : -EMFILE;
+		snprintf(
+			m.body.error, sizeof(m.body.error),
+			"npfd refused the connection: uid %u has %u connections open and npfd holds %u descriptors for it (at most %d and %d per user)",
+			cred->uid, u.connections, u.fds, NPFD_UID_MAX_CONNECTIONS,
+			NPFD_UID_MAX_FDS);
+	}
 	m.hdr.magic = NPF_PROTO_MAGIC;
 	m.hdr.version = NPF_PROTO_VERSION;
 	m.hdr.type = NPF_MSG_REPLY;
 	m.hdr.len = sizeof(m);
-	m.body.status = u.connections >= NPFD_UID_MAX_CONNECTIONS ? -EUSERS : -EMFILE;
-	snprintf(
-		m.body.error, sizeof(m.body.error),
-		"npfd refused the connection: uid %u has %u connections open and npfd holds %u descriptors for it (at most %d and %d per user)",
-		cred->uid, u.connections, u.fds, NPFD_UID_MAX_CONNECTIONS, NPFD_UID_MAX_FDS);
 	pr_warn_rl("pid %d uid %u: %s", cred->pid, cred->uid, m.body.error);
 	send(fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL);
 	shutdown(fd, SHUT_RDWR);
@@ -278,7 +290,7 @@ static void listen_ready(void *arg)
 			close(fd);
 			continue;
 		}
-		if (connection_over_limit(fd, &cred))
+		if (connection_refused(fd, &cred))
 			continue;
 		/* Room for the largest reply, so a send never has to wait. */
 		if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bufsz, sizeof(bufsz)))
@@ -408,7 +420,7 @@ static void client_drop(struct npfd_client *c)
 		 * hand them to the next npfd (or serve them itself meanwhile).
 		 */
 		if (mm->owner == c)
-			mm_destroy(mm, !loop_stopping());
+			mm_destroy(mm, !loop_stopping() && !mm->given_up);
 	}
 	source_del(c->src);
 	/*
@@ -427,6 +439,44 @@ static void client_drop(struct npfd_client *c)
 	free(c);
 }
 
+/*
+ * Give up the address spaces of the processes whose calls mmcall.c refuses
+ * (one missed its deadline): as when npfd stops, their ranges stay
+ * registered with their userfaultfds, their stores and layout journals
+ * stay, and their connections end. libnpf's fallback serves them
+ * meanwhile (frozen pages too, as after a crash), and hands them back to
+ * npfd once it accepts the process again (connection_refused()). Served
+ * on, such a process would lose wake-ups: a write fault whose unprotect
+ * fails is woken to fault again, for ever.
+ */
+void control_give_up_stuck(void)
+{
+	static __u64 seen;
+	struct npfd_mm *mm, *other;
+
+	if (!mmcall_failed_since(&seen))
+		return;
+	collect_set_mm_calls_late(mmcall_late());
+again:
+	list_for_each_entry(mm, &mms, node) {
+		if (mm->dead || !mmcall_refuses(mm->tgid))
+			continue;
+		pr_warn("pid %d: npfd gives its address space up until its late call returns: libnpf serves its regions meanwhile",
+			mm->tgid);
+		mm->given_up = true;
+		if (!mm->owner) {
+			mm_destroy(mm, false);
+			goto again;
+		}
+		/* what else its connection answers for goes the same way, not unregistered */
+		list_for_each_entry(other, &mms, node)
+			if (other->owner == mm->owner)
+				other->given_up = true;
+		client_drop(mm->owner);
+		goto again; /* it freed mm, and maybe more */
+	}
+}
+
 void control_close(void)
 {
 	struct npfd_client *c, *tmp;
@@ -437,7 +487,7 @@ void control_close(void)
 	list_for_each_entry_safe(c, tmp, &clients, node)
 		client_drop(c);
 	list_for_each_entry_safe(mm, mtmp, &mms, node)
-		mm_destroy(mm, !loop_stopping());
+		mm_destroy(mm, !loop_stopping() && !mm->given_up);
 	if (listen_fd > 0) {
 		source_del(listen_src);
 		close(listen_fd);

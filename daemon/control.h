@@ -33,6 +33,8 @@ int control_open(const char *path, gid_t gid, const char *pin_dir, __u64 started
 void control_close(void);
 /* After each loop pass: read the clients whose waiting request was answered. */
 void control_flush(void);
+/* Give up the address spaces of processes npfd's calls into are stuck in (mmcall.h). */
+void control_give_up_stuck(void);
 /* Clients with requests to read in the next pass (the loop must not sleep). */
 bool control_pending(void);
 

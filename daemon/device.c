@@ -736,7 +736,7 @@ static __u64 queue_missing(struct npfd_device *d, __u64 first, __u64 last, __u64
 			if (pte_present(d, i + j) || region_page_evicting(d->region, page))
 				continue;
 			if (!exists && !looked)
-				looked = mm_pagemap_read(mm, va, ent, n) ? 1 : -1;
+				looked = mm_pagemap_read_now(mm, va, ent, n) ? 1 : -1;
 			/* pagemap bits 63/62: present in RAM / in swap */
 			if (!exists && looked == 1)
 				exists = ent[j] >> 62;

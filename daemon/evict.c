@@ -68,6 +68,7 @@
 #include "device.h"
 #include "evict.h"
 #include "log.h"
+#include "mmcall.h"
 #include "objects.h"
 #include "policy.h"
 #include "region.h"
@@ -299,7 +300,7 @@ static int region_wp(struct npfd_region *r, char *err, size_t errlen)
 	for (lo = r->start; holes_piece(&r->holes, &lo, end, &pe); lo = pe) {
 		reg.range.start = lo;
 		reg.range.len = pe - lo;
-		if (ioctl(r->mm->uffd, UFFDIO_REGISTER, &reg))
+		if (mmcall_ioctl(r->mm->tgid, r->mm->uffd, UFFDIO_REGISTER, &reg, sizeof(reg)))
 			return refuse(
 				err, errlen, errno,
 				"region %u: cannot register it for write-protect faults (%s): its writes could not be tracked during eviction",
@@ -1676,6 +1677,11 @@ void evict_wp_fault(struct npfd_mm *mm, __u64 addr)
 	 * EAGAIN: an mm event waits to be read. Woken anyway, the writer
 	 * faults again and comes back here once the event has been read.
 	 */
+	/*
+	 * On the loop itself: the fault path (a hand-over to mmcall.c's
+	 * thread cost a write fault several times its time). The process can
+	 * hold npfd here: docs/design.md, "what stays on the loop".
+	 */
 	if (ioctl(mm->uffd, UFFDIO_WRITEPROTECT, &wp) && errno != ESRCH) {
 		if (errno != EAGAIN && errno != ENOENT)
 			pr_warn_rl("pid %d: cannot unprotect 0x%llx after its write fault: %s",
@@ -2439,7 +2445,8 @@ static void unfreeze(struct npfd_mm *mm, struct npfd_region *r, __u64 page)
 
 	if (r && r->ev)
 		bitmap_assign(r->ev->clean, page_index(r, page), false);
-	if (ioctl(mm->uffd, UFFDIO_WRITEPROTECT, &wp) && errno != ENOENT && errno != ESRCH)
+	if (mmcall_ioctl(mm->tgid, mm->uffd, UFFDIO_WRITEPROTECT, &wp, sizeof(wp)) &&
+	    errno != ENOENT && errno != ESRCH)
 		wake_page(mm, page);
 }
 
@@ -2461,13 +2468,30 @@ static void keep(unsigned int i)
 	unfreeze(b.mm, b.r, b.page[i]);
 }
 
-static bool page_present(struct npfd_mm *mm, __u64 page)
-{
-	__u64 ent = 0;
+#define PM_PRESENT (1ULL << 63) /* pagemap: the page is in RAM */
 
-	if (!mm_pagemap_read(mm, page, &ent, 1))
-		return true; /* unknown: treated as still there (kept) */
-	return ent >> 63;
+/*
+ * The pagemap entries of the batch's pages that want[] names (the others:
+ * present), in one call into the process (mmcall.h: one hand-over for the
+ * batch, not one per page). Unknown is taken for still there (kept).
+ */
+static void batch_pagemap(const bool *want, __u64 *ent)
+{
+	__u64 pages[EVICT_BATCH], got[EVICT_BATCH];
+	unsigned int idx[EVICT_BATCH], i, n = 0;
+
+	for (i = 0; i < b.n; i++) {
+		ent[i] = PM_PRESENT;
+		if (want[i]) {
+			idx[n] = i;
+			pages[n++] = b.page[i];
+		}
+	}
+	if (!n || !b.mm)
+		return;
+	mm_pagemap_read_pages(b.mm, pages, n, got, PM_PRESENT);
+	for (i = 0; i < n; i++)
+		ent[idx[i]] = got[i];
 }
 
 /*
@@ -2483,7 +2507,13 @@ static void batch_end(void)
 	unsigned int i, gone = 0, late = 0, late_gone = 0;
 	/* the batch ran out of time with zaps submitted and not done */
 	bool zaps_pending = b.zaps && b.mm && b.mm->evict_ring && r && r->ev;
+	bool want[EVICT_BATCH];
+	__u64 ent[EVICT_BATCH];
 
+	/* where pagemap decides: zapped, and no REMOVE said it went */
+	for (i = 0; i < b.n; i++)
+		want[i] = b.zapped[i] && !b.removed[i] && !b.unmapped[i];
+	batch_pagemap(want, ent);
 	for (i = 0; i < b.n; i++) {
 		__u64 page = b.page[i];
 
@@ -2503,7 +2533,7 @@ static void batch_end(void)
 		}
 		if (!r) {
 			/* below zap_next: handed to the ring (the others were never zapped) */
-			if (b.zapped[i] && i < b.zap_next && b.mm && !page_present(b.mm, page) &&
+			if (b.zapped[i] && i < b.zap_next && b.mm && !(ent[i] & PM_PRESENT) &&
 			    !mm_find_region(b.mm, page) && mm_alive(b.mm)) {
 				/* EIO, EFAULT: the process unmapped it too (or gave it to a userfaultfd of its own) */
 				if (mm_mem_rw(b.mm, page, b.buf + (size_t)i * NPF_PAGE_SIZE,
@@ -2550,7 +2580,7 @@ static void batch_end(void)
 		 * already, read from its copy by a fault that came after the
 		 * zap: that install set its state), or pagemap says so.
 		 */
-		if (b.removed[i] || (b.zapped[i] && !page_present(b.mm, page))) {
+		if (b.removed[i] || (b.zapped[i] && !(ent[i] & PM_PRESENT))) {
 			if (!b.removed[i]) {
 				__u64 k = page_index(r, page);
 
@@ -2690,7 +2720,7 @@ static bool freeze(void)
 			j++;
 		wp.range.start = b.page[i];
 		wp.range.len = (__u64)(j - i) * NPF_PAGE_SIZE;
-		if (ioctl(b.mm->uffd, UFFDIO_WRITEPROTECT, &wp)) {
+		if (mmcall_ioctl(b.mm->tgid, b.mm->uffd, UFFDIO_WRITEPROTECT, &wp, sizeof(wp))) {
 			if (errno != ESRCH && errno != EAGAIN)
 				pr_warn_rl(
 					"region %u: cannot write-protect 0x%llx+%llu for eviction: %s",
@@ -2833,42 +2863,60 @@ static void zap(void)
 static void read_out(void)
 {
 	struct npfd_region *r = b.r;
-	unsigned int i, j, k;
-	ssize_t got;
+	struct mmcall_read rd[EVICT_BATCH];
+	unsigned int i, j, k, p, n = 0;
+	bool want[EVICT_BATCH];
+	__u64 ent[EVICT_BATCH];
 	bool any = false;
 
+	/* the process dropped it itself: nothing to save (faulted in since: kept) */
+	for (i = 0; i < b.n; i++)
+		want[i] = !b.dropped[i];
+	batch_pagemap(want, ent);
 	/*
-	 * Runs of victims next to each other, one read each (mm_mem_rw():
-	 * never held by a userfaultfd of the process's own). A page that could
-	 * not be read is kept; a run that failed does not stop the next.
+	 * Runs of victims next to each other, one read each, all in one call
+	 * (mm_mem_readv(): never held by a userfaultfd of the process's own).
+	 * A page that could not be read is kept; a run that failed does not
+	 * stop the next.
 	 */
 	for (i = 0; i < b.n; i = j) {
-		/* the process dropped it itself: nothing to save (faulted in since: kept) */
-		if (b.dropped[i] || !page_present(b.mm, b.page[i])) {
+		if (b.dropped[i] || !(ent[i] & PM_PRESENT)) {
 			j = i + 1;
 			continue;
 		}
 		for (j = i + 1; j < b.n && b.page[j] == b.page[j - 1] + NPF_PAGE_SIZE &&
-				!b.dropped[j] && page_present(b.mm, b.page[j]);
+				!b.dropped[j] && (ent[j] & PM_PRESENT);
 		     j++)
 			;
-		if (!any && !mm_alive(b.mm)) {
-			batch_abort("the process exited");
-			return;
-		}
-		got = mm_mem_rw(b.mm, b.page[i], b.buf + (size_t)i * NPF_PAGE_SIZE,
-				(size_t)(j - i) * NPF_PAGE_SIZE, false);
-		if (got < 0 && errno != EIO && errno != EFAULT) {
+		rd[n++] = (struct mmcall_read){.off = b.page[i],
+					       .len = (size_t)(j - i) * NPF_PAGE_SIZE,
+					       .dst = b.buf + (size_t)i * NPF_PAGE_SIZE};
+	}
+	if (n && !mm_alive(b.mm)) {
+		batch_abort("the process exited");
+		return;
+	}
+	if (n && mm_mem_readv(b.mm, rd, n)) {
+		batch_abort(strerror(errno));
+		return;
+	}
+	for (k = 0; k < n; k++) {
+		ssize_t got = rd[k].got;
+
+		i = (unsigned int)(((char *)rd[k].dst - b.buf) / NPF_PAGE_SIZE);
+		j = i + (unsigned int)(rd[k].len / NPF_PAGE_SIZE);
+		if (got < 0 && rd[k].err != EIO && rd[k].err != EFAULT) {
 			if (!any) {
-				batch_abort(strerror(errno));
+				batch_abort(strerror(rd[k].err));
 				return;
 			}
 			break;
 		}
-		for (k = i; got > 0 && k < j && (__u64)got >= (k - i + 1) * NPF_PAGE_SIZE; k++) {
+		/* the pages the read reached (it stops at the first that failed) */
+		for (p = i; got > 0 && p < j && (__u64)got >= (p - i + 1) * NPF_PAGE_SIZE; p++) {
 			/* clean: installed write-protected from a copy that is still there */
-			b.zapped[k] = true;
-			b.dirty[k] = !bitmap_test(r->ev->clean, page_index(r, b.page[k]));
+			b.zapped[p] = true;
+			b.dirty[p] = !bitmap_test(r->ev->clean, page_index(r, b.page[p]));
 			any = true;
 		}
 	}
@@ -3179,7 +3227,9 @@ void evict_stop(void)
 			     r->ev && r->ev->wp && holes_piece(&r->holes, &lo, end, &pe); lo = pe) {
 				wp.range.start = lo;
 				wp.range.len = pe - lo;
-				if (ioctl(mm->uffd, UFFDIO_WRITEPROTECT, &wp) && errno != ESRCH)
+				if (mmcall_ioctl(mm->tgid, mm->uffd, UFFDIO_WRITEPROTECT, &wp,
+						 sizeof(wp)) &&
+				    errno != ESRCH)
 					pr_warn("region %u: cannot unprotect it before stopping: %s",
 						r->id, strerror(errno));
 			}

@@ -32,6 +32,7 @@
 #include "ids.h"
 #include "log.h"
 #include "loop.h"
+#include "mmcall.h"
 #include "mmwatch.h"
 #include "policy.h"
 #include "region.h"
@@ -66,6 +67,7 @@ static void loop_after(bool polling)
 	mmwatch_flush();
 	mmwatch_tick();
 	control_flush();
+	control_give_up_stuck();
 }
 
 /*
@@ -239,6 +241,7 @@ static void config_apply_live(const struct npfd_config *c)
 	ws_set_dir(c->ws_dir);
 	collect_cpu_trace_always(c->trace_cpu_faults);
 	evict_set_config(c->client_budget_mib, c->budget_high_pct, c->budget_low_pct);
+	mmcall_set_timeout_ms(c->mm_call_timeout_ms);
 }
 
 /*

@@ -334,7 +334,7 @@ static bool still_mapped_for(const struct doomed *d, struct pm_window *win)
 		win->n = (r->start + r->length - d->addr) >> NPF_PAGE_SHIFT;
 		if (win->n > CHUNK)
 			win->n = CHUNK;
-		if (r->mm->tgid <= 0 || !mm_pagemap_read(r->mm, win->va, win->ent, win->n)) {
+		if (r->mm->tgid <= 0 || !mm_pagemap_read_now(r->mm, win->va, win->ent, win->n)) {
 			win->n = 0;
 			return true;
 		}
@@ -849,7 +849,7 @@ static void track(struct npfd_region *r, __u64 va, __u64 n, unsigned int tries)
 	int fd = bpf_map__fd(skel->maps.npf_mm_pfns);
 	DECLARE_LIBBPF_OPTS(bpf_map_batch_opts, opts);
 
-	if (!mm_pagemap_read(r->mm, va, ent, n)) {
+	if (!mm_pagemap_read_now(r->mm, va, ent, n)) {
 		pr_warn("region %u: cannot read /proc/%d/pagemap (%s): 0x%llx+%llu pages mapped untracked",
 			r->id, r->mm->tgid, strerror(errno), (unsigned long long)va,
 			(unsigned long long)n);
@@ -899,7 +899,7 @@ static void track(struct npfd_region *r, __u64 va, __u64 n, unsigned int tries)
 		full_warned = true;
 		untracked += k - count;
 	}
-	if (!mm_pagemap_read(r->mm, va, again, n))
+	if (!mm_pagemap_read_now(r->mm, va, again, n))
 		return;
 	for (i = 0; i < n; i++)
 		/* Discarded meanwhile (no frame, not in swap): userfaultfd's REMOVE says so. */

@@ -22,6 +22,7 @@
 #include "bitmap.h"
 #include "list.h"
 #include "log.h"
+#include "mmcall.h"
 #include "moved.h"
 #include "swapstore.h"
 #include "util.h"
@@ -83,8 +84,8 @@ static void part_done(struct part *pt)
 	struct uffdio_range range = {.start = pt->dst, .len = pt->npages << NPF_PAGE_SHIFT};
 
 	/* ENOMEM: the mm is gone, or a mapping could not be split (then it stays registered) */
-	if (ioctl(pt->mm->uffd, UFFDIO_UNREGISTER, &range) && errno != ENOENT && errno != ESRCH &&
-	    errno != EINVAL)
+	if (mmcall_ioctl(pt->mm->tgid, pt->mm->uffd, UFFDIO_UNREGISTER, &range, sizeof(range)) &&
+	    errno != ENOENT && errno != ESRCH && errno != EINVAL)
 		pr_warn("pid %d: cannot unregister the part of region %u moved to 0x%llx: %s",
 			pt->mm->tgid, pt->region_id, (unsigned long long)pt->dst, strerror(errno));
 	if (pt->failed)

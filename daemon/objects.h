@@ -83,7 +83,12 @@ struct npfd_mm {
 	struct npfd_client *owner; /* control connection that answers for it, or NULL */
 	struct list_head regions;
 	__u32 nr_regions;
-	bool dead;		     /* torn down; freed at the end of the loop iteration */
+	bool dead; /* torn down; freed at the end of the loop iteration */
+	/*
+	 * Given up while its process runs (a call into it missed its
+	 * deadline, mmcall.h): torn down as when npfd stops.
+	 */
+	bool given_up;
 	bool adopting;		     /* more regions are being adopted: faults outside them wait */
 	int src;		     /* event-loop source id of uffd */
 	struct nic_probe *nic_probe; /* the uprobe on its executable's npf_nic_fault_report() */

@@ -32,6 +32,7 @@
 #include "log.h"
 #include "loop.h"
 #include "moved.h"
+#include "mmcall.h"
 #include "region.h"
 #include "util.h"
 #include "wire_check.h"
@@ -148,7 +149,8 @@ int mm_layout_reader(struct npfd_mm *mm, char *err, size_t errlen)
  * the mm is gone (the process exited): nothing left to undo. Other
  * failures are logged for region id (0: a refused registration, quiet).
  */
-static void unregister_pieces(int uffd, __u64 start, __u64 end, const struct holes *holes, __u32 id)
+static void unregister_pieces(pid_t tgid, int uffd, __u64 start, __u64 end,
+			      const struct holes *holes, __u32 id)
 {
 	struct uffdio_range range;
 	__u64 lo, pe;
@@ -156,8 +158,8 @@ static void unregister_pieces(int uffd, __u64 start, __u64 end, const struct hol
 	for (lo = start; holes_piece(holes, &lo, end, &pe); lo = pe) {
 		range.start = lo;
 		range.len = pe - lo;
-		if (ioctl(uffd, UFFDIO_UNREGISTER, &range) && id && errno != ENOENT &&
-		    errno != ESRCH && errno != EINVAL && errno != ENOMEM)
+		if (mmcall_ioctl(tgid, uffd, UFFDIO_UNREGISTER, &range, sizeof(range)) && id &&
+		    errno != ENOENT && errno != ESRCH && errno != EINVAL && errno != ENOMEM)
 			pr_warn("region %u: UFFDIO_UNREGISTER failed: %s", id, strerror(errno));
 	}
 }
@@ -170,23 +172,23 @@ static void unregister_pieces(int uffd, __u64 start, __u64 end, const struct hol
 static void region_drop(struct npfd_region *r, bool unregister_range, struct npfd_wait *w)
 {
 	struct npfd_mm *mm = r->mm;
+	/* given up (mmcall.h): as when npfd stops, for this process alone */
+	bool stopping = loop_stopping() || mm->given_up;
 
 	if (unregister_range)
-		unregister_pieces(mm->uffd, r->start, r->start + r->length, &r->holes, r->id);
+		unregister_pieces(mm->tgid, mm->uffd, r->start, r->start + r->length, &r->holes,
+				  r->id);
 	/*
 	 * What is above hears of it while r is still whole (main.c:
 	 * region_going(): its devices first, no DMA may reach the pages once
 	 * they are not served). Whether its process still runs matters only
 	 * when the range was unregistered and npfd is not stopping.
 	 */
-	if (hooks.going) {
-		bool stopping = loop_stopping();
-
+	if (hooks.going)
 		hooks.going(r, stopping, !stopping && unregister_range && process_alive(mm->tgid),
 			    w);
-	}
 	/* npfd stopping: the entry stays, for the process to hand the region to the next one */
-	if (!loop_stopping())
+	if (!stopping)
 		layout_put_entry(mm, r->layout_slot, &(struct npf_layout_entry){0});
 	mm->layout_slots &= ~(1U << r->layout_slot);
 	list_del_init(&r->node);
@@ -318,8 +320,9 @@ static int uffd_features(int fd, __u64 *features)
  * VMAs ("um" in smaps VmFlags: userfaultfd missing)? A userfaultfd acts on
  * the mm that created it, so this proves the fd is pid's and not another
  * process's handed over to it. VMAs wholly in holes were not registered.
+ * 1 yes, 0 no, -errno: smaps could not be read.
  */
-static bool registered_in(pid_t pid, __u64 start, __u64 end, const struct holes *holes)
+static int registered_in(pid_t pid, __u64 start, __u64 end, const struct holes *holes)
 {
 	char path[64], *line = NULL;
 	bool in_range = false, ok = true;
@@ -327,9 +330,9 @@ static bool registered_in(pid_t pid, __u64 start, __u64 end, const struct holes 
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/smaps", pid);
-	f = fopen(path, "re");
+	f = mmcall_fopen(pid, path);
 	if (!f)
-		return false;
+		return -errno;
 	/*
 	 * Whole lines (getline): a mapping's file name is the client's, and
 	 * one longer than a fixed buffer went on in a "line" of its own, which
@@ -350,7 +353,7 @@ static bool registered_in(pid_t pid, __u64 start, __u64 end, const struct holes 
 	}
 	free(line);
 	fclose(f);
-	return ok;
+	return ok ? 1 : 0;
 }
 
 /*
@@ -384,7 +387,7 @@ static int check_mapped_anon(pid_t pid, __u64 start, __u64 end, char *what, size
 	int ret = -ENOMEM;
 
 	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	f = fopen(path, "re");
+	f = mmcall_fopen(pid, path);
 	if (!f) {
 		snprintf(what, whatlen, "cannot read %s: %s", path, strerror(errno));
 		return -ESRCH;
@@ -441,7 +444,7 @@ static int check_adopted(pid_t pid, __u64 start, __u64 end, struct holes *holes,
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/smaps", pid);
-	f = fopen(path, "re");
+	f = mmcall_fopen(pid, path);
 	if (!f) {
 		snprintf(what, whatlen, "cannot read %s: %s", path, strerror(errno));
 		return -ESRCH;
@@ -721,7 +724,7 @@ int mm_open_proc(const struct npfd_mm *mm, const char *file, int flags)
 	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/%s", mm->tgid, file);
-	fd = open(path, flags | O_CLOEXEC);
+	fd = mmcall_open(mm->tgid, path, flags);
 	if (fd < 0 && errno == EACCES) {
 		/* pagemap and mem are mode 0600, the process's owner's */
 		pr_warn_rl(
@@ -749,9 +752,78 @@ bool mm_pagemap_read(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n)
 {
 	int fd = mm_pagemap_fd(mm);
 
-	return fd >= 0 &&
+	return fd >= 0 && mmcall_pread(mm->tgid, fd, ent, n * sizeof(__u64),
+				       (off_t)((va >> NPF_PAGE_SHIFT) * sizeof(__u64))) ==
+				  (ssize_t)(n * sizeof(__u64));
+}
+
+bool mm_pagemap_read_now(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n)
+{
+	int fd = mm_pagemap_fd(mm);
+
+	return fd >= 0 && !mmcall_refuses(mm->tgid) &&
 	       pread(fd, ent, n * sizeof(__u64), (off_t)((va >> NPF_PAGE_SHIFT) * sizeof(__u64))) ==
 		       (ssize_t)(n * sizeof(__u64));
+}
+
+bool mm_pagemap_read_pages(struct npfd_mm *mm, const __u64 *page, unsigned int n, __u64 *ent,
+			   __u64 unknown)
+{
+	struct mmcall_read *rd = n ? malloc(n * sizeof(*rd)) : NULL;
+	unsigned int i, j, k, nrd = 0;
+	int fd = mm_pagemap_fd(mm);
+
+	for (i = 0; i < n; i++)
+		ent[i] = unknown;
+	if (!rd || fd < 0) {
+		free(rd);
+		return false;
+	}
+	/* a read per run of adjacent pages */
+	for (i = 0; i < n; i = j) {
+		for (j = i + 1; j < n && page[j] == page[j - 1] + NPF_PAGE_SIZE; j++)
+			;
+		rd[nrd++] = (struct mmcall_read){
+			.off = (page[i] >> NPF_PAGE_SHIFT) * sizeof(__u64),
+			.len = (j - i) * sizeof(__u64),
+			.dst = &ent[i],
+		};
+	}
+	if (mmcall_preadv(mm->tgid, fd, rd, nrd)) {
+		free(rd);
+		return false;
+	}
+	/* what a read did not cover stays unknown: mmcall_preadv() copied only what came */
+	for (k = 0; k < nrd; k++) {
+		__u64 *e = rd[k].dst, have = rd[k].got > 0 ? (__u64)rd[k].got / sizeof(__u64) : 0;
+
+		for (i = (unsigned int)have; i < rd[k].len / sizeof(__u64); i++)
+			e[i] = unknown;
+	}
+	free(rd);
+	return true;
+}
+
+int mm_mem_readv(struct npfd_mm *mm, struct mmcall_read *rd, unsigned int n)
+{
+	unsigned int i;
+
+	if (mm_mem_fd(mm) < 0)
+		return -1;
+	for (i = 0; i < n; i++)
+		/* an address past the off_t range is no page of the process's */
+		if (rd[i].off > (__u64)INT64_MAX || rd[i].len > (__u64)INT64_MAX - rd[i].off) {
+			errno = EFAULT;
+			return -1;
+		}
+	if (mmcall_preadv(mm->tgid, mm->mem_fd, rd, n))
+		return -1;
+	for (i = 0; i < n; i++)
+		if (rd[i].got == 0 && rd[i].len) {
+			rd[i].got = -1;
+			rd[i].err = ESRCH; /* its mm is gone */
+		}
+	return 0;
 }
 
 int mm_mem_fd(struct npfd_mm *mm)
@@ -777,7 +849,7 @@ int mm_mem_fd(struct npfd_mm *mm)
  * 0 bytes). It writes with FOLL_FORCE, as a debugger does: the put-back
  * can restore a page the process has since made read-only. It still waits
  * where any fault would: a file mapping on a FUSE server that does not
- * answer, the process's mmap_lock (docs/design.md, "Not closed").
+ * answer, the process's mmap_lock (mmcall.c bounds how long npfd waits).
  */
 ssize_t mm_mem_rw(struct npfd_mm *mm, __u64 va, void *buf, size_t len, bool write)
 {
@@ -791,10 +863,8 @@ ssize_t mm_mem_rw(struct npfd_mm *mm, __u64 va, void *buf, size_t len, bool writ
 		return -1;
 	}
 	/* one call: it stops only at a page that failed, and a second would fail there too */
-	do
-		n = write ? pwrite(mm->mem_fd, buf, len, (off_t)va) :
-			    pread(mm->mem_fd, buf, len, (off_t)va);
-	while (n < 0 && errno == EINTR);
+	n = write ? mmcall_pwrite(mm->tgid, mm->mem_fd, buf, len, (off_t)va) :
+		    mmcall_pread(mm->tgid, mm->mem_fd, buf, len, (off_t)va);
 	if (n == 0 && len) {
 		errno = ESRCH; /* its mm is gone */
 		return -1;
@@ -872,7 +942,9 @@ static int scan_pagemap_scan(struct npfd_region *r, bool wp_only, bool not_zero,
 	if (fd < 0)
 		return -errno;
 	while (a.start < a.end) {
-		long n = ioctl(fd, PAGEMAP_SCAN, &a), i;
+		long n = mmcall_ioctl_out(r->mm->tgid, fd, PAGEMAP_SCAN, &a, sizeof(a),
+					  offsetof(struct pm_scan_arg, vec), sizeof(vec)),
+		     i;
 
 		if (n < 0)
 			return -errno;
@@ -1077,7 +1149,9 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	for (lo = start; holes_piece(&holes, &lo, end, &pe); lo = pe) {
 		reg.range.start = lo;
 		reg.range.len = pe - lo;
-		if (ioctl(uffd, UFFDIO_REGISTER, &reg)) {
+		/* adopted: registered already, and it stays so whatever happens here */
+		if (adopt_id ? mmcall_ioctl(c->pid, uffd, UFFDIO_REGISTER, &reg, sizeof(reg)) :
+			       mmcall_register(c->pid, uffd, &reg)) {
 			int e = errno;
 
 			ret = e == EBUSY ?
@@ -1089,18 +1163,21 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 					     (unsigned long long)start, (unsigned long long)end,
 					     strerror(e));
 			if (!adopt_id)
-				unregister_pieces(uffd, start, lo, &holes, 0);
+				unregister_pieces(c->pid, uffd, start, lo, &holes, 0);
 			goto out_holes;
 		}
 	}
 	/* one read of smaps for all the pieces */
-	if (!registered_in(c->pid, start, end, &holes)) {
+	ret = registered_in(c->pid, start, end, &holes);
+	if (ret <= 0) {
 		if (!adopt_id)
-			unregister_pieces(uffd, start, end, &holes, 0);
-		ret = refuse(
-			err, errlen, EPERM,
-			"the userfaultfd is not pid %d's own: it registered memory of another process",
-			c->pid);
+			unregister_pieces(c->pid, uffd, start, end, &holes, 0);
+		ret = ret < 0 ?
+			      refuse(err, errlen, -ret, "cannot read /proc/%d/smaps: %s", c->pid,
+				     strerror(-ret)) :
+			      refuse(err, errlen, EPERM,
+				     "the userfaultfd is not pid %d's own: it registered memory of another process",
+				     c->pid);
 		goto out_holes;
 	}
 
@@ -1111,7 +1188,7 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 		if (ret) {
 			/* an adopted range stays registered: its client serves it meanwhile */
 			if (!adopt_id)
-				unregister_pieces(uffd, start, end, &holes, 0);
+				unregister_pieces(c->pid, uffd, start, end, &holes, 0);
 			goto out_holes;
 		}
 		fds[0] = -1; /* now owned by c->mm */
@@ -1119,7 +1196,7 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 	r = calloc(1, sizeof(*r));
 	if (!r) {
 		if (!adopt_id)
-			unregister_pieces(uffd, start, end, &holes, 0);
+			unregister_pieces(c->pid, uffd, start, end, &holes, 0);
 		ret = refuse(err, errlen, ENOMEM, "out of memory");
 		goto out_holes;
 	}

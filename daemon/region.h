@@ -118,6 +118,14 @@ int mm_open_proc(const struct npfd_mm *mm, const char *file, int flags);
 /* The /proc/PID/pagemap entries of n pages from va into ent; false if unreadable. */
 bool mm_pagemap_read(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n);
 /*
+ * The same, read on the event loop itself, for the device fault path: a
+ * hand-over to mmcall.c's thread cost a NIC fault 4-10 times its time
+ * (bench/README.md). The process can hold npfd here (its mmap_lock held
+ * while it faults on its own FUSE file): docs/design.md, "what stays on
+ * the loop".
+ */
+bool mm_pagemap_read_now(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n);
+/*
  * Copy len bytes between buf and the process's memory at va (write: into
  * the process), through /proc/PID/mem; the bytes done before the first page
  * that failed, or -1: errno EIO or EFAULT (the first page is not there, or
@@ -125,6 +133,20 @@ bool mm_pagemap_read(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n);
  * Never waits for a userfaultfd: see region.c.
  */
 ssize_t mm_mem_rw(struct npfd_mm *mm, __u64 va, void *buf, size_t len, bool write);
+/*
+ * Reads of the process's memory in one call: rd[i].off an address; each
+ * read's result (got, err) as mm_mem_rw() would give it. 0, or -1 (errno)
+ * if none was made.
+ */
+struct mmcall_read;
+int mm_mem_readv(struct npfd_mm *mm, struct mmcall_read *rd, unsigned int n);
+/*
+ * The pagemap entries of pages page[0..n) in one call (adjacent pages in
+ * one read) into ent; an entry that could not be read is unknown. false:
+ * none could be read (all unknown).
+ */
+bool mm_pagemap_read_pages(struct npfd_mm *mm, const __u64 *page, unsigned int n, __u64 *ent,
+			   __u64 unknown);
 /*
  * /proc/PID/mem of mm's process, opened once (read and write) and closed
  * with mm, or -1: for reads that go through an io_uring (mm watch's swap-in).

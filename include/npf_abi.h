@@ -285,6 +285,8 @@ struct npf_global_stats {
 	__u64 faults_failed;   /* npfd: faults it could not serve (the backing file's read
 				  * failed or ended): the page was poisoned, the access got
 				  * SIGBUS. Not in npf_status (libnpf's ABI): bpftool shows it */
+	__u64 mm_calls_late;   /* npfd: calls into a client's address space that missed
+				  * mm-call-timeout-ms (its process given up meanwhile) */
 };
 
 /*

@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 LAYERS='
 list log holes bitmap
 util objects
-ids wait verifier_log policy_object wire_check swapstore
+ids wait verifier_log policy_object wire_check swapstore mmcall
 config
 loop
 busypoll

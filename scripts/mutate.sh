@@ -207,7 +207,7 @@ abandon-leaves-frozen @@ daemon/evict.c @@ s{\t\tunfreeze\(r->mm, NULL, b\.page\
 moved-part-not-put-back @@ daemon/moved.c @@ s{\tif \(got <= 0\)\n}{\tif (1)\n} @@ evict_mremap_part
 moved-faults-not-held @@ daemon/resolve.c @@ s{if \(!rn->region &&\n\s+moved_waits\(rn->mm, rn->start, \(__u64\)rn->npages \* NPF_PAGE_SIZE\)\)}{if (0)} @@ evict_mremap_part
 moved-slots-not-handed-over @@ daemon/evict.c @@ s{\t\tbitmap_assign\(e->stored, first \+ j, false\);\n}{} @@ evict_mremap_part
-moved-part-stays-registered @@ daemon/moved.c @@ s{\tif \(ioctl\(pt->mm->uffd, UFFDIO_UNREGISTER, &range\)}{\tif (0 && ioctl(pt->mm->uffd, UFFDIO_UNREGISTER, &range)} @@ evict_mremap_part
+moved-part-stays-registered @@ daemon/moved.c @@ s{\tif \(mmcall_ioctl\(pt->mm->tgid, pt->mm->uffd, UFFDIO_UNREGISTER,}{\tif (0 && mmcall_ioctl(pt->mm->tgid, pt->mm->uffd, UFFDIO_UNREGISTER,} @@ evict_mremap_part
 old-ranges-missed @@ daemon/evict.c @@ s{\t\ter->n_old_ranges\+\+;\n}{} @@ evict_adopt_dropped evict_adopt_unstored
 wp-fault-waits-any-page @@ daemon/evict.c @@ s{if \(r && r->ev && old_victim\(r, page_index\(r, page\), old_zaps_pending\(mm\)\)\)}{if (r && r->ev && old_zaps_pending(mm))} @@ evict_adopt_unstored
 layout-not-synced @@ client/libnpf.c @@ s{n = got > 0 \? \(size_t\)got / sizeof\(e\[0\]\) : 0;}{n = 0;} @@ evict_restart_layout
@@ -258,7 +258,7 @@ holes-not-kept @@ daemon/region.c @@ s{\t\t\tregion_hole_add\(r, lo, hi\);\n}{} 
 holes-scan-takes-other-mapping @@ daemon/region.c @@ s{\tfor \(; holes_piece\(&r->holes, &lo, hi, &pe\); lo = pe\)\n\t\tfound\(r, lo, \(pe - lo\) >> NPF_PAGE_SHIFT, arg\);}{\tfound(r, lo, (hi - lo) >> NPF_PAGE_SHIFT, arg);\n\t(void)pe;} @@ evict_region_hole
 holes-wp-registers-other-mapping @@ daemon/evict.c @@ s{\t\treg.range.start = lo;\n\t\treg.range.len = pe - lo;}{\t\treg.range.start = r->start;\n\t\treg.range.len = r->length;} @@ evict_region_hole
 holes-fault-finds-outer @@ daemon/region.c @@ s{ &&\n\s+!holes_contain\(&r->holes, addr\)\)\n\t\t\treturn r;}{)\n\t\t\treturn r;} @@ evict_region_hole
-holes-unregister-takes-inner @@ daemon/region.c @@ s{\t\trange.start = lo;\n\t\trange.len = pe - lo;\n\t\tif \(ioctl\(uffd, UFFDIO_UNREGISTER}{\t\trange.start = start;\n\t\trange.len = end - start;\n\t\tif (ioctl(uffd, UFFDIO_UNREGISTER} @@ evict_region_hole
+holes-unregister-takes-inner @@ daemon/region.c @@ s{\t\trange.start = lo;\n\t\trange.len = pe - lo;\n\t\tif \(mmcall_ioctl\(tgid, uffd, UFFDIO_UNREGISTER}{\t\trange.start = start;\n\t\trange.len = end - start;\n\t\tif (mmcall_ioctl(tgid, uffd, UFFDIO_UNREGISTER} @@ evict_region_hole
 holes-nesting-ignored @@ daemon/region.c @@ s{(static int adopted_nesting\(struct npfd_region \*r\)\n\{\n)}{$1\tif (r) return 0;\n} @@ evict_region_hole
 holes-filter-outer-first @@ daemon/collect.c @@ s{for \(; k > 0 && pr.r\[k - 1\].end - pr.r\[k - 1\].start > r->length; k--\)}{for (; 0;)} @@ evict_region_hole
 holes-fallback-finds-outer @@ client/libnpf.c @@ s{ &&\n\t\t    \(!at \|\| c->regions\[i\].length < at->length\)\)}{ && !at)} @@ evict_region_hole
@@ -271,7 +271,7 @@ holes-touching-not-merged @@ daemon/holes.c @@ s{while \(first < h->n && h->v\[f
 holes-piece-starts-in-hole @@ daemon/holes.c @@ s{\t\t\t\*lo = h->v\[i\].end; /\* in this hole: the piece starts past it \*/\n}{} @@ unit-holes
 holes-bound-ignored @@ daemon/holes.c @@ s{if \(n > HOLES_MAX\)}{if (0)} @@ unit-holes
 holes-clip-keeps-outside @@ daemon/holes.c @@ s{\t\tif \(x.start < lo\)\n\t\t\tx.start = lo;\n}{} @@ unit-holes
-uffd-owner-unproven @@ daemon/region.c @@ s{if \(!registered_in\(c->pid, start, end, &holes\)\)}{if (0)} @@ bad_input two_clients
+uffd-owner-unproven @@ daemon/region.c @@ s{ret = registered_in\(c->pid, start, end, &holes\);}{ret = 1;} @@ bad_input two_clients
 late-settle-skips-busy @@ daemon/evict.c @@ s{i = bitmap_next\(e->busy, i \+ 1, e->npages\)\) \{}{i = bitmap_next(e->busy, i + 1, e->npages) + 8) \{} @@ evict_zap_late evict_adopt_frozen
 zap-cap-ignored @@ daemon/evict.c @@ s{sqe = b.zaps \+ b.mm->evict_ring->late_zaps \+ b.mm->evict_ring->old_zaps <\n\s+NPF_EVICT_RING_ENTRIES \?\n\s+io_uring_get_sqe\(ring\) :\n\s+NULL;}{sqe = io_uring_get_sqe(ring);} @@ evict_zap_cap
 full-ring-not-skipped @@ daemon/evict.c @@ s{(\t\tif \(\(__u64\)mm->evict_ring->late_zaps \+ mm->evict_ring->old_zaps >=\n\s+NPF_EVICT_RING_ENTRIES\))\n\t\t\tcontinue;}{$1\n\t\t\t;} @@ evict_zap_cap
@@ -302,8 +302,12 @@ policy-lists-show-every-region @@ daemon/control.c @@ s{\treturn !chosen \|\| se
 policy-lists-hide-loaded @@ daemon/control.c @@ s{\treturn !chosen \|\| sees_region\(c, region_id\);}{\treturn !region_id || sees_region(c, region_id);} @@ adv_policy
 device-list-shows-every-user @@ daemon/control.c @@ s{\tif \(l->c->privileged \|\| uid == l->c->uid\)}{\tif (1)} @@ adv_device_list
 device-listed-by-region-id @@ daemon/control.c @@ s{\tif \(l->c->privileged \|\| uid == l->c->uid\)}{\tif (sees_region(l->c, info->region_id))} @@ adv_device_list
-mem-read-waits-on-uffd @@ daemon/region.c @@ s{pread\(mm->mem_fd, buf, len, \(off_t\)va\)}{syscall(SYS_process_vm_readv, mm->tgid, &(struct iovec){buf, len}, 1UL, &(struct iovec){(void *)(uintptr_t)va, len}, 1UL, 0UL)} @@ unit-mem_rw
-mem-write-waits-on-uffd @@ daemon/region.c @@ s{pwrite\(mm->mem_fd, buf, len, \(off_t\)va\)}{syscall(SYS_process_vm_writev, mm->tgid, &(struct iovec){buf, len}, 1UL, &(struct iovec){(void *)(uintptr_t)va, len}, 1UL, 0UL)} @@ unit-mem_rw
+mem-read-waits-on-uffd @@ daemon/region.c @@ s{mmcall_pread\(mm->tgid, mm->mem_fd, buf, len, \(off_t\)va\)}{syscall(SYS_process_vm_readv, mm->tgid, &(struct iovec){buf, len}, 1UL, &(struct iovec){(void *)(uintptr_t)va, len}, 1UL, 0UL)} @@ unit-mem_rw
+mem-write-waits-on-uffd @@ daemon/region.c @@ s{mmcall_pwrite\(mm->tgid, mm->mem_fd, buf, len, \(off_t\)va\)}{syscall(SYS_process_vm_writev, mm->tgid, &(struct iovec){buf, len}, 1UL, &(struct iovec){(void *)(uintptr_t)va, len}, 1UL, 0UL)} @@ unit-mem_rw
+mmcall-no-deadline @@ daemon/mmcall.c @@ s{\(now = now_ns\(\)\) < deadline\)}{(now = now_ns()) < UINT64_MAX)} @@ adv_stuck_mm
+mmcall-late-register-kept @@ daemon/mmcall.c @@ s{\t\t\tif \(!j->ret\)\n\t\t\t\tioctl\(j->undo_fd}{\t\t\tif (0)\n\t\t\t\tioctl(j->undo_fd} @@ adv_stuck_mm
+mmcall-stuck-waited-again @@ daemon/mmcall.c @@ s{\tif \(mmcall_refuses\(tgid\)\) \{\n\t\tfailures\+\+;}{\tif (0) \{\n\t\tfailures++;} @@ adv_stuck_mm
+mmcall-stuck-served-on @@ daemon/control.c @@ s{\tif \(!mmcall_failed_since\(&seen\)\)\n\t\treturn;}{\tif (1)\n\t\treturn;} @@ adv_stuck_mm
 unit-without-dac-override @@ systemd/npfd.service.in @@ s{(CapabilityBoundingSet=.*) CAP_DAC_OVERRIDE}{$1} @@ ops_unit_caps verbs_unit_caps
 unit-without-chown @@ systemd/npfd.service.in @@ s{(CapabilityBoundingSet=.*) CAP_CHOWN}{$1} @@ ops_unit_caps verbs_unit_caps
 socket-group-ignored @@ daemon/control.c @@ s{\(gid != \(gid_t\)-1 && chown\(path, \(uid_t\)-1, gid\)\) \|\| }{} @@ ops_unit_caps

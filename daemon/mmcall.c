@@ -1,0 +1,641 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Calls into a client's address space on a thread of npfd's own, with a
+ * deadline (mmcall.h says why).
+ *
+ * One worker thread at a time serves the loop. The loop hands it a job and
+ * waits for it, spinning a little first (a call is a few microseconds; a
+ * sleeping thread's wake-up costs ~15 µs here), then on a futex until the
+ * deadline. A worker whose job misses it is abandoned: it finishes that
+ * job alone, marks it finished and exits, and the next call starts a new
+ * worker. The loop keeps the abandoned job (its process is stuck while it
+ * runs) and frees it once it has finished.
+ *
+ * The job owns everything the worker touches: the ioctl's argument, the
+ * bounce buffer reads land in and writes come from, the path. A late call
+ * writes only there, never into the caller's memory, which by then holds
+ * something else (another client's pages).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/futex.h>
+#include <linux/userfaultfd.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include "list.h"
+#include "log.h"
+#include "mmcall.h"
+#include "util.h"
+
+#define SPIN_NS 20000ULL	 /* the loop's and an idle worker's spin before sleeping */
+#define WORKER_STACK (64 * 1024) /* a job is a system call or a read loop */
+#define ARG_MAX_SIZE 128	 /* the largest ioctl argument (pm_scan_arg: 96) */
+
+enum op { OP_OPEN, OP_PREAD, OP_PWRITE, OP_IOCTL, OP_SLURP, OP_PREADV };
+enum state { J_POSTED, J_DONE, J_ABANDONED, J_FINISHED_LATE };
+
+struct job {
+	_Atomic __u32 state; /* enum state; the futex the loop waits on */
+	enum op op;
+	int fd, flags;
+	unsigned long req;
+	off_t off;
+	size_t len;	/* of buf (OP_SLURP: what was read) */
+	size_t out_ptr; /* OP_IOCTL: offset in arg of the output buffer's address, or SIZE_MAX */
+	void *buf;	/* the bounce buffer (malloc), or NULL */
+	char path[64];	/* OP_OPEN, OP_SLURP */
+	struct mmcall_read *rd; /* OP_PREADV: a copy of the reads, dst an offset in buf */
+	unsigned int nrd;
+	__u64 arg[ARG_MAX_SIZE / 8];
+	long ret;
+	int err;
+	/*
+	 * A registration npfd gave up waiting for is undone if it comes
+	 * through late: through undo_fd, the userfaultfd's own duplicate
+	 * taken when it was abandoned (the caller's fd may be closed and its
+	 * number reused by then).
+	 */
+	bool undo_register;
+	int undo_fd;
+	/* once abandoned (the loop's): whose process is stuck */
+	struct list_head node;
+	pid_t tgid;
+	uid_t uid;
+	int pidfd;
+};
+
+struct worker {
+	pthread_t thread;
+	_Atomic __u32 seq;	 /* bumped by the loop with each job: the worker's futex */
+	_Atomic __u32 sleeping;	 /* the worker waits on seq: wake it */
+	struct job *_Atomic job; /* the job handed over, taken by the worker */
+};
+
+static struct worker *current; /* serving the loop, or NULL (started at the next call) */
+static __u64 timeout_ns = MMCALL_DEFAULT_TIMEOUT_MS * 1000000ULL;
+static struct list_head stuck = LIST_HEAD_INIT(stuck); /* abandoned jobs */
+static __u64 late;
+static __u64 failures; /* calls late or refused */
+
+static long futex(_Atomic __u32 *uaddr, int op, __u32 val, const struct timespec *ts)
+{
+	return syscall(SYS_futex, uaddr, op, val, ts, NULL, 0);
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+void mmcall_set_timeout_ms(unsigned int ms)
+{
+	timeout_ns = (__u64)ms * 1000000ULL;
+}
+
+__u64 mmcall_late(void)
+{
+	return late;
+}
+
+/* What the worker does: the system call, into and out of the job's own memory. */
+static void run(struct job *j)
+{
+	errno = 0;
+	switch (j->op) {
+	case OP_OPEN:
+		j->ret = open(j->path, j->flags | O_CLOEXEC);
+		break;
+	case OP_PREAD:
+		do
+			j->ret = pread(j->fd, j->buf, j->len, j->off);
+		while (j->ret < 0 && errno == EINTR);
+		break;
+	case OP_PWRITE:
+		do
+			j->ret = pwrite(j->fd, j->buf, j->len, j->off);
+		while (j->ret < 0 && errno == EINTR);
+		break;
+	case OP_IOCTL:
+		if (j->out_ptr != SIZE_MAX)
+			memcpy((char *)j->arg + j->out_ptr, &(__u64){(uintptr_t)j->buf}, 8);
+		j->ret = ioctl(j->fd, j->req, j->arg);
+		break;
+	case OP_PREADV:
+		for (unsigned int i = 0; i < j->nrd; i++) {
+			struct mmcall_read *rd = &j->rd[i];
+
+			do
+				rd->got = pread(j->fd, (char *)j->buf + (uintptr_t)rd->dst, rd->len,
+						(off_t)rd->off);
+			while (rd->got < 0 && errno == EINTR);
+			rd->err = rd->got < 0 ? errno : 0;
+		}
+		j->ret = 0;
+		break;
+	case OP_SLURP: {
+		int fd = open(j->path, O_RDONLY | O_CLOEXEC);
+		size_t cap = 0;
+		ssize_t n = 0;
+
+		j->len = 0;
+		j->ret = -1;
+		if (fd < 0)
+			break;
+		for (;;) {
+			if (cap - j->len < 4096) {
+				void *p = realloc(j->buf, cap ? cap * 2 : 65536);
+
+				if (!p) {
+					n = -1;
+					break;
+				}
+				j->buf = p;
+				cap = cap ? cap * 2 : 65536;
+			}
+			n = read(fd, (char *)j->buf + j->len, cap - j->len - 1);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				break;
+			j->len += (size_t)n;
+		}
+		if (n == 0) {
+			((char *)j->buf)[j->len] = '\0';
+			j->ret = 0;
+		}
+		{
+			int e = errno;
+
+			close(fd);
+			errno = e;
+		}
+		break;
+	}
+	}
+	j->err = errno;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	__u32 seen = 0;
+
+	for (;;) {
+		struct job *j;
+		__u64 spin_until = now_ns() + SPIN_NS;
+		__u32 expect = J_POSTED;
+
+		while (atomic_load(&w->seq) == seen && now_ns() < spin_until)
+			cpu_relax();
+		while (atomic_load(&w->seq) == seen) {
+			atomic_store(&w->sleeping, 1);
+			if (atomic_load(&w->seq) == seen)
+				futex(&w->seq, FUTEX_WAIT_PRIVATE, seen, NULL);
+			atomic_store(&w->sleeping, 0);
+		}
+		seen = atomic_load(&w->seq);
+		j = atomic_exchange(&w->job, NULL);
+		if (!j)
+			continue;
+		run(j);
+		if (atomic_compare_exchange_strong(&j->state, &expect, J_DONE)) {
+			futex(&j->state, FUTEX_WAKE_PRIVATE, 1, NULL);
+			continue;
+		}
+		/*
+		 * Abandoned: the loop has gone on, and this worker is no
+		 * longer its. A descriptor opened late is nobody's.
+		 */
+		if (j->op == OP_OPEN && j->ret >= 0)
+			close((int)j->ret);
+		if (j->undo_fd >= 0) {
+			struct uffdio_register *reg = (void *)j->arg;
+
+			if (!j->ret)
+				ioctl(j->undo_fd, UFFDIO_UNREGISTER, &reg->range);
+			close(j->undo_fd);
+		}
+		atomic_store(&j->state, J_FINISHED_LATE);
+		free(w);
+		return NULL;
+	}
+}
+
+static struct worker *worker_get(void)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	struct worker *w;
+	int err;
+
+	if (current)
+		return current;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return NULL;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, WORKER_STACK);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	/* signals are the loop's (its signalfd): none is delivered to a worker */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = pthread_create(&w->thread, &attr, worker_main, w);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (err) {
+		pr_warn_rl("cannot start a thread for calls into client address spaces: %s",
+			   strerror(err));
+		free(w);
+		errno = err;
+		return NULL;
+	}
+	current = w;
+	return w;
+}
+
+/* Free the abandoned jobs that have finished: their processes are no longer stuck. */
+static void stuck_reap(void)
+{
+	struct job *j, *tmp;
+
+	list_for_each_entry_safe(j, tmp, &stuck, node)
+		if (atomic_load(&j->state) == J_FINISHED_LATE) {
+			pr_info("pid %d: its late call into its address space has returned",
+				j->tgid);
+			list_del_init(&j->node);
+			if (j->pidfd >= 0)
+				close(j->pidfd);
+			free(j->buf);
+			free(j);
+		}
+}
+
+static bool job_process_alive(const struct job *j)
+{
+	struct pollfd p = {.fd = j->pidfd, .events = POLLIN};
+
+	return j->pidfd < 0 || poll(&p, 1, 0) == 0;
+}
+
+/*
+ * The real uid of tgid, from /proc/PID/status (not the owner of /proc/PID:
+ * root's for a process that made itself non-dumpable).
+ */
+static bool uid_of(pid_t tgid, uid_t *uid)
+{
+	char path[32], buf[2048], *p;
+	unsigned int u;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", tgid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	p = strstr(buf, "\nUid:");
+	if (!p || sscanf(p + 5, "%u", &u) != 1)
+		return false;
+	*uid = (uid_t)u;
+	return true;
+}
+
+bool mmcall_refuses(pid_t tgid)
+{
+	unsigned int of_uid = 0;
+	struct job *j;
+	uid_t uid;
+	bool known;
+
+	stuck_reap();
+	if (list_empty(&stuck))
+		return false;
+	known = uid_of(tgid, &uid);
+	list_for_each_entry(j, &stuck, node) {
+		/* a process that has exited is stuck no more: its pid may name another */
+		if (!job_process_alive(j))
+			continue;
+		if (j->tgid == tgid)
+			return true;
+		if (known && j->uid == uid && ++of_uid >= MMCALL_STUCK_PER_UID)
+			return true;
+	}
+	return false;
+}
+
+bool mmcall_failed_since(__u64 *seen)
+{
+	bool failed = failures != *seen;
+
+	*seen = failures;
+	return failed;
+}
+
+static struct job *job_new(pid_t tgid, enum op op, size_t buflen)
+{
+	struct job *j;
+
+	if (mmcall_refuses(tgid)) {
+		failures++;
+		errno = ETIMEDOUT;
+		return NULL;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return NULL;
+	j->op = op;
+	j->fd = -1;
+	j->out_ptr = SIZE_MAX;
+	j->tgid = tgid;
+	j->pidfd = -1;
+	j->undo_fd = -1;
+	if (buflen && !(j->buf = malloc(buflen))) {
+		free(j);
+		errno = ENOMEM;
+		return NULL;
+	}
+	j->len = buflen;
+	return j;
+}
+
+static void job_free(struct job *j)
+{
+	free(j->rd);
+	free(j->buf);
+	free(j);
+}
+
+/* The job missed its deadline: it and its worker are left to finish alone. */
+static void abandon(struct job *j)
+{
+	static const char *const what[] = {[OP_OPEN] = "an open of its /proc file",
+					   [OP_PREAD] = "a read",
+					   [OP_PWRITE] = "a write",
+					   [OP_IOCTL] = "an ioctl",
+					   [OP_SLURP] = "a read of its /proc file",
+					   [OP_PREADV] = "reads"};
+
+	late++;
+	failures++;
+	current = NULL;
+	/* the worker reads undo_fd only once it has finished the call, so after this */
+	if (j->undo_register)
+		j->undo_fd = fcntl(j->fd, F_DUPFD_CLOEXEC, 0);
+	j->pidfd = (int)syscall(SYS_pidfd_open, j->tgid, 0);
+	if (!uid_of(j->tgid, &j->uid))
+		j->uid = (uid_t)-1;
+	list_add_tail(&j->node, &stuck);
+
+	pr_warn("pid %d: a call into its address space (%s) did not return within %llu ms: npfd gives the process up until it returns",
+		j->tgid, what[j->op], (unsigned long long)(timeout_ns / 1000000));
+}
+
+/*
+ * Hand j to the worker and wait for it until the deadline: 0 (j's result
+ * is in j->ret and j->err), or -1 with errno ETIMEDOUT (j is abandoned:
+ * not the caller's any more) or why no worker could start (j is freed).
+ */
+static int call(struct job *j)
+{
+	struct worker *w = worker_get();
+	__u64 start = now_ns(), deadline = start + timeout_ns, now;
+	__u32 expect = J_POSTED;
+
+	if (!w) {
+		int err = errno;
+
+		job_free(j);
+		errno = err;
+		return -1;
+	}
+	atomic_store(&j->state, J_POSTED);
+	atomic_store(&w->job, j);
+	atomic_fetch_add(&w->seq, 1);
+	if (atomic_load(&w->sleeping))
+		futex(&w->seq, FUTEX_WAKE_PRIVATE, 1, NULL);
+	while (atomic_load(&j->state) == J_POSTED && now_ns() - start < SPIN_NS)
+		cpu_relax();
+	while (atomic_load(&j->state) == J_POSTED && (now = now_ns()) < deadline) {
+		struct timespec ts = {.tv_sec = (time_t)((deadline - now) / 1000000000ULL),
+				      .tv_nsec = (long)((deadline - now) % 1000000000ULL)};
+
+		futex(&j->state, FUTEX_WAIT_PRIVATE, J_POSTED, &ts);
+	}
+	if (atomic_compare_exchange_strong(&j->state, &expect, J_ABANDONED)) {
+		abandon(j);
+		errno = ETIMEDOUT;
+		return -1;
+	}
+	return 0; /* done (maybe just as the deadline passed) */
+}
+
+/*
+ * Run j; its result, errno set from it, and (out) the bytes it read. j is
+ * freed or abandoned.
+ */
+static long call_result(struct job *j, void *out)
+{
+	long ret;
+	int err;
+
+	if (call(j))
+		return -1;
+	ret = j->ret;
+	err = j->err;
+	if (out && ret > 0)
+		memcpy(out, j->buf, (size_t)ret);
+	job_free(j);
+	errno = err;
+	return ret;
+}
+
+int mmcall_open(pid_t tgid, const char *path, int flags)
+{
+	struct job *j = job_new(tgid, OP_OPEN, 0);
+
+	if (!j)
+		return -1;
+	snprintf(j->path, sizeof(j->path), "%s", path);
+	j->flags = flags;
+	return (int)call_result(j, NULL);
+}
+
+ssize_t mmcall_pread(pid_t tgid, int fd, void *buf, size_t len, off_t off)
+{
+	struct job *j = job_new(tgid, OP_PREAD, len);
+
+	if (!j)
+		return -1;
+	j->fd = fd;
+	j->off = off;
+	return call_result(j, buf);
+}
+
+int mmcall_preadv(pid_t tgid, int fd, struct mmcall_read *rd, unsigned int n)
+{
+	size_t total = 0;
+	struct job *j;
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		if (rd[i].len > SIZE_MAX / 2 - total || rd[i].off > (__u64)INT64_MAX) {
+			errno = EINVAL;
+			return -1;
+		}
+		total += rd[i].len;
+	}
+	j = job_new(tgid, OP_PREADV, total ? total : 1);
+	if (!j)
+		return -1;
+	j->rd = malloc(n * sizeof(*rd) + 1);
+	if (!j->rd) {
+		job_free(j);
+		errno = ENOMEM;
+		return -1;
+	}
+	for (i = 0, total = 0; i < n; i++) {
+		j->rd[i] = rd[i];
+		j->rd[i].dst = (void *)(uintptr_t)total;
+		total += rd[i].len;
+	}
+	j->nrd = n;
+	j->fd = fd;
+	if (call(j))
+		return -1;
+	for (i = 0; i < n; i++) {
+		rd[i].got = j->rd[i].got;
+		rd[i].err = j->rd[i].err;
+		if (rd[i].got > 0)
+			memcpy(rd[i].dst, (char *)j->buf + (uintptr_t)j->rd[i].dst,
+			       (size_t)rd[i].got);
+	}
+	job_free(j);
+	return 0;
+}
+
+ssize_t mmcall_pwrite(pid_t tgid, int fd, const void *buf, size_t len, off_t off)
+{
+	struct job *j = job_new(tgid, OP_PWRITE, len);
+
+	if (!j)
+		return -1;
+	memcpy(j->buf, buf, len);
+	j->fd = fd;
+	j->off = off;
+	return call_result(j, NULL);
+}
+
+static long ioctl_call(pid_t tgid, int fd, unsigned long req, void *arg, size_t argsz,
+		       size_t out_ptr, size_t out_len, bool undo_register)
+{
+	struct job *j;
+	__u64 user_out = 0;
+	long ret;
+	int err;
+
+	if (argsz > sizeof(j->arg) || (out_ptr != SIZE_MAX && out_ptr > argsz - 8)) {
+		errno = EINVAL;
+		return -1;
+	}
+	j = job_new(tgid, OP_IOCTL, out_ptr != SIZE_MAX ? out_len : 0);
+	if (!j)
+		return -1;
+	memcpy(j->arg, arg, argsz);
+	j->fd = fd;
+	j->req = req;
+	j->out_ptr = out_ptr;
+	j->undo_register = undo_register;
+	if (out_ptr != SIZE_MAX)
+		memcpy(&user_out, (char *)arg + out_ptr, 8);
+	if (call(j))
+		return -1;
+	ret = j->ret;
+	err = j->err;
+	/* the argument comes back as the kernel left it, but the caller's own buffer address */
+	memcpy(arg, j->arg, argsz);
+	if (out_ptr != SIZE_MAX) {
+		memcpy((char *)arg + out_ptr, &user_out, 8);
+		if (ret >= 0)
+			memcpy((void *)(uintptr_t)user_out, j->buf, out_len);
+	}
+	job_free(j);
+	errno = err;
+	return ret;
+}
+
+long mmcall_ioctl_out(pid_t tgid, int fd, unsigned long req, void *arg, size_t argsz,
+		      size_t out_ptr, size_t out_len)
+{
+	return ioctl_call(tgid, fd, req, arg, argsz, out_ptr, out_len, false);
+}
+
+long mmcall_ioctl(pid_t tgid, int fd, unsigned long req, void *arg, size_t argsz)
+{
+	return ioctl_call(tgid, fd, req, arg, argsz, SIZE_MAX, 0, false);
+}
+
+int mmcall_register(pid_t tgid, int uffd, struct uffdio_register *reg)
+{
+	return (int)ioctl_call(tgid, uffd, UFFDIO_REGISTER, reg, sizeof(*reg), SIZE_MAX, 0, true);
+}
+
+/* The stream reads the job's buffer, and frees it when closed. */
+static ssize_t slurp_read(void *cookie, char *buf, size_t size)
+{
+	struct job *j = cookie;
+	size_t left = j->len - (size_t)j->off;
+
+	if (size > left)
+		size = left;
+	memcpy(buf, (char *)j->buf + j->off, size);
+	j->off += (off_t)size;
+	return (ssize_t)size;
+}
+
+static int slurp_close(void *cookie)
+{
+	job_free(cookie);
+	return 0;
+}
+
+FILE *mmcall_fopen(pid_t tgid, const char *path)
+{
+	cookie_io_functions_t io = {.read = slurp_read, .close = slurp_close};
+	struct job *j = job_new(tgid, OP_SLURP, 0);
+	FILE *f;
+
+	if (!j)
+		return NULL;
+	snprintf(j->path, sizeof(j->path), "%s", path);
+	if (call(j))
+		return NULL;
+	if (j->ret < 0) {
+		int err = j->err;
+
+		job_free(j);
+		errno = err;
+		return NULL;
+	}
+	j->off = 0;
+	f = fopencookie(j, "r", io);
+	if (!f)
+		job_free(j);
+	return f;
+}

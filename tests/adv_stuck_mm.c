@@ -1,0 +1,1034 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * A client that holds its own address space stalls nobody but itself.
+ * npfd calls into its clients' address spaces: UFFDIO_REGISTER takes the
+ * client's mmap_lock for writing, the freeze of an eviction batch
+ * (UFFDIO_WRITEPROTECT) for reading, its reads of /proc/PID/{maps,smaps,
+ * pagemap,mem} take it too. A client can keep that lock for as long as it
+ * likes: one of its threads reads its own /proc/self/mem at an untouched
+ * page of a file on a FUSE filesystem whose server never answers the READ
+ * (the read holds the lock while FUSE waits), another calls mmap() (a
+ * writer queued behind it: every later reader waits too). npfd has one
+ * event loop: were it to wait there, every other client would wait with
+ * it. So each such call goes to a worker with a deadline
+ * (--mm-call-timeout-ms); a call that misses it fails, the client is given
+ * up (libnpf's fallback serves it) until the call returns, and
+ * mm_calls_late in the pinned npf_global map counts it.
+ *
+ * Two phases, each with an attacker (uid 65534 in the socket's group) on a
+ * FUSE mount of its own, stuck for HOLD_S seconds:
+ *  - LOCK: the attacker registers a region while its lock is held: npfd
+ *    must answer (an error) within ANSWER_MS;
+ *  - PASSIVE: the attacker sends nothing; a thread of it writes, round
+ *    after round, a 2048-page region with a 64-page budget, so that npfd's
+ *    next eviction batch freezes pages of the stuck address space.
+ * Meanwhile a victim (another client) connects, registers 64 pages, writes
+ * and reads back every one (each a fault that npfd serves: its fallback is
+ * a minute away) and unregisters, all within VICTIM_MS; npfd answers a
+ * status request, and its mm_calls_late has grown by exactly one per stuck
+ * attacker (not one per call retried). After the FUSE connection is
+ * aborted, the PASSIVE attacker's writing thread goes on for a whole
+ * round, and every page holds what was last written to it: nothing lost
+ * across the give-up, the fallback and the re-adoption, which the attacker
+ * then sees (its region listed again). The FUSE connection is aborted on every way
+ * out (atexit, the alarm; its server is a child that dies with the test,
+ * and /dev/fuse closing aborts it too): else the attacker and npfd would
+ * stay in D state for ever. Nothing here reads the attacker's
+ * /proc/PID/{cmdline,maps,...} while it is stuck: that would wait too.
+ */
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/sysmacros.h>
+#include <linux/fuse.h>
+#include <bpf/bpf.h>
+#include "adv.h"
+#include "npf.h"
+
+#define PG 4096UL
+#define HOLD_S 10	      /* how long an attacker keeps its address space stuck */
+#define MM_CALL_TIMEOUT "300" /* npfd's --mm-call-timeout-ms */
+#define ANSWER_MS 2000	      /* the stuck registration's refusal comes within this */
+#define VICTIM_MS 3000	      /* the victim's whole run */
+#define STATUS_MS 1000	      /* a status request while an attacker is stuck */
+#define STUCK_MS 6000	      /* the attack takes (npfd stalls, or counts a late call) */
+#define TEST_ALARM_S 120      /* this test's own bound (less if $NPF_TEST_ALARM says so) */
+#define FIRST_PAGES 16UL      /* LOCK: the region registered before the lock is held */
+#define BIG_PAGES 2048UL      /* PASSIVE: the budgeted region */
+#define BUDGET_PAGES 64UL
+#define VICTIM_PAGES 64UL
+
+enum { LOCK, PASSIVE };
+static const char *const phase_name[] = {"LOCK", "PASSIVE"};
+
+static struct th_npfd d;
+static pid_t test_pid;
+
+static uint64_t word(uint64_t gen, uint64_t p, uint64_t w)
+{
+	return ((gen << 40) + p * 512 + w) * 0x9e3779b97f4a7c15ULL + 11;
+}
+
+/* ---- the FUSE filesystem: one file, whose READs are never answered ---- */
+
+struct fuse_mnt {
+	char dir[64];	     /* the mount point */
+	char abort_path[96]; /* /sys/fs/fuse/connections/MINOR/abort */
+	pid_t server;	     /* answers everything but READ */
+	int reads;	     /* the server writes the pid of each READ here */
+	volatile sig_atomic_t mounted;
+};
+
+static struct fuse_mnt fm;
+
+static void fuse_reply(int fd, uint64_t unique, int err, const void *data, size_t len)
+{
+	char buf[512];
+	struct fuse_out_header *oh = (struct fuse_out_header *)buf;
+
+	oh->unique = unique;
+	oh->error = err;
+	oh->len = (uint32_t)(sizeof(*oh) + len);
+	if (len)
+		memcpy(oh + 1, data, len);
+	if (write(fd, buf, oh->len) < 0)
+		return; /* aborted: the server is done */
+}
+
+static void fuse_attr(struct fuse_attr *a, uint64_t ino)
+{
+	memset(a, 0, sizeof(*a));
+	a->ino = ino;
+	a->nlink = 1;
+	a->blksize = PG;
+	a->mode = ino == FUSE_ROOT_ID ? S_IFDIR | 0755 : S_IFREG | 0644;
+	a->size = ino == FUSE_ROOT_ID ? 0 : 1 << 20;
+	a->blocks = a->size / 512;
+}
+
+static void __attribute__((noreturn)) fuse_serve(int fd, int reads)
+{
+	static char buf[1 << 17];
+
+	for (;;) {
+		ssize_t n = read(fd, buf, sizeof(buf));
+		struct fuse_in_header *ih = (struct fuse_in_header *)buf;
+
+		if (n < 0 && (errno == EINTR || errno == ENOENT))
+			continue;
+		if (n < (ssize_t)sizeof(*ih))
+			_exit(0); /* ENODEV: the connection was aborted */
+		switch (ih->opcode) {
+		case FUSE_INIT: {
+			struct fuse_init_in *in = (struct fuse_init_in *)(ih + 1);
+			struct fuse_init_out o = {.major = FUSE_KERNEL_VERSION,
+						  .minor = in->minor < 31 ? in->minor : 31,
+						  .max_write = PG,
+						  .max_background = 16,
+						  .congestion_threshold = 12};
+
+			fuse_reply(fd, ih->unique, 0, &o, sizeof(o));
+			break;
+		}
+		case FUSE_LOOKUP: {
+			struct fuse_entry_out e = {.nodeid = 2,
+						   .generation = 1,
+						   .entry_valid = 1000,
+						   .attr_valid = 1000};
+
+			if (ih->nodeid != FUSE_ROOT_ID || strcmp((char *)(ih + 1), "file")) {
+				fuse_reply(fd, ih->unique, -ENOENT, NULL, 0);
+				break;
+			}
+			fuse_attr(&e.attr, 2);
+			fuse_reply(fd, ih->unique, 0, &e, sizeof(e));
+			break;
+		}
+		case FUSE_GETATTR: {
+			struct fuse_attr_out a = {.attr_valid = 1000};
+
+			fuse_attr(&a.attr, ih->nodeid);
+			fuse_reply(fd, ih->unique, 0, &a, sizeof(a));
+			break;
+		}
+		case FUSE_OPEN:
+		case FUSE_OPENDIR: {
+			struct fuse_open_out o = {.fh = 1};
+
+			fuse_reply(fd, ih->unique, 0, &o, sizeof(o));
+			break;
+		}
+		case FUSE_READ:
+			/* never answered: the reader waits until the connection is aborted */
+			if (write(reads, &ih->pid, sizeof(ih->pid)) < 0)
+				_exit(1);
+			break;
+		case FUSE_FLUSH:
+		case FUSE_RELEASE:
+		case FUSE_RELEASEDIR:
+			fuse_reply(fd, ih->unique, 0, NULL, 0);
+			break;
+		case FUSE_FORGET:
+		case FUSE_BATCH_FORGET:
+		case FUSE_INTERRUPT:
+			break;
+		default:
+			fuse_reply(fd, ih->unique, -ENOSYS, NULL, 0);
+		}
+	}
+}
+
+static void fuse_check(void)
+{
+	char fs[4096];
+
+	if (access("/dev/fuse", R_OK | W_OK))
+		th_skip("no /dev/fuse (%s): the attack needs a FUSE filesystem", strerror(errno));
+	th_read_text("/proc/filesystems", fs, sizeof(fs));
+	if (!strstr(fs, "\tfuse\n"))
+		th_skip("the kernel has no fuse filesystem (/proc/filesystems)");
+	if (access("/sys/fs/fuse/connections", F_OK))
+		th_skip("no /sys/fs/fuse/connections (fusectl): a stuck FUSE read could not be "
+			"aborted");
+}
+
+/* Mount a FUSE filesystem served by a child of ours (it dies with us: the mount is aborted). */
+static void fuse_mount(struct fuse_mnt *m)
+{
+	char opts[128];
+	struct stat st;
+	int fd, reads[2];
+
+	fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+	TH_ASSERT(fd >= 0, "open /dev/fuse: %s", strerror(errno));
+	snprintf(m->dir, sizeof(m->dir), "/tmp/npf-test-fuse-XXXXXX");
+	TH_ASSERT(mkdtemp(m->dir), "mkdtemp: %s", strerror(errno));
+	snprintf(opts, sizeof(opts), "fd=%d,rootmode=40000,user_id=0,group_id=0,allow_other", fd);
+	if (mount("npftest", m->dir, "fuse", MS_NOSUID | MS_NODEV, opts)) {
+		int e = errno;
+
+		close(fd);
+		rmdir(m->dir);
+		if (e == ENODEV || e == EPERM)
+			th_skip("cannot mount a FUSE filesystem: %s", strerror(e));
+		th_fail("mount fuse on %s: %s", m->dir, strerror(e));
+	}
+	m->abort_path[0] = 0;
+	m->mounted = 1;
+	TH_ASSERT(!pipe(reads), "pipe: %s", strerror(errno));
+	fflush(stdout);
+	m->server = fork();
+	TH_ASSERT(m->server >= 0, "fork: %s", strerror(errno));
+	if (!m->server) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != test_pid)
+			_exit(1);
+		signal(SIGALRM, SIG_DFL);
+		close(reads[0]);
+		fuse_serve(fd, reads[1]);
+	}
+	th_child_started(m->server);
+	close(fd); /* the server's is the only one: its death aborts the connection */
+	close(reads[1]);
+	m->reads = reads[0];
+	TH_ASSERT(!stat(m->dir, &st), "stat %s: %s", m->dir, strerror(errno));
+	snprintf(m->abort_path, sizeof(m->abort_path), "/sys/fs/fuse/connections/%u/abort",
+		 minor(st.st_dev));
+	TH_ASSERT(!access(m->abort_path, W_OK), "%s: %s", m->abort_path, strerror(errno));
+}
+
+/*
+ * Abort the FUSE connection (every READ waiting fails), then detach the
+ * mount. Async-signal-safe: also called from the alarm and at exit.
+ */
+static void fuse_release(struct fuse_mnt *m)
+{
+	int fd;
+
+	if (!m->mounted || getpid() != test_pid)
+		return;
+	m->mounted = 0;
+	fd = m->abort_path[0] ? open(m->abort_path, O_WRONLY | O_CLOEXEC) : -1;
+	if (fd >= 0) {
+		if (write(fd, "1", 1) < 0)
+			(void)0; /* the server's death below aborts it as well */
+		close(fd);
+	}
+	if (m->server > 0)
+		kill(m->server, SIGKILL);
+	umount2(m->dir, MNT_DETACH);
+	rmdir(m->dir);
+}
+
+static void on_exit_release(void)
+{
+	if (getpid() != test_pid)
+		return;
+	fuse_release(&fm);
+	if (__atomic_load_n(&th_failed, __ATOMIC_RELAXED) && d.log[0]) {
+		char cmd[256];
+
+		snprintf(cmd, sizeof(cmd), "echo '--- npfd log (tail):'; tail -n 30 %s", d.log);
+		if (system(cmd) < 0)
+			perror("system");
+	}
+}
+
+static void on_alarm(int sig)
+{
+	fuse_release(&fm);
+	th_on_alarm(sig);
+}
+
+/* ---- reports from the children: one line each, through a pipe ---- */
+
+static void __attribute__((format(printf, 2, 3))) say(int fd, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	int n;
+
+	/* no stdio, no malloc(): an attacker whose mmap_lock is held says things too */
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if (n > (int)sizeof(line) - 2)
+		n = (int)sizeof(line) - 2;
+	line[n++] = '\n';
+	if (write(fd, line, (size_t)n) < 0)
+		_exit(1);
+}
+
+#define child_fail(fd, ...)                                                                        \
+	do {                                                                                       \
+		say(fd, "FAIL " __VA_ARGS__);                                                      \
+		_exit(1);                                                                          \
+	} while (0)
+
+struct chan {
+	const char *who;
+	int fd;
+	int eof;
+	size_t len;
+	char buf[4096];
+	char last[512]; /* the last line read */
+};
+
+/* The child's next line within ms (printed), or NULL (timeout, or it closed the pipe). */
+static char *chan_line(struct chan *ch, int ms)
+{
+	double end = th_now() + ms / 1e3;
+
+	for (;;) {
+		char *nl = memchr(ch->buf, '\n', ch->len);
+		struct pollfd p = {.fd = ch->fd, .events = POLLIN};
+		ssize_t n;
+		int left;
+
+		if (nl) {
+			size_t len = (size_t)(nl - ch->buf);
+
+			if (len >= sizeof(ch->last))
+				len = sizeof(ch->last) - 1;
+			memcpy(ch->last, ch->buf, len);
+			ch->last[len] = 0;
+			ch->len -= (size_t)(nl + 1 - ch->buf);
+			memmove(ch->buf, nl + 1, ch->len);
+			printf("  [%s] %s\n", ch->who, ch->last);
+			return ch->last;
+		}
+		if (ch->eof || ch->len == sizeof(ch->buf))
+			return NULL;
+		left = (int)((end - th_now()) * 1e3);
+		if (poll(&p, 1, left > 0 ? left : 0) != 1)
+			return NULL;
+		n = read(ch->fd, ch->buf + ch->len, sizeof(ch->buf) - ch->len);
+		if (n <= 0) {
+			ch->eof = 1;
+			return NULL;
+		}
+		ch->len += (size_t)n;
+	}
+}
+
+/* The value after `key` in the child's first line that begins with it, within ms. */
+static char *chan_expect(struct chan *ch, const char *key, int ms)
+{
+	double end = th_now() + ms / 1e3;
+	char *l;
+
+	while ((l = chan_line(ch, (int)((end - th_now()) * 1e3)))) {
+		if (!strncmp(l, "FAIL ", 5))
+			th_fail("%s: %s", ch->who, l + 5);
+		if (!strncmp(l, key, strlen(key)))
+			return l + strlen(key);
+	}
+	th_fail("%s: no %s within %d ms (%s; its last report: \"%s\")", ch->who, key, ms,
+		ch->eof ? "it closed its pipe: died?" : "timed out", ch->last);
+}
+
+/* Reap child pid within ms; returns its wait status. Kills it (and fails) if it does not end. */
+static int reap(pid_t pid, const char *who, int ms)
+{
+	double t0 = th_now();
+	int st;
+
+	while (waitpid(pid, &st, WNOHANG) != pid) {
+		if (th_now() - t0 > ms / 1e3) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			th_fail("%s (pid %d) did not exit within %d ms", who, pid, ms);
+		}
+		usleep(5000);
+	}
+	return st;
+}
+
+/* ---- npfd's status, on a connection of its own, with a bound ---- */
+
+/* npf_global's mm_calls_late: npfd's calls into client address spaces that missed their deadline */
+static __u64 mm_calls_late(void)
+{
+	struct npf_global_stats g;
+	__u32 zero = 0;
+	char pin[256];
+	int mfd;
+
+	snprintf(pin, sizeof(pin), "%s/%s", d.bpffs, NPF_MAP_GLOBAL);
+	mfd = bpf_obj_get(pin);
+	TH_ASSERT(mfd >= 0 && bpf_map_lookup_elem(mfd, &zero, &g) == 0, "read %s: %s", pin,
+		  strerror(errno));
+	close(mfd);
+	return g.mm_calls_late;
+}
+
+/*
+ * 1: npfd answered a status request within ms (and *late is
+ * mm_calls_late); 0: no answer. Fails the test if npfd is gone.
+ */
+static int status_try(int ms, __u64 *late)
+{
+	struct npf_status stbuf, *st = &stbuf;
+	static char buf[NPF_MSG_MAX];
+	struct npf_msg_hdr *h = (struct npf_msg_hdr *)buf, q;
+	struct npf_reply *r = (struct npf_reply *)(h + 1);
+	int fd = adv_connect(d.sock);
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	ssize_t n;
+	size_t have;
+
+	memset(st, 0, sizeof(*st));
+	TH_ASSERT(fd >= 0, "connect to npfd: %s (npfd died?)", strerror(errno));
+	adv_hdr(&q, NPF_MSG_STATUS, sizeof(q));
+	TH_ASSERT(adv_send(fd, &q, sizeof(q), NULL, 0) == sizeof(q), "send: %s", strerror(errno));
+	if (poll(&p, 1, ms) != 1) {
+		close(fd);
+		return 0;
+	}
+	n = recv(fd, buf, sizeof(buf), 0);
+	close(fd);
+	TH_ASSERT(n >= (ssize_t)(sizeof(*h) + sizeof(*r)) && h->magic == NPF_PROTO_MAGIC &&
+			  r->status == 0,
+		  "bad status reply (%zd bytes): npfd died?", n);
+	have = (size_t)n - sizeof(*h) - sizeof(*r);
+	memcpy(st, r + 1, have < sizeof(*st) ? have : sizeof(*st));
+	*late = mm_calls_late();
+	return 1;
+}
+
+static __u64 late_now(const char *when)
+{
+	double t0 = th_now();
+	__u64 late;
+
+	TH_ASSERT(status_try(STATUS_MS, &late),
+		  "npfd did not answer a status request within %d ms %s", STATUS_MS, when);
+	printf("status %s: answered in %.0f ms, mm_calls_late %llu\n", when, (th_now() - t0) * 1e3,
+	       (unsigned long long)late);
+	return late;
+}
+
+/*
+ * Once the attack is armed: until npfd's loop stops answering (before the
+ * fix: it waits in the attacker's address space) or npfd counts a late
+ * call (the fix). Neither within STUCK_MS: the attack did not take, and
+ * the test would prove nothing.
+ */
+static void wait_stuck(__u64 late0)
+{
+	double t0 = th_now();
+	__u64 late;
+
+	for (;;) {
+		if (!status_try(250, &late)) {
+			printf("npfd does not answer a status request within 250 ms (%.0f ms after "
+			       "the attack): its event loop waits in the attacker's address space\n",
+			       (th_now() - t0) * 1e3);
+			return;
+		}
+		if (late > late0) {
+			printf("npfd counted a late call %.0f ms after the attack (mm_calls_late "
+			       "%llu)\n",
+			       (th_now() - t0) * 1e3, (unsigned long long)late);
+			return;
+		}
+		TH_ASSERT(
+			th_now() - t0 < STUCK_MS / 1e3,
+			"the attack did not take: within %d ms npfd neither stalled nor counted a "
+			"late call",
+			STUCK_MS);
+		usleep(20000);
+	}
+}
+
+/* State letter of thread tid of process pid (R, S, D, ...), 0 if unknown. No mmap_lock. */
+static char task_state(pid_t pid, pid_t tid)
+{
+	char path[64], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/* ---- the victim: an ordinary client, started while an attacker is stuck ---- */
+
+static void __attribute__((noreturn)) victim(int rep)
+{
+	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock, .fallback_ms = 60000);
+	double t0 = th_now();
+	struct npf_client *c;
+	uint64_t *mem;
+	int id;
+
+#define MS ((int)((th_now() - t0) * 1e3))
+	c = npf_client__connect(&co);
+	if (!c)
+		child_fail(rep, "connect: %s (%d ms)", strerror(errno), MS);
+	say(rep, "connected at %d ms", MS);
+	mem = mmap(NULL, VICTIM_PAGES * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		   0);
+	if (mem == MAP_FAILED)
+		child_fail(rep, "mmap: %s", strerror(errno));
+	id = npf_client__register(c, mem, VICTIM_PAGES * PG, NULL);
+	if (id < 0)
+		child_fail(rep, "register: %s (%d ms)", npf_client__errmsg(c), MS);
+	say(rep, "registered at %d ms", MS);
+	for (uint64_t p = 0; p < VICTIM_PAGES; p++)
+		for (uint64_t w = 0; w < PG / 8; w++)
+			mem[p * PG / 8 + w] = word(5, p, w);
+	say(rep, "wrote %lu pages at %d ms", VICTIM_PAGES, MS);
+	for (uint64_t p = 0; p < VICTIM_PAGES; p++)
+		for (uint64_t w = 0; w < PG / 8; w++)
+			if (mem[p * PG / 8 + w] != word(5, p, w))
+				child_fail(rep, "page %lu word %lu reads 0x%llx", p, w,
+					   (unsigned long long)mem[p * PG / 8 + w]);
+	say(rep, "read them back at %d ms", MS);
+	if (npf_client__unregister(c, (__u32)id))
+		child_fail(rep, "unregister: %s (%d ms)", npf_client__errmsg(c), MS);
+	npf_client__close(c);
+	say(rep, "DONE in %d ms", MS);
+#undef MS
+	_exit(0);
+}
+
+/* Run a victim to its end: it must be done within VICTIM_MS. */
+static void run_victim(void)
+{
+	struct chan ch = {.who = "victim"};
+	double t0 = th_now();
+	int rep[2];
+	pid_t pid;
+
+	TH_ASSERT(!pipe(rep), "pipe: %s", strerror(errno));
+	fflush(stdout);
+	pid = fork();
+	TH_ASSERT(pid >= 0, "fork: %s", strerror(errno));
+	if (!pid) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != test_pid)
+			_exit(1);
+		signal(SIGALRM, SIG_DFL);
+		alarm(TEST_ALARM_S);
+		close(rep[0]);
+		close(fm.reads);
+		victim(rep[1]);
+	}
+	th_child_started(pid);
+	close(rep[1]);
+	ch.fd = rep[0];
+	printf("victim %d: connect, register %lu pages, write and read each, unregister, within "
+	       "%d ms\n",
+	       pid, VICTIM_PAGES, VICTIM_MS);
+	for (;;) {
+		char *l = chan_line(&ch, (int)((t0 + VICTIM_MS / 1e3 - th_now()) * 1e3));
+
+		if (!l)
+			th_fail("the victim did not finish within %d ms: it %s after \"%s\" -- "
+				"another client's stuck address space stalls npfd for everyone",
+				VICTIM_MS, ch.eof ? "died" : "stalled", ch.last);
+		if (!strncmp(l, "FAIL ", 5))
+			th_fail("victim: %s", l + 5);
+		if (!strncmp(l, "DONE", 4))
+			break;
+	}
+	TH_ASSERT(WIFEXITED(reap(pid, "the victim", 2000)), "the victim was killed");
+	close(rep[0]);
+}
+
+/* ---- the attacker (a child, uid 65534) ---- */
+
+struct attack {
+	int phase;
+	int cmd; /* from the test: 'g' send the registration (LOCK), 'r' released */
+	int wgo; /* from the test, to the writer thread: call mmap() now */
+	int rep; /* to the test: report lines */
+};
+
+static struct attack at;
+static char *fuse_page;
+static int self_mem;
+static char hold_buf[PG];
+static volatile pid_t writer_tid;
+static char *big;
+static __u32 big_gen[BIG_PAGES]; /* the round that last wrote each page (0: none) */
+static unsigned long rounds;	 /* the toucher's completed rounds */
+static int toucher_stop;
+
+/* Grow the main thread's stack now: growing it later takes the mmap_lock for writing. */
+static void __attribute__((noinline)) grow_stack(void)
+{
+	volatile char pad[256 << 10];
+
+	for (size_t i = 0; i < sizeof(pad); i += PG)
+		pad[i] = 1;
+}
+
+static void *holder(void *arg)
+{
+	/* the page's READ is never answered: this holds the mmap_lock (read) meanwhile */
+	ssize_t n = pread(self_mem, hold_buf, PG, (off_t)(uintptr_t)fuse_page);
+
+	say(at.rep, "holder's read of the FUSE page returned %zd", n);
+	return arg;
+}
+
+static void *writer(void *arg)
+{
+	char c;
+	void *p;
+
+	writer_tid = (pid_t)syscall(SYS_gettid);
+	if (read(at.wgo, &c, 1) != 1)
+		return arg;
+	p = mmap(NULL, PG, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0); /* queued */
+	say(at.rep, "writer's mmap() returned %s", p == MAP_FAILED ? "MAP_FAILED" : "a mapping");
+	return arg;
+}
+
+/* Writes every page of the budgeted region, round after round; big_gen says what is where. */
+static void *toucher(void *arg)
+{
+	for (__u32 r = 1; !__atomic_load_n(&toucher_stop, __ATOMIC_ACQUIRE); r++) {
+		for (uint64_t p = 0; p < BIG_PAGES; p++) {
+			uint64_t *pg = (uint64_t *)(big + p * PG);
+
+			if (__atomic_load_n(&toucher_stop, __ATOMIC_ACQUIRE))
+				return arg;
+			for (uint64_t w = 0; w < PG / 8; w++)
+				pg[w] = word(r, p, w);
+			__atomic_store_n(&big_gen[p], r, __ATOMIC_RELEASE);
+		}
+		__atomic_store_n(&rounds, r, __ATOMIC_RELEASE);
+	}
+	return arg;
+}
+
+static int wait_rounds(unsigned long n, int ms)
+{
+	double t0 = th_now();
+
+	while (__atomic_load_n(&rounds, __ATOMIC_ACQUIRE) < n)
+		if (th_now() - t0 > ms / 1e3)
+			return 0;
+		else
+			usleep(10000);
+	return 1;
+}
+
+static char cmd_read(void)
+{
+	char c = 0;
+
+	if (read(at.cmd, &c, 1) != 1)
+		child_fail(at.rep, "the test went away");
+	return c;
+}
+
+/* Within 10 s, libnpf is connected again and npfd lists the region at start. */
+static void expect_adopted(struct npf_client *c, void *start)
+{
+	double t0 = th_now();
+
+	for (;;) {
+		struct npf_region_info *ri = NULL;
+		size_t n = 0;
+		int found = 0;
+
+		if (!npf_client__region_list(c, &ri, &n))
+			for (size_t i = 0; i < n; i++)
+				found |= ri[i].start == (__u64)(uintptr_t)start;
+		free(ri);
+		if (found)
+			break;
+		if (th_now() - t0 > 10)
+			child_fail(at.rep,
+				   "npfd does not list the region at %p 10 s after the release "
+				   "(libnpf not reconnected, or the region not adopted): %s",
+				   start, npf_client__errmsg(c));
+		usleep(20000);
+	}
+	say(at.rep, "ADOPTED: npfd lists the region again %.0f ms after the release",
+	    (th_now() - t0) * 1e3);
+}
+
+/* Is addr in a VMA registered with a userfaultfd ("um" in its smaps VmFlags)? */
+static bool uffd_registered(const void *addr)
+{
+	FILE *f = fopen("/proc/self/smaps", "re");
+	bool in = false, um = false;
+	unsigned long lo, hi;
+	char line[512];
+
+	while (f && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+			in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
+			continue;
+		}
+		if (in && !strncmp(line, "VmFlags:", 8)) {
+			um = strstr(line, " um") != NULL;
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+	return um;
+}
+
+static void __attribute__((noreturn)) attacker(void)
+{
+	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock, .fallback_ms = 500,
+		 .timeout_ms = 5000); /* an answer sooner than this is npfd's */
+	pthread_t th_hold, th_write, th_touch;
+	struct npf_client *c;
+	char *first = NULL, path[96];
+	int ffd, id = 0;
+
+	adv_become_attacker();
+	prctl(PR_SET_PDEATHSIG, SIGKILL); /* after the setuid(), which clears it */
+	if (getppid() != test_pid)
+		_exit(1);
+	/* its own /proc/self/mem: the change of user made it root's */
+	if (prctl(PR_SET_DUMPABLE, 1))
+		child_fail(at.rep, "PR_SET_DUMPABLE: %s", strerror(errno));
+	grow_stack();
+	c = npf_client__connect(&co);
+	if (!c)
+		child_fail(at.rep, "connect: %s", strerror(errno));
+	if (at.phase == LOCK) {
+		first = mmap(NULL, 2 * FIRST_PAGES * PG, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		id = npf_client__register(c, first + FIRST_PAGES * PG, FIRST_PAGES * PG, NULL);
+		if (id < 0)
+			child_fail(at.rep, "register: %s", npf_client__errmsg(c));
+	} else {
+		struct npf_budget_info *bi = NULL;
+		size_t n = 0;
+
+		big = mmap(NULL, BIG_PAGES * PG, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		id = npf_client__register(c, big, BIG_PAGES * PG, NULL);
+		if (id < 0)
+			child_fail(at.rep, "register: %s", npf_client__errmsg(c));
+		if (npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, BUDGET_PAGES * PG, NULL))
+			child_fail(at.rep, "budget: %s", npf_client__errmsg(c));
+		if (pthread_create(&th_touch, NULL, toucher, NULL))
+			child_fail(at.rep, "pthread_create");
+		if (!wait_rounds(2, 20000))
+			child_fail(at.rep, "the toucher did not write the region twice in 20 s");
+		if (npf_client__budget_list(c, (__u32)id, &bi, &n) || n != 1)
+			child_fail(at.rep, "budget list: %s", npf_client__errmsg(c));
+		if (!bi->evicted_pages)
+			child_fail(at.rep, "npfd evicted nothing of the budgeted region");
+		say(at.rep, "EVICTING: %lu rounds written, %llu pages evicted, %llu read back",
+		    __atomic_load_n(&rounds, __ATOMIC_ACQUIRE),
+		    (unsigned long long)bi->evicted_pages, (unsigned long long)bi->refaults);
+		free(bi);
+	}
+
+	/* arm: the FUSE page, the writer (waits for the test's word), the holder */
+	snprintf(path, sizeof(path), "%s/file", fm.dir);
+	ffd = open(path, O_RDONLY | O_CLOEXEC);
+	if (ffd < 0)
+		child_fail(at.rep, "open %s: %s", path, strerror(errno));
+	fuse_page = mmap(NULL, PG, PROT_READ, MAP_PRIVATE, ffd, 0);
+	if (fuse_page == MAP_FAILED)
+		child_fail(at.rep, "mmap %s: %s", path, strerror(errno));
+	self_mem = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+	if (self_mem < 0)
+		child_fail(at.rep, "open /proc/self/mem: %s", strerror(errno));
+	memset(hold_buf, 0, sizeof(hold_buf));
+	if (pthread_create(&th_write, NULL, writer, NULL))
+		child_fail(at.rep, "pthread_create");
+	while (!writer_tid)
+		usleep(1000);
+	say(at.rep, "ARMED writer=%d", writer_tid);
+	if (pthread_create(&th_hold, NULL, holder, NULL))
+		child_fail(at.rep, "pthread_create");
+
+	/* from here until the release, nothing that takes our own mmap_lock */
+	if (at.phase == LOCK) {
+		char buf[200];
+		double t0;
+		int rc;
+
+		if (cmd_read() != 'g')
+			child_fail(at.rep, "unexpected command");
+		say(at.rep, "SENDING a registration");
+		t0 = th_now();
+		rc = npf_client__register(c, first, FIRST_PAGES * PG, NULL);
+		snprintf(buf, sizeof(buf), "%s", rc < 0 ? npf_client__errmsg(c) : "");
+		say(at.rep, "REGISTER rc=%d ms=%d (%s)", rc, (int)((th_now() - t0) * 1e3), buf);
+	}
+	if (cmd_read() != 'r')
+		child_fail(at.rep, "unexpected command");
+	pthread_join(th_hold, NULL);
+	pthread_join(th_write, NULL);
+
+	if (at.phase == LOCK) {
+		/* the first region is served again (npfd, once it adopted it; or the fallback) */
+		uint64_t *m = (uint64_t *)(first + FIRST_PAGES * PG);
+
+		for (uint64_t i = 0; i < FIRST_PAGES * PG / 8; i++)
+			m[i] = word(3, i / 512, i % 512);
+		for (uint64_t i = 0; i < FIRST_PAGES * PG / 8; i++)
+			if (m[i] != word(3, i / 512, i % 512))
+				child_fail(at.rep, "first region: word %lu reads 0x%llx", i,
+					   (unsigned long long)m[i]);
+		say(at.rep, "first region written and read back after the release");
+		/*
+		 * The refused registration went through in the kernel once the
+		 * lock was let go, after npfd had answered that it failed:
+		 * npfd undid it, and the range is the process's own again.
+		 */
+		for (double t0 = th_now(); uffd_registered(first); usleep(10000))
+			if (th_now() - t0 > 2)
+				child_fail(at.rep,
+					   "the refused range 0x%lx is still registered with the "
+					   "userfaultfd 2 s after the release",
+					   (unsigned long)(uintptr_t)first);
+		say(at.rep, "the refused range is not registered after the release");
+		expect_adopted(c, first + FIRST_PAGES * PG);
+	} else {
+		unsigned long r0 = __atomic_load_n(&rounds, __ATOMIC_ACQUIRE), bad = 0,
+			      first_bad = 0;
+		uint64_t got = 0, want = 0, bw = 0;
+
+		/* a whole round written after the release, then every page checked */
+		if (!wait_rounds(r0 + 2, 20000))
+			child_fail(at.rep,
+				   "the toucher wrote no whole round within 20 s of the release "
+				   "(at round %lu, from %lu): a fault is never served",
+				   __atomic_load_n(&rounds, __ATOMIC_ACQUIRE), r0);
+		__atomic_store_n(&toucher_stop, 1, __ATOMIC_RELEASE);
+		pthread_join(th_touch, NULL);
+		for (uint64_t p = 0; p < BIG_PAGES; p++) {
+			const uint64_t *pg = (const uint64_t *)(big + p * PG);
+			__u32 g = big_gen[p];
+
+			for (uint64_t w = 0; w < PG / 8; w++)
+				if (pg[w] != (g ? word(g, p, w) : 0)) {
+					if (!bad++) {
+						first_bad = p;
+						bw = w;
+						got = pg[w];
+						want = g ? word(g, p, w) : 0;
+					}
+					break;
+				}
+		}
+		if (bad)
+			child_fail(at.rep,
+				   "%lu of %lu pages lost a write: page %lu (round %u) word %lu "
+				   "reads 0x%llx, expected 0x%llx",
+				   bad, BIG_PAGES, first_bad, big_gen[first_bad], bw,
+				   (unsigned long long)got, (unsigned long long)want);
+		say(at.rep,
+		    "VERIFIED: all %lu pages hold their last write (%lu rounds, %lu after "
+		    "the release)",
+		    BIG_PAGES, __atomic_load_n(&rounds, __ATOMIC_ACQUIRE),
+		    __atomic_load_n(&rounds, __ATOMIC_ACQUIRE) - r0);
+		expect_adopted(c, big);
+	}
+	say(at.rep, "DONE");
+	_exit(0);
+}
+
+/* ---- one phase ---- */
+
+static void phase(int which)
+{
+	struct chan ch = {.who = phase_name[which]};
+	int cmd[2], wgo[2], rep[2], st;
+	double t_stuck, t_send = 0;
+	__u64 late0, late1;
+	char *l, state;
+	pid_t pid, writer, reader;
+
+	printf("\n== %s: the attacker %s while its mmap_lock is held for %d s\n", phase_name[which],
+	       which == LOCK ? "registers a region" : "sends nothing, a thread writes over budget",
+	       HOLD_S);
+	fuse_mount(&fm);
+	late0 = late_now("before");
+	TH_ASSERT(!pipe(cmd) && !pipe(wgo) && !pipe(rep), "pipe: %s", strerror(errno));
+	fflush(stdout);
+	at = (struct attack){.phase = which, .cmd = cmd[0], .wgo = wgo[0], .rep = rep[1]};
+	pid = fork();
+	TH_ASSERT(pid >= 0, "fork: %s", strerror(errno));
+	if (!pid) {
+		signal(SIGALRM, SIG_DFL);
+		alarm(TEST_ALARM_S);
+		close(cmd[1]);
+		close(wgo[1]);
+		close(rep[0]);
+		close(fm.reads);
+		attacker();
+	}
+	th_child_started(pid);
+	close(cmd[0]);
+	close(wgo[0]);
+	close(rep[1]);
+	ch.fd = rep[0];
+	if (which == PASSIVE)
+		chan_expect(&ch, "EVICTING", 30000);
+	writer = atoi(chan_expect(&ch, "ARMED writer=", 10000));
+
+	/* the holder waits in FUSE (the server saw its READ), then the writer queues */
+	{
+		struct pollfd p = {.fd = fm.reads, .events = POLLIN};
+
+		TH_ASSERT(poll(&p, 1, 5000) == 1 && read(fm.reads, &reader, sizeof(reader)) == 4,
+			  "the FUSE server saw no READ of the attacker's page within 5 s");
+	}
+	TH_ASSERT(write(wgo[1], "w", 1) == 1, "write: %s", strerror(errno));
+	for (double t0 = th_now(); (state = task_state(pid, writer)) != 'D'; usleep(5000))
+		TH_ASSERT(th_now() - t0 < 3, "the attacker's mmap() did not wait within 3 s (%c)",
+			  state ? state : '?');
+	t_stuck = th_now();
+	printf("attacker %d: its READ (thread %d) waits in FUSE, its mmap() (thread %d) is "
+	       "queued behind it\n",
+	       pid, reader, writer);
+	if (which == LOCK) {
+		TH_ASSERT(write(cmd[1], "g", 1) == 1, "write: %s", strerror(errno));
+		chan_expect(&ch, "SENDING", 2000);
+		t_send = th_now();
+	}
+	wait_stuck(late0);
+
+	run_victim();
+
+	late1 = late_now("while the attacker is stuck");
+	TH_ASSERT(late1 > late0, "mm_calls_late did not grow (%llu) while an attacker is stuck",
+		  (unsigned long long)late1);
+	if (which == LOCK) {
+		int rc, ms;
+
+		l = chan_expect(&ch, "REGISTER rc=",
+				(int)((t_send + ANSWER_MS / 1e3 - th_now()) * 1e3) + 500);
+		TH_ASSERT(sscanf(l, "%d ms=%d", &rc, &ms) == 2, "bad report: %s", l);
+		TH_ASSERT(
+			/* libnpf's own timeout is 5 s: an error sooner is npfd's answer */
+			rc < 0 && ms <= ANSWER_MS,
+			"the stuck registration: rc %d after %d ms; expected npfd's refusal within "
+			"%d ms",
+			rc, ms, ANSWER_MS);
+	}
+
+	/* keep it stuck for HOLD_S s: the calls above were not served by its letting go */
+	while (th_now() < t_stuck + HOLD_S)
+		usleep(20000);
+	state = task_state(pid, writer);
+	TH_ASSERT(state == 'D', "the attacker's mmap() no longer waits before the release (%c)",
+		  state ? state : '?');
+	fuse_release(&fm);
+	printf("released: the FUSE connection aborted after %.1f s\n", th_now() - t_stuck);
+	reap(fm.server, "the FUSE server", 5000);
+	close(fm.reads);
+	TH_ASSERT(write(cmd[1], "r", 1) == 1, "write: %s", strerror(errno));
+	if (which == PASSIVE)
+		chan_expect(&ch, "VERIFIED", 30000);
+	chan_expect(&ch, "ADOPTED", 15000);
+	chan_expect(&ch, "DONE", 5000);
+	st = reap(pid, "the attacker", 5000);
+	TH_ASSERT(WIFEXITED(st) && !WEXITSTATUS(st), "the attacker ended with status 0x%x", st);
+	close(cmd[1]);
+	close(wgo[1]);
+	close(rep[0]);
+	late1 = late_now("after the release");
+	TH_ASSERT(late1 == late0 + 1,
+		  "mm_calls_late grew by %llu for one stuck attacker: expected 1 (each "
+		  "stuck client once, not each call)",
+		  (unsigned long long)(late1 - late0));
+	TH_ASSERT(th_npfd_alive(&d), "npfd died");
+}
+
+int main(void)
+{
+	const char *extra[] = {"--mm-call-timeout-ms", MM_CALL_TIMEOUT, NULL};
+	const char *a = getenv("NPF_TEST_ALARM");
+	unsigned int secs = a ? (unsigned int)strtoul(a, NULL, 10) : 0;
+	__u64 late_start;
+
+	th_require_root();
+	test_pid = getpid();
+	/* the harness's alarm, but its handler aborts the FUSE connection first */
+	if (!secs || secs > TEST_ALARM_S)
+		secs = TEST_ALARM_S;
+	th_alarm_len = snprintf(th_alarm_msg, sizeof(th_alarm_msg),
+				"\nFAIL: the test did not finish within %u s (its alarm)\n", secs);
+	signal(SIGALRM, on_alarm);
+	alarm(secs);
+	atexit(on_exit_release);
+	fuse_check();
+	/* the FUSE mounts are this test's alone, and go with its last process */
+	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+		th_skip("no mount namespace of its own: %s", strerror(errno));
+	th_npfd_start(&d, extra);
+	adv_open_to_group(&d);
+	printf("npfd %d, with --mm-call-timeout-ms %s\n", d.pid, MM_CALL_TIMEOUT);
+	late_start = late_now("at the start");
+
+	phase(LOCK);
+	phase(PASSIVE);
+
+	TH_ASSERT(late_now("at the end") == late_start + 2,
+		  "mm_calls_late: expected one per stuck attacker");
+	TH_ASSERT(th_npfd_alive(&d), "npfd died");
+	th_npfd_stop(&d);
+	printf("PASS\n");
+	return 0;
+}
