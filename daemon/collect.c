@@ -371,7 +371,7 @@ static void set_pidns(struct npf_collect_bpf *s)
 {
 	struct stat st;
 
-	if (stat("/proc/self/ns/pid", &st)) {
+	if (stat("/proc/thread-self/ns/pid", &st)) {
 		pr_warn("cannot read npfd's pid namespace (/proc/self/ns/pid: %s): assuming the machine's; in another one devices' page requests would go unanswered",
 			strerror(errno));
 		return;
@@ -541,7 +541,7 @@ int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen)
 			fd = mmcall_open(mm->tgid, cand[i], O_RDONLY);
 			if (fd < 0 || fstat(fd, &st))
 				continue;
-			snprintf(cand[i], sizeof(cand[i]), "/proc/self/fd/%d", fd);
+			snprintf(cand[i], sizeof(cand[i]), "/proc/thread-self/fd/%d", fd);
 		}
 		list_for_each_entry(p, &nic_probes, node)
 			if (p->dev == st.st_dev && p->ino == st.st_ino)

@@ -93,7 +93,7 @@ static bool same_user_ns(pid_t pid)
 	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/%d/ns/user", pid);
-	return !stat(path, &peer) && !stat("/proc/self/ns/user", &self) &&
+	return !stat(path, &peer) && !stat("/proc/thread-self/ns/user", &self) &&
 	       peer.st_dev == self.st_dev && peer.st_ino == self.st_ino;
 }
 

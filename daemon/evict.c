@@ -574,11 +574,11 @@ static int ring_check(int fd, pid_t tgid, char *err, size_t errlen)
 	int f, sq_tid = -1, tg = -1;
 	ssize_t n;
 
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	snprintf(path, sizeof(path), "/proc/thread-self/fd/%d", fd);
 	n = readlink(path, buf, sizeof(buf) - 1);
 	if (n < 0 || (buf[n] = '\0', strcmp(buf, "anon_inode:[io_uring]")))
 		return refuse(err, errlen, EBADF, "descriptor is not an io_uring");
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	snprintf(path, sizeof(path), "/proc/thread-self/fdinfo/%d", fd);
 	f = open(path, O_RDONLY | O_CLOEXEC);
 	if (f < 0)
 		return refuse(err, errlen, errno, "cannot inspect the io_uring: %s",
@@ -989,7 +989,7 @@ int evict_store_reader(struct npfd_region *r)
 	if (!r || r->backing != NPF_BACKING_ANON || !swapstore_ready() || store_open(r))
 		return -1;
 	/* a new open of the same file, read-only: the process cannot write through it */
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", r->store_fd);
+	snprintf(path, sizeof(path), "/proc/thread-self/fd/%d", r->store_fd);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		pr_warn_rl("region %u: cannot open its swap store %s read-only for pid %d: %s",
@@ -1679,10 +1679,11 @@ void evict_wp_fault(struct npfd_mm *mm, __u64 addr)
 	 */
 	/*
 	 * On the loop itself: the fault path (a hand-over to mmcall.c's
-	 * thread cost a write fault several times its time). The process can
-	 * hold npfd here: docs/design.md, "what stays on the loop".
+	 * thread cost a write fault several times its time). If it is late,
+	 * the loop goes on on another thread and this one ends in the call:
+	 * the process is given up, the rest of its events with it.
 	 */
-	if (ioctl(mm->uffd, UFFDIO_WRITEPROTECT, &wp) && errno != ESRCH) {
+	if (mmcall_ioctl_now(mm->tgid, mm->uffd, UFFDIO_WRITEPROTECT, &wp) && errno != ESRCH) {
 		if (errno != EAGAIN && errno != ENOENT)
 			pr_warn_rl("pid %d: cannot unprotect 0x%llx after its write fault: %s",
 				   mm->tgid, (unsigned long long)page, strerror(errno));

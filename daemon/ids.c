@@ -81,7 +81,7 @@ void ids_close(bool regions_left)
 
 	if (ids_fd < 0 || regions_left)
 		return;
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", ids_fd);
+	snprintf(path, sizeof(path), "/proc/thread-self/fd/%d", ids_fd);
 	{
 		char target[PATH_MAX];
 		ssize_t n = readlink(path, target, sizeof(target) - 1);

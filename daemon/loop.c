@@ -101,6 +101,26 @@ int loop_init(void)
 	return 0;
 }
 
+int loop_take_over(void)
+{
+	int id, err;
+
+	/*
+	 * The old ring goes (its polls with it: a poll left armed pins its
+	 * file); the thread that made it waits in a system call that is not
+	 * the ring's, and never comes back to it.
+	 */
+	io_uring_queue_exit(&ring);
+	err = loop_init();
+	if (err)
+		return err;
+	/* readiness reaped but not yet handled stays queued (ready[]) */
+	for (id = 0; id < MAX_SOURCES; id++)
+		if (sources[id].used)
+			arm(id);
+	return 0;
+}
+
 int source_add(int fd, unsigned int poll_mask, source_fn fn, void *arg)
 {
 	int id;

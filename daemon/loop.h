@@ -34,6 +34,13 @@ void loop_set_hooks(const struct loop_hooks *h);
 int source_add(int fd, unsigned int poll_mask, source_fn fn, void *arg);
 void source_del(int id);
 int loop_run(void);
+/*
+ * The calling thread runs the loop from now on (mmcall.c moved it: the
+ * thread that ran it waits in a client's address space): a ring of its
+ * own, since the loop's accepts one submitter, with every source armed
+ * again. 0 or -errno.
+ */
+int loop_take_over(void);
 /* End loop_run() after this pass (a signal handler's request). */
 void loop_stop(void);
 /* Is npfd stopping (loop_stop() was called)? */

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <systemd/sd-daemon.h>
@@ -317,6 +318,43 @@ static void raise_nofile(void)
 			(unsigned long long)rl.rlim_max, strerror(errno));
 }
 
+/* Run the loop, then stop: on the main thread, or on the one that took the loop over. */
+static int serve(int err)
+{
+	if (!err)
+		err = loop_run();
+	sd_notify(0, "STOPPING=1");
+	ids_close(nr_regions != 0);
+	moved_stop();
+	evict_stop();
+	control_close();
+	mmwatch_close();
+	collect_close();
+	resolve_exit();
+	evict_exit();
+	return err ? 1 : 0;
+}
+
+/*
+ * A call the loop made on the fault path missed its deadline: this thread
+ * (mmcall.c's watchdog) runs the loop from now on, and the old one exits
+ * once its call returns. The stuck process goes first: what the old thread
+ * left half done is its (mmcall.h); the loop then starts again from its
+ * top, where readiness already reaped waits to be handled.
+ */
+static void __attribute__((noreturn)) loop_moved(void)
+{
+	int err = loop_take_over();
+
+	if (err)
+		pr_err("cannot take the event loop over: %s", strerror(-err));
+	else
+		pr_warn("the event loop goes on on thread %ld: the one that ran it waits in a client's address space",
+			(long)syscall(SYS_gettid));
+	control_give_up_stuck();
+	exit(serve(err));
+}
+
 int main(int argc, char **argv)
 {
 	char why[768];
@@ -382,16 +420,8 @@ int main(int argc, char **argv)
 		pr_info("ready (pid %d)", getpid());
 		/* BPF loaded, maps pinned, socket listening: clients may come. */
 		sd_notify(0, "READY=1\nSTATUS=running");
-		err = loop_run();
+		if (mmcall_watch(loop_moved))
+			pr_warn("cannot start the watchdog of calls on the fault path: a client that holds its own address space can hold npfd there");
 	}
-	sd_notify(0, "STOPPING=1");
-	ids_close(nr_regions != 0);
-	moved_stop();
-	evict_stop();
-	control_close();
-	mmwatch_close();
-	collect_close();
-	resolve_exit();
-	evict_exit();
-	return err ? 1 : 0;
+	return serve(err);
 }

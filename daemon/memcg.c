@@ -138,7 +138,7 @@ static bool find_mount(void)
 	if (mount_state)
 		return mount_state > 0;
 	mount_state = -1;
-	f = fopen("/proc/self/mountinfo", "re");
+	f = fopen("/proc/thread-self/mountinfo", "re");
 	if (!f)
 		return false;
 	while (fgets(line, sizeof(line), f)) {

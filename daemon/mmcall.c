@@ -42,7 +42,8 @@
 #define WORKER_STACK (64 * 1024) /* a job is a system call or a read loop */
 #define ARG_MAX_SIZE 128	 /* the largest ioctl argument (pm_scan_arg: 96) */
 
-enum op { OP_OPEN, OP_PREAD, OP_PWRITE, OP_IOCTL, OP_SLURP, OP_PREADV };
+/* OP_INLINE: a call the loop made itself (mmcall_inline_begin()), abandoned with its thread */
+enum op { OP_OPEN, OP_PREAD, OP_PWRITE, OP_IOCTL, OP_SLURP, OP_PREADV, OP_INLINE };
 enum state { J_POSTED, J_DONE, J_ABANDONED, J_FINISHED_LATE };
 
 struct job {
@@ -132,6 +133,8 @@ static void run(struct job *j)
 		if (j->out_ptr != SIZE_MAX)
 			memcpy((char *)j->arg + j->out_ptr, &(__u64){(uintptr_t)j->buf}, 8);
 		j->ret = ioctl(j->fd, j->req, j->arg);
+		break;
+	case OP_INLINE: /* never a worker's */
 		break;
 	case OP_PREADV:
 		for (unsigned int i = 0; i < j->nrd; i++) {
@@ -266,6 +269,8 @@ static struct worker *worker_get(void)
 	return w;
 }
 
+static void job_free(struct job *j);
+
 /* Free the abandoned jobs that have finished: their processes are no longer stuck. */
 static void stuck_reap(void)
 {
@@ -278,8 +283,7 @@ static void stuck_reap(void)
 			list_del_init(&j->node);
 			if (j->pidfd >= 0)
 				close(j->pidfd);
-			free(j->buf);
-			free(j);
+			job_free(j);
 		}
 }
 
@@ -317,27 +321,36 @@ static bool uid_of(pid_t tgid, uid_t *uid)
 	return true;
 }
 
+/* Live stuck processes of uid (a process that has exited is stuck no more). */
+static unsigned int stuck_of_uid(uid_t uid)
+{
+	unsigned int n = 0;
+	struct job *j;
+
+	list_for_each_entry(j, &stuck, node)
+		n += j->uid == uid && job_process_alive(j);
+	return n;
+}
+
 bool mmcall_refuses(pid_t tgid)
 {
-	unsigned int of_uid = 0;
+	bool capped = false;
 	struct job *j;
 	uid_t uid;
-	bool known;
 
 	stuck_reap();
 	if (list_empty(&stuck))
 		return false;
-	known = uid_of(tgid, &uid);
 	list_for_each_entry(j, &stuck, node) {
-		/* a process that has exited is stuck no more: its pid may name another */
+		/* one that has exited is stuck no more: its pid may name another process */
 		if (!job_process_alive(j))
 			continue;
 		if (j->tgid == tgid)
 			return true;
-		if (known && j->uid == uid && ++of_uid >= MMCALL_STUCK_PER_UID)
-			return true;
+		capped |= stuck_of_uid(j->uid) >= MMCALL_STUCK_PER_UID;
 	}
-	return false;
+	/* tgid's user is looked up (a read of its status) only when some user is at the cap */
+	return capped && uid_of(tgid, &uid) && stuck_of_uid(uid) >= MMCALL_STUCK_PER_UID;
 }
 
 bool mmcall_failed_since(__u64 *seen)
@@ -382,22 +395,19 @@ static void job_free(struct job *j)
 	free(j);
 }
 
-/* The job missed its deadline: it and its worker are left to finish alone. */
-static void abandon(struct job *j)
+/* j missed its deadline: its process is stuck until it finishes. */
+static void stuck_add(struct job *j)
 {
 	static const char *const what[] = {[OP_OPEN] = "an open of its /proc file",
 					   [OP_PREAD] = "a read",
 					   [OP_PWRITE] = "a write",
 					   [OP_IOCTL] = "an ioctl",
 					   [OP_SLURP] = "a read of its /proc file",
-					   [OP_PREADV] = "reads"};
+					   [OP_PREADV] = "reads",
+					   [OP_INLINE] = "on the fault path"};
 
 	late++;
 	failures++;
-	current = NULL;
-	/* the worker reads undo_fd only once it has finished the call, so after this */
-	if (j->undo_register)
-		j->undo_fd = fcntl(j->fd, F_DUPFD_CLOEXEC, 0);
 	j->pidfd = (int)syscall(SYS_pidfd_open, j->tgid, 0);
 	if (!uid_of(j->tgid, &j->uid))
 		j->uid = (uid_t)-1;
@@ -405,6 +415,16 @@ static void abandon(struct job *j)
 
 	pr_warn("pid %d: a call into its address space (%s) did not return within %llu ms: npfd gives the process up until it returns",
 		j->tgid, what[j->op], (unsigned long long)(timeout_ns / 1000000));
+}
+
+/* The job missed its deadline: it and its worker are left to finish alone. */
+static void abandon(struct job *j)
+{
+	current = NULL;
+	/* the worker reads undo_fd only once it has finished the call, so after this */
+	if (j->undo_register)
+		j->undo_fd = fcntl(j->fd, F_DUPFD_CLOEXEC, 0);
+	stuck_add(j);
 }
 
 /*
@@ -638,4 +658,186 @@ FILE *mmcall_fopen(pid_t tgid, const char *path)
 	if (!f)
 		job_free(j);
 	return f;
+}
+
+/*
+ * Calls the loop makes itself (the fault path). While one runs,
+ * inline_cur says which process it is for and since when; a watchdog
+ * thread looks every WATCH_NS. Past the deadline it takes the call from the
+ * loop thread (a compare-and-swap of state, which the loop thread makes
+ * too when its call returns: one of them wins), gives the process up and
+ * becomes the loop itself (become_loop(), main.c); the old loop thread,
+ * when its call returns, finds the call taken, marks it finished and exits
+ * without touching anything of the loop's. Before the swap the watchdog
+ * reads nothing but inline_cur; after it, the loop's state is its own:
+ * the old thread's writes before the call are seen through the swap.
+ */
+#define WATCH_NS (20 * 1000000ULL)
+#define INLINE_RUNNING 1ULL
+#define INLINE_TAKEN 2ULL
+
+struct inline_call {
+	_Atomic __u64 state; /* seq << 2 | INLINE_RUNNING or INLINE_TAKEN; seq << 2: done */
+	_Atomic __u64 started;
+	_Atomic pid_t tgid;
+	struct job *_Atomic late; /* taken: its entry in the stuck list (set after the swap) */
+};
+
+static struct inline_call *_Atomic inline_cur; /* the loop's, or NULL (no watchdog) */
+static __u64 inline_seq;
+static void (*become_loop)(void);
+
+/* A call on the loop: what it stands for while it runs (inline_begin()). */
+struct mmcall_inline {
+	struct inline_call *call;
+	__u64 seq;
+};
+
+static int inline_begin(pid_t tgid, struct mmcall_inline *t)
+{
+	struct inline_call *c = atomic_load(&inline_cur);
+
+	if (mmcall_refuses(tgid)) {
+		failures++;
+		errno = ETIMEDOUT;
+		return -1;
+	}
+	t->call = c;
+	if (!c)
+		return 0;
+	t->seq = ++inline_seq;
+	atomic_store(&c->tgid, tgid);
+	atomic_store(&c->started, now_ns());
+	atomic_store(&c->state, t->seq << 2 | INLINE_RUNNING);
+	return 0;
+}
+
+static void inline_end(const struct mmcall_inline *t)
+{
+	struct inline_call *c = t->call;
+	__u64 expect = t->seq << 2 | INLINE_RUNNING;
+	struct job *j;
+
+	if (!c || atomic_compare_exchange_strong(&c->state, &expect, t->seq << 2))
+		return;
+	/* taken: the loop is another thread's now; this one only says it is done */
+	while (!(j = atomic_load(&c->late)))
+		cpu_relax();
+	free(c);
+	atomic_store(&j->state, J_FINISHED_LATE);
+	/*
+	 * The thread alone, at once: not pthread_exit(), which unwinds the
+	 * frames under it (the loop's, libbpf's) and runs what they left.
+	 */
+	for (;;)
+		syscall(SYS_exit, 0);
+}
+
+static int watchdog_start(void);
+
+static void *watchdog_main(void *arg)
+{
+	struct timespec period = {.tv_nsec = (long)WATCH_NS};
+
+	(void)arg;
+	for (;;) {
+		struct inline_call *c = atomic_load(&inline_cur), *next;
+		__u64 st = atomic_load(&c->state);
+		struct job *j;
+
+		nanosleep(&period, NULL);
+		if (atomic_load(&c->state) != st || (st & 3) != INLINE_RUNNING ||
+		    now_ns() - atomic_load(&c->started) < timeout_ns)
+			continue;
+		j = calloc(1, sizeof(*j));
+		next = calloc(1, sizeof(*next));
+		if (!j || !next) {
+			free(j);
+			free(next);
+			continue;
+		}
+		if (!atomic_compare_exchange_strong(&c->state, &st, (st & ~3ULL) | INLINE_TAKEN)) {
+			free(j);
+			free(next);
+			continue;
+		}
+		/* the loop is this thread's from here */
+		j->op = OP_INLINE;
+		j->fd = -1;
+		j->undo_fd = -1;
+		j->tgid = atomic_load(&c->tgid);
+		atomic_store(&j->state, J_ABANDONED);
+		atomic_store(&inline_cur, next);
+		stuck_add(j);
+		atomic_store(&c->late, j); /* c is the old thread's to free from here */
+		if (watchdog_start())
+			pr_err("cannot start a new watchdog: a late call on the fault path will hold the loop");
+		become_loop();
+		return NULL;
+	}
+}
+
+static int watchdog_start(void)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	pthread_t t;
+	int err;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = pthread_create(&t, &attr, watchdog_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (err) {
+		/* no watchdog: calls on the fault path are not watched (inline_cur NULL) */
+		atomic_store(&inline_cur, NULL);
+		return -err;
+	}
+	return 0;
+}
+
+long mmcall_ioctl_now(pid_t tgid, int fd, unsigned long req, void *arg)
+{
+	struct mmcall_inline t;
+	long ret;
+	int err;
+
+	if (inline_begin(tgid, &t))
+		return -1;
+	ret = ioctl(fd, req, arg);
+	err = errno;
+	inline_end(&t);
+	errno = err;
+	return ret;
+}
+
+ssize_t mmcall_pread_now(pid_t tgid, int fd, void *buf, size_t len, off_t off)
+{
+	struct mmcall_inline t;
+	ssize_t ret;
+	int err;
+
+	if (inline_begin(tgid, &t))
+		return -1;
+	do
+		ret = pread(fd, buf, len, off);
+	while (ret < 0 && errno == EINTR);
+	err = errno;
+	inline_end(&t);
+	errno = err;
+	return ret;
+}
+
+int mmcall_watch(void (*take_over)(void))
+{
+	struct inline_call *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	become_loop = take_over;
+	atomic_store(&inline_cur, c);
+	return watchdog_start();
 }

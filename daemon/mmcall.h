@@ -71,6 +71,24 @@ long mmcall_ioctl_out(pid_t tgid, int fd, unsigned long req, void *arg, size_t a
 /* path read whole for tgid (a /proc text file), as a stream to parse; NULL (errno). */
 FILE *mmcall_fopen(pid_t tgid, const char *path);
 
+/*
+ * Calls the loop makes itself, on the fault path, where a hand-over costs
+ * too much (a NIC fault 4-10 times its time): -1 (ETIMEDOUT) at once if
+ * tgid is refused. If one misses the deadline, a watchdog thread gives
+ * tgid up and runs the loop from then on (mmcall_watch()'s take_over);
+ * the thread that made the call exits when it returns, and nothing after
+ * the call runs on it: what its caller left half done must be what giving
+ * tgid up and running the loop again from its top puts right.
+ */
+long mmcall_ioctl_now(pid_t tgid, int fd, unsigned long req, void *arg);
+ssize_t mmcall_pread_now(pid_t tgid, int fd, void *buf, size_t len, off_t off);
+/*
+ * Start the watchdog of calls on the fault path; take_over() runs the loop
+ * on the watchdog's thread once it has taken a late call (it must not
+ * return). 0 or -errno (no watchdog: such calls are not watched).
+ */
+int mmcall_watch(void (*take_over)(void));
+
 /* Are tgid's calls refused (it, or enough of its user's processes, stuck)? */
 bool mmcall_refuses(pid_t tgid);
 /*

@@ -717,7 +717,7 @@ static void learn_zero_pfn(void)
 	if (z == MAP_FAILED)
 		return;
 	(void)*z;
-	fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	fd = open("/proc/thread-self/pagemap", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0 &&
 	    pread(fd, &ent, sizeof(ent), (off_t)((uintptr_t)z >> NPF_PAGE_SHIFT) * 8) ==
 		    sizeof(ent) &&

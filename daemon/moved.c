@@ -113,7 +113,7 @@ static int put_page(struct part *pt, __u64 j)
 		return got < 0 ? -errno : 0; /* past the end of the file: zeros */
 	if (got < (ssize_t)NPF_PAGE_SIZE)
 		memset(page + got, 0, NPF_PAGE_SIZE - (size_t)got);
-	if (!ioctl(pt->mm->uffd, UFFDIO_COPY, &c)) {
+	if (!mmcall_ioctl_now(pt->mm->tgid, pt->mm->uffd, UFFDIO_COPY, &c)) {
 		pt->put++;
 	} else {
 		/* refused before it started (an mm event pending): c.copy may not say so */

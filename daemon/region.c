@@ -135,7 +135,7 @@ int mm_layout_reader(struct npfd_mm *mm, char *err, size_t errlen)
 		list_for_each_entry(r, &mm->regions, node)
 			layout_put(r);
 	}
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", mm->layout_fd);
+	snprintf(path, sizeof(path), "/proc/thread-self/fd/%d", mm->layout_fd);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return refuse(err, errlen, errno, "cannot open the layout journal read-only: %s",
@@ -292,14 +292,14 @@ static int uffd_features(int fd, __u64 *features)
 	char *p;
 	int f;
 
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	snprintf(path, sizeof(path), "/proc/thread-self/fd/%d", fd);
 	n = readlink(path, buf, sizeof(buf) - 1);
 	if (n < 0)
 		return -errno;
 	buf[n] = '\0';
 	if (strcmp(buf, "anon_inode:[userfaultfd]"))
 		return -ENOTTY;
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	snprintf(path, sizeof(path), "/proc/thread-self/fdinfo/%d", fd);
 	f = open(path, O_RDONLY | O_CLOEXEC);
 	if (f < 0)
 		return -errno;
@@ -628,7 +628,7 @@ static bool mount_visible(dev_t dev)
 	char line[1024];
 	unsigned int major, minor;
 	bool found = false;
-	FILE *f = fopen("/proc/self/mountinfo", "re");
+	FILE *f = fopen("/proc/thread-self/mountinfo", "re");
 
 	while (f && !found && fgets(line, sizeof(line), f))
 		found = sscanf(line, "%*d %*d %u:%u", &major, &minor) == 2 &&
@@ -761,9 +761,9 @@ bool mm_pagemap_read_now(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n)
 {
 	int fd = mm_pagemap_fd(mm);
 
-	return fd >= 0 && !mmcall_refuses(mm->tgid) &&
-	       pread(fd, ent, n * sizeof(__u64), (off_t)((va >> NPF_PAGE_SHIFT) * sizeof(__u64))) ==
-		       (ssize_t)(n * sizeof(__u64));
+	return fd >= 0 && mmcall_pread_now(mm->tgid, fd, ent, n * sizeof(__u64),
+					   (off_t)((va >> NPF_PAGE_SHIFT) * sizeof(__u64))) ==
+				  (ssize_t)(n * sizeof(__u64));
 }
 
 bool mm_pagemap_read_pages(struct npfd_mm *mm, const __u64 *page, unsigned int n, __u64 *ent,

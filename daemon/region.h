@@ -119,10 +119,9 @@ int mm_open_proc(const struct npfd_mm *mm, const char *file, int flags);
 bool mm_pagemap_read(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n);
 /*
  * The same, read on the event loop itself, for the device fault path: a
- * hand-over to mmcall.c's thread cost a NIC fault 4-10 times its time
- * (bench/README.md). The process can hold npfd here (its mmap_lock held
- * while it faults on its own FUSE file): docs/design.md, "what stays on
- * the loop".
+ * hand-over to mmcall.c's thread cost a NIC fault 4-10 times its time. A
+ * read that is late moves the loop to another thread and never returns
+ * (mmcall_pread_now()).
  */
 bool mm_pagemap_read_now(struct npfd_mm *mm, __u64 va, __u64 *ent, __u64 n);
 /*

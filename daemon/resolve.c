@@ -39,6 +39,7 @@
 #include "busypoll.h"
 #include "collect.h"
 #include "log.h"
+#include "mmcall.h"
 #include "moved.h"
 #include "policy.h"
 #include "region.h"
@@ -434,12 +435,12 @@ int resolve_install(struct run *rn, const char *src)
 						.src = (__u64)(uintptr_t)(src + rn->done),
 						.len = left,
 						.mode = mode | (wp ? UFFDIO_COPY_MODE_WP : 0)};
-			rc = ioctl(rn->mm->uffd, UFFDIO_COPY, &c);
+			rc = (int)mmcall_ioctl_now(rn->mm->tgid, rn->mm->uffd, UFFDIO_COPY, &c);
 			res = c.copy;
 		} else {
 			struct uffdio_zeropage z = {.range = {rn->start + rn->done, left},
 						    .mode = mode};
-			rc = ioctl(rn->mm->uffd, UFFDIO_ZEROPAGE, &z);
+			rc = (int)mmcall_ioctl_now(rn->mm->tgid, rn->mm->uffd, UFFDIO_ZEROPAGE, &z);
 			res = z.zeropage;
 		}
 		if (rc == 0) {
@@ -493,7 +494,7 @@ static int poison(struct run *rn, __u64 start, __u64 npages)
 	while (done < len) {
 		struct uffdio_poison p = {.range = {start + done, len - done}, .mode = 0};
 
-		if (!ioctl(rn->mm->uffd, UFFDIO_POISON, &p))
+		if (!mmcall_ioctl_now(rn->mm->tgid, rn->mm->uffd, UFFDIO_POISON, &p))
 			return 0;
 		if (p.updated > 0) {
 			done += (__u64)p.updated;

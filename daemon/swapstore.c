@@ -254,7 +254,7 @@ int swapstore_link(int fd, pid_t pid, __u32 id, char name[SWAPSTORE_NAME_LEN])
 		return -ESRCH;
 	store_name(name, pid, start, id);
 	unlinkat(dir_fd, name, 0); /* stale: as in swapstore_create() */
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	snprintf(path, sizeof(path), "/proc/thread-self/fd/%d", fd);
 	if (linkat(AT_FDCWD, path, dir_fd, name, AT_SYMLINK_FOLLOW)) {
 		int err = -errno;
 

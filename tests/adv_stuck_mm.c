@@ -13,7 +13,9 @@
  * it. So each such call goes to a worker with a deadline
  * (--mm-call-timeout-ms); a call that misses it fails, the client is given
  * up (libnpf's fallback serves it) until the call returns, and
- * mm_calls_late in the pinned npf_global map counts it.
+ * mm_calls_late in the pinned npf_global map counts it. The fault path's
+ * calls are made on the loop itself (a hand-over costs too much there):
+ * one that misses the deadline moves the loop to a watchdog thread.
  *
  * Two phases, each with an attacker (uid 65534 in the socket's group) on a
  * FUSE mount of its own, stuck for HOLD_S seconds:
@@ -21,7 +23,10 @@
  *    must answer (an error) within ANSWER_MS;
  *  - PASSIVE: the attacker sends nothing; a thread of it writes, round
  *    after round, a 2048-page region with a 64-page budget, so that npfd's
- *    next eviction batch freezes pages of the stuck address space.
+ *    next eviction batch freezes pages of the stuck address space;
+ *  - WRITE: the attacker writes a page of a budgeted region that it has
+ *    only read (installed write-protected): npfd's unprotect, on its
+ *    loop, waits; the loop must go on on another thread.
  * Meanwhile a victim (another client) connects, registers 64 pages, writes
  * and reads back every one (each a fault that npfd serves: its fallback is
  * a minute away) and unregisters, all within VICTIM_MS; npfd answers a
@@ -58,10 +63,11 @@
 #define FIRST_PAGES 16UL      /* LOCK: the region registered before the lock is held */
 #define BIG_PAGES 2048UL      /* PASSIVE: the budgeted region */
 #define BUDGET_PAGES 64UL
+#define WR_PAGES 16UL /* WRITE: a budgeted region read whole before the lock, then written */
 #define VICTIM_PAGES 64UL
 
-enum { LOCK, PASSIVE };
-static const char *const phase_name[] = {"LOCK", "PASSIVE"};
+enum { LOCK, PASSIVE, WRITE };
+static const char *const phase_name[] = {"LOCK", "PASSIVE", "WRITE"};
 
 static struct th_npfd d;
 static pid_t test_pid;
@@ -729,11 +735,30 @@ static bool uffd_registered(const void *addr)
 	return um;
 }
 
+static char *wr;
+static int wp_go[2];
+
+/*
+ * WRITE: the first write to a page installed clean, a write-protect fault
+ * npfd answers. Started before the lock is held (a thread's stack is an
+ * mmap()), it writes when told.
+ */
+static void *wp_writer(void *arg)
+{
+	char go;
+
+	if (read(wp_go[0], &go, 1) != 1)
+		return arg;
+	((volatile uint64_t *)wr)[0] = word(7, 0, 0);
+	say(at.rep, "the write-protect fault was answered");
+	return arg;
+}
+
 static void __attribute__((noreturn)) attacker(void)
 {
 	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock, .fallback_ms = 500,
 		 .timeout_ms = 5000); /* an answer sooner than this is npfd's */
-	pthread_t th_hold, th_write, th_touch;
+	pthread_t th_hold, th_write, th_touch, th_wp;
 	struct npf_client *c;
 	char *first = NULL, path[96];
 	int ffd, id = 0;
@@ -755,6 +780,19 @@ static void __attribute__((noreturn)) attacker(void)
 		id = npf_client__register(c, first + FIRST_PAGES * PG, FIRST_PAGES * PG, NULL);
 		if (id < 0)
 			child_fail(at.rep, "register: %s", npf_client__errmsg(c));
+	} else if (at.phase == WRITE) {
+		/* a budget: read faults install pages write-protected, the first write is seen */
+		wr = mmap(NULL, WR_PAGES * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			  -1, 0);
+		id = npf_client__register(c, wr, WR_PAGES * PG, NULL);
+		if (id < 0 ||
+		    npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, 4 * WR_PAGES * PG, NULL))
+			child_fail(at.rep, "register, budget: %s", npf_client__errmsg(c));
+		for (uint64_t p = 0; p < WR_PAGES; p++)
+			if (((volatile uint64_t *)wr)[p * PG / 8])
+				child_fail(at.rep, "page %lu of a fresh region is not zero", p);
+		if (pipe(wp_go) || pthread_create(&th_wp, NULL, wp_writer, NULL))
+			child_fail(at.rep, "pipe, pthread_create: %s", strerror(errno));
 	} else {
 		struct npf_budget_info *bi = NULL;
 		size_t n = 0;
@@ -813,6 +851,12 @@ static void __attribute__((noreturn)) attacker(void)
 		rc = npf_client__register(c, first, FIRST_PAGES * PG, NULL);
 		snprintf(buf, sizeof(buf), "%s", rc < 0 ? npf_client__errmsg(c) : "");
 		say(at.rep, "REGISTER rc=%d ms=%d (%s)", rc, (int)((th_now() - t0) * 1e3), buf);
+	} else if (at.phase == WRITE) {
+		if (cmd_read() != 'g')
+			child_fail(at.rep, "unexpected command");
+		say(at.rep, "SENDING a write to a page installed clean");
+		if (write(wp_go[1], "w", 1) != 1)
+			child_fail(at.rep, "write: %s", strerror(errno));
 	}
 	if (cmd_read() != 'r')
 		child_fail(at.rep, "unexpected command");
@@ -843,6 +887,22 @@ static void __attribute__((noreturn)) attacker(void)
 					   (unsigned long)(uintptr_t)first);
 		say(at.rep, "the refused range is not registered after the release");
 		expect_adopted(c, first + FIRST_PAGES * PG);
+	} else if (at.phase == WRITE) {
+		pthread_join(th_wp, NULL);
+		for (uint64_t p = 0; p < WR_PAGES; p++)
+			for (uint64_t w = 0; w < PG / 8; w++) {
+				uint64_t want = !p && !w ? word(7, 0, 0) : 0;
+
+				if (((uint64_t *)wr)[p * PG / 8 + w] != want)
+					child_fail(at.rep,
+						   "page %lu word %lu reads 0x%llx, not 0x%llx", p,
+						   w,
+						   (unsigned long long)((
+							   uint64_t *)wr)[p * PG / 8 + w],
+						   (unsigned long long)want);
+			}
+		say(at.rep, "VERIFIED: the write landed, the other pages read zeros");
+		expect_adopted(c, wr);
 	} else {
 		unsigned long r0 = __atomic_load_n(&rounds, __ATOMIC_ACQUIRE), bad = 0,
 			      first_bad = 0;
@@ -900,7 +960,9 @@ static void phase(int which)
 	pid_t pid, writer, reader;
 
 	printf("\n== %s: the attacker %s while its mmap_lock is held for %d s\n", phase_name[which],
-	       which == LOCK ? "registers a region" : "sends nothing, a thread writes over budget",
+	       which == LOCK  ? "registers a region" :
+	       which == WRITE ? "writes a page installed clean (npfd unprotects it on its loop)" :
+				"sends nothing, a thread writes over budget",
 	       HOLD_S);
 	fuse_mount(&fm);
 	late0 = late_now("before");
@@ -942,7 +1004,7 @@ static void phase(int which)
 	printf("attacker %d: its READ (thread %d) waits in FUSE, its mmap() (thread %d) is "
 	       "queued behind it\n",
 	       pid, reader, writer);
-	if (which == LOCK) {
+	if (which == LOCK || which == WRITE) {
 		TH_ASSERT(write(cmd[1], "g", 1) == 1, "write: %s", strerror(errno));
 		chan_expect(&ch, "SENDING", 2000);
 		t_send = th_now();
@@ -979,7 +1041,7 @@ static void phase(int which)
 	reap(fm.server, "the FUSE server", 5000);
 	close(fm.reads);
 	TH_ASSERT(write(cmd[1], "r", 1) == 1, "write: %s", strerror(errno));
-	if (which == PASSIVE)
+	if (which == PASSIVE || which == WRITE)
 		chan_expect(&ch, "VERIFIED", 30000);
 	chan_expect(&ch, "ADOPTED", 15000);
 	chan_expect(&ch, "DONE", 5000);
@@ -1024,8 +1086,9 @@ int main(void)
 
 	phase(LOCK);
 	phase(PASSIVE);
+	phase(WRITE);
 
-	TH_ASSERT(late_now("at the end") == late_start + 2,
+	TH_ASSERT(late_now("at the end") == late_start + 3,
 		  "mm_calls_late: expected one per stuck attacker");
 	TH_ASSERT(th_npfd_alive(&d), "npfd died");
 	th_npfd_stop(&d);

@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * npfd's calls into a client's address space (daemon/mmcall.c), on their
+ * thread with a deadline. The call that never returns here is an open of
+ * a FIFO no one writes to (it waits until a writer opens it), a stand-in
+ * for a FUSE page no server answers; which process it is "for" is a child
+ * that only sleeps. Checked:
+ *  - a call within the deadline returns what the system call did;
+ *  - one that misses it fails with ETIMEDOUT about at the deadline, is
+ *    counted once (mmcall_late()), and its process is stuck: every later
+ *    call for it fails at once, with no wait and no second count;
+ *  - two stuck processes of a user refuse its others at once; another
+ *    user's are served;
+ *  - when the late call returns (a writer opens the FIFO), its process is
+ *    served again, and the descriptor it opened late is closed;
+ *  - a stuck process that exits is stuck no more;
+ *  - a whole /proc file is read (mmcall_fopen()), and reads in one call
+ *    (mmcall_preadv()) each give their own bytes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "unit.h"
+#include "mmcall.h"
+
+#define TIMEOUT_MS 200
+
+static char dir[64];
+
+static pid_t sleeper(uid_t uid)
+{
+	pid_t p = fork();
+
+	if (!p) {
+		if (uid && setuid(uid))
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	return p;
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* A FIFO nobody writes to: an open of it for reading waits. */
+static void fifo(const char *name, char *path, size_t len)
+{
+	snprintf(path, len, "%s/%s", dir, name);
+	UT_CHECK(!mkfifo(path, 0600), "mkfifo %s: %s", path, strerror(errno));
+}
+
+/* Let the late open of path return: a writer opens it (and goes). */
+static void release(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+
+	UT_CHECK(fd >= 0, "open %s for writing: %s", path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
+
+/* The descriptors this process has open. */
+static int open_fds(void)
+{
+	char path[64];
+	int n = 0;
+
+	for (int fd = 0; fd < 1024; fd++) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		n += !access(path, F_OK);
+	}
+	return n;
+}
+
+/* Within 2 s, is tgid served again? */
+static int served_again(pid_t tgid)
+{
+	for (double t0 = now_s(); now_s() - t0 < 2; usleep(10000))
+		if (!mmcall_refuses(tgid))
+			return 1;
+	return 0;
+}
+
+int main(void)
+{
+	char f1[96], f2[96], f3[96], line[256], buf[64];
+	struct mmcall_read rd[2];
+	pid_t a, b, c, other;
+	int fd, fds0;
+	double t0, dt;
+	FILE *f;
+
+	th_require_root(); /* a second user's process */
+	snprintf(dir, sizeof(dir), "/tmp/npf-unit-mmcall-XXXXXX");
+	if (!mkdtemp(dir)) {
+		printf("FAIL: mkdtemp: %s\n", strerror(errno));
+		return 1;
+	}
+	mmcall_set_timeout_ms(TIMEOUT_MS);
+	a = sleeper(0);
+	b = sleeper(0);
+	c = sleeper(0);
+	other = sleeper(65534);
+	fifo("one", f1, sizeof(f1));
+	fifo("two", f2, sizeof(f2));
+	fifo("three", f3, sizeof(f3));
+
+	/* served within the deadline */
+	fd = mmcall_open(a, "/proc/self/status", O_RDONLY);
+	UT_CHECK(fd >= 0, "open within the deadline: %s", strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	f = mmcall_fopen(a, "/proc/self/status");
+	UT_CHECK(f && fgets(line, sizeof(line), f) && !strncmp(line, "Name:", 5),
+		 "a /proc file read whole: first line '%s'", f ? line : "(none)");
+	if (f)
+		fclose(f);
+	fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	memset(buf, 0, sizeof(buf));
+	rd[0] = (struct mmcall_read){.off = 1, .len = 3, .dst = buf};
+	rd[1] = (struct mmcall_read){.off = 0, .len = 4, .dst = buf + 8};
+	UT_CHECK(!mmcall_preadv(a, fd, rd, 2) && rd[0].got == 3 && rd[1].got == 4 &&
+			 !memcmp(buf, "ELF", 3) && !memcmp(buf + 8, "\177ELF", 4),
+		 "two reads in one call: got %zd %zd", rd[0].got, rd[1].got);
+	close(fd);
+	UT_EQ(mmcall_late(), 0, "late calls before any was late");
+	fds0 = open_fds();
+
+	/* a call that never returns: failed at the deadline, counted once */
+	t0 = now_s();
+	errno = 0;
+	fd = mmcall_open(a, f1, O_RDONLY);
+	dt = now_s() - t0;
+	UT_CHECK(fd == -1 && errno == ETIMEDOUT, "the held open: %d (%s), want -1 ETIMEDOUT", fd,
+		 strerror(errno));
+	UT_CHECK(dt >= TIMEOUT_MS / 1e3 * 0.9 && dt < TIMEOUT_MS / 1e3 + 0.5,
+		 "the held open failed after %.3f s, want about %.3f", dt, TIMEOUT_MS / 1e3);
+	UT_EQ(mmcall_late(), 1, "late calls after one");
+	UT_CHECK(mmcall_refuses(a), "the process of the late call is not refused");
+	UT_CHECK(!mmcall_refuses(b), "another process is refused with one stuck");
+
+	/* its later calls fail at once, uncounted */
+	t0 = now_s();
+	errno = 0;
+	fd = mmcall_open(a, "/proc/self/status", O_RDONLY);
+	dt = now_s() - t0;
+	UT_CHECK(fd == -1 && errno == ETIMEDOUT && dt < 0.05,
+		 "a call for the stuck process: %d (%s) after %.3f s, want -1 ETIMEDOUT at once",
+		 fd, strerror(errno), dt);
+	UT_EQ(mmcall_late(), 1, "late calls after a refused one");
+
+	/* two of a user's processes stuck: its others refused at once, another user's served */
+	fd = mmcall_open(b, f2, O_RDONLY);
+	UT_CHECK(fd == -1 && errno == ETIMEDOUT, "the second held open: %d", fd);
+	UT_EQ(mmcall_late(), 2, "late calls after two");
+	t0 = now_s();
+	fd = mmcall_open(c, f3, O_RDONLY);
+	dt = now_s() - t0;
+	UT_CHECK(fd == -1 && errno == ETIMEDOUT && dt < 0.05,
+		 "a third process of the user: %d (%s) after %.3f s, want refused at once", fd,
+		 strerror(errno), dt);
+	UT_EQ(mmcall_late(), 2, "late calls after the user's third");
+	fd = mmcall_open(other, "/proc/self/status", O_RDONLY);
+	UT_CHECK(fd >= 0, "another user's process is refused: %s", strerror(errno));
+	if (fd >= 0)
+		close(fd);
+
+	/* the late calls return: served again, the late descriptors closed */
+	release(f1);
+	release(f2);
+	UT_CHECK(served_again(a), "pid %d refused 2 s after its late call could return", a);
+	UT_CHECK(served_again(b) && served_again(c), "the user's processes still refused");
+	fd = mmcall_open(c, "/proc/self/status", O_RDONLY);
+	UT_CHECK(fd >= 0, "a call after the release: %s", strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	UT_EQ(open_fds(), fds0, "descriptors open after the late opens returned");
+
+	/* a stuck process that exits is stuck no more */
+	fd = mmcall_open(c, f3, O_RDONLY);
+	UT_CHECK(fd == -1 && mmcall_refuses(c), "the held open for pid %d", c);
+	kill(c, SIGKILL);
+	waitpid(c, NULL, 0);
+	UT_CHECK(!mmcall_refuses(c), "pid %d refused after it exited", c);
+	release(f3);
+
+	kill(a, SIGKILL);
+	kill(b, SIGKILL);
+	kill(other, SIGKILL);
+	while (wait(NULL) > 0)
+		;
+	unlink(f1);
+	unlink(f2);
+	unlink(f3);
+	rmdir(dir);
+	return ut_done("calls into an address space, with a deadline");
+}
