@@ -459,7 +459,7 @@ void control_give_up_stuck(void)
 	collect_set_mm_calls_late(mmcall_late());
 again:
 	list_for_each_entry(mm, &mms, node) {
-		if (mm->dead || !mmcall_refuses(mm->tgid))
+		if (mm->dead || (!mmcall_refuses(mm->tgid) && !mmcall_failed(mm->tgid)))
 			continue;
 		pr_warn("pid %d: npfd gives its address space up until its late call returns: libnpf serves its regions meanwhile",
 			mm->tgid);
@@ -475,6 +475,7 @@ again:
 		client_drop(mm->owner);
 		goto again; /* it freed mm, and maybe more */
 	}
+	mmcall_failed_forget();
 }
 
 void control_close(void)

@@ -2026,10 +2026,18 @@ bool evict_run_zap_may_run(const struct run *rn)
  * (resolve_install(), which wakes what it fills). A page at a time, a
  * put-back went at 115-218k pages/s (bench/unregister.c).
  */
+static char *stored_buf; /* evict_install_stored()'s source, MAX_RUN_PAGES pages */
+
+void evict_retire_sources(void)
+{
+	if (stored_buf)
+		stored_buf = buffer_renew(stored_buf, MAX_RUN_PAGES * NPF_PAGE_SIZE);
+}
+
 int evict_install_stored(struct run *rn)
 {
-	static char buf[MAX_RUN_PAGES * NPF_PAGE_SIZE] __attribute__((aligned(NPF_PAGE_SIZE)));
 	struct npfd_region *r = rn->region;
+	char *buf;
 	struct evict_region *e = r->ev;
 	__u64 first = page_index(r, rn->start);
 	__u32 k, j;
@@ -2037,6 +2045,14 @@ int evict_install_stored(struct run *rn)
 
 	if (rn->npages > MAX_RUN_PAGES)
 		return -E2BIG; /* runs_make() makes none longer */
+	if (!stored_buf) {
+		buf = mmap(NULL, MAX_RUN_PAGES * NPF_PAGE_SIZE, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (buf == MAP_FAILED)
+			return -ENOMEM;
+		stored_buf = buf;
+	}
+	buf = stored_buf;
 	for (k = 0; k < rn->npages; k = j) {
 		bool stored = bitmap_test(e->stored, first + k);
 		size_t off = (size_t)k * NPF_PAGE_SIZE, want;

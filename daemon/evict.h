@@ -136,4 +136,7 @@ void evict_tick(void);
 /* A batch under way, or an unregister waiting for its ring's zaps: tick again soon. */
 bool evict_busy(void);
 
+/* A late install may still read the stored pages' buffer: a new one (mmcall.h). */
+void evict_retire_sources(void);
+
 #endif

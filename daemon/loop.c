@@ -103,21 +103,31 @@ int loop_init(void)
 
 int loop_take_over(void)
 {
+	struct io_uring old = ring;
 	int id, err;
 
+	err = loop_init();
+	if (err) {
+		ring = old; /* kept: the stop that follows still finds a ring to talk to */
+		return err;
+	}
 	/*
 	 * The old ring goes (its polls with it: a poll left armed pins its
 	 * file); the thread that made it waits in a system call that is not
 	 * the ring's, and never comes back to it.
 	 */
-	io_uring_queue_exit(&ring);
-	err = loop_init();
-	if (err)
-		return err;
-	/* readiness reaped but not yet handled stays queued (ready[]) */
-	for (id = 0; id < MAX_SOURCES; id++)
-		if (sources[id].used)
-			arm(id);
+	io_uring_queue_exit(&old);
+	/*
+	 * Readiness reaped but not yet handled stays queued, once: the old
+	 * thread may have stopped in the middle of dispatch().
+	 */
+	for (id = 0, nready = 0; id < MAX_SOURCES; id++) {
+		if (!sources[id].used)
+			continue;
+		arm(id);
+		if (sources[id].ready)
+			ready[nready++] = id;
+	}
 	return 0;
 }
 

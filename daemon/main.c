@@ -351,6 +351,10 @@ static void __attribute__((noreturn)) loop_moved(void)
 	else
 		pr_warn("the event loop goes on on thread %ld: the one that ran it waits in a client's address space",
 			(long)syscall(SYS_gettid));
+	/* what a late install on the old thread reads from holds nothing of anyone's any more */
+	resolve_retire_sources();
+	evict_retire_sources();
+	moved_retire_sources();
 	control_give_up_stuck();
 	exit(serve(err));
 }

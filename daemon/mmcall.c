@@ -44,7 +44,13 @@
 
 /* OP_INLINE: a call the loop made itself (mmcall_inline_begin()), abandoned with its thread */
 enum op { OP_OPEN, OP_PREAD, OP_PWRITE, OP_IOCTL, OP_SLURP, OP_PREADV, OP_INLINE };
-enum state { J_POSTED, J_DONE, J_ABANDONED, J_FINISHED_LATE };
+/*
+ * POSTED -> RUNNING (the worker) -> DONE; or, past the deadline, POSTED or
+ * RUNNING -> ABANDONED (the loop) -> FINISHED_LATE (the worker). A job
+ * abandoned before it ran is never run: its descriptor numbers may name
+ * other files by then (the loop closes a given-up process's).
+ */
+enum state { J_POSTED, J_RUNNING, J_DONE, J_ABANDONED, J_FINISHED_LATE };
 
 struct job {
 	_Atomic __u32 state; /* enum state; the futex the loop waits on */
@@ -67,7 +73,6 @@ struct job {
 	 * taken when it was abandoned (the caller's fd may be closed and its
 	 * number reused by then).
 	 */
-	bool undo_register;
 	int undo_fd;
 	/* once abandoned (the loop's): whose process is stuck */
 	struct list_head node;
@@ -84,10 +89,14 @@ struct worker {
 };
 
 static struct worker *current; /* serving the loop, or NULL (started at the next call) */
-static __u64 timeout_ns = MMCALL_DEFAULT_TIMEOUT_MS * 1000000ULL;
+static _Atomic __u64 timeout_ns =
+	MMCALL_DEFAULT_TIMEOUT_MS * 1000000ULL;	       /* the watchdog reads it */
 static struct list_head stuck = LIST_HEAD_INIT(stuck); /* abandoned jobs */
 static __u64 late;
 static __u64 failures; /* calls late or refused */
+/* whose calls failed since the loop last gave processes up (mmcall_failed()) */
+static pid_t failed_tgids[64];
+static unsigned int nfailed_tgids;
 
 static long futex(_Atomic __u32 *uaddr, int op, __u32 val, const struct timespec *ts)
 {
@@ -140,6 +149,12 @@ static void run(struct job *j)
 		for (unsigned int i = 0; i < j->nrd; i++) {
 			struct mmcall_read *rd = &j->rd[i];
 
+			/* abandoned: the rest not read (the descriptor may be another's by now) */
+			if (atomic_load(&j->state) == J_ABANDONED) {
+				rd->got = -1;
+				rd->err = ETIMEDOUT;
+				continue;
+			}
 			do
 				rd->got = pread(j->fd, (char *)j->buf + (uintptr_t)rd->dst, rd->len,
 						(off_t)rd->off);
@@ -200,6 +215,7 @@ static void *worker_main(void *arg)
 		struct job *j;
 		__u64 spin_until = now_ns() + SPIN_NS;
 		__u32 expect = J_POSTED;
+		bool ran;
 
 		while (atomic_load(&w->seq) == seen && now_ns() < spin_until)
 			cpu_relax();
@@ -213,23 +229,27 @@ static void *worker_main(void *arg)
 		j = atomic_exchange(&w->job, NULL);
 		if (!j)
 			continue;
-		run(j);
-		if (atomic_compare_exchange_strong(&j->state, &expect, J_DONE)) {
-			futex(&j->state, FUTEX_WAKE_PRIVATE, 1, NULL);
-			continue;
+		ran = atomic_compare_exchange_strong(&j->state, &expect, J_RUNNING);
+		if (ran) {
+			run(j);
+			expect = J_RUNNING;
+			if (atomic_compare_exchange_strong(&j->state, &expect, J_DONE)) {
+				futex(&j->state, FUTEX_WAKE_PRIVATE, 1, NULL);
+				continue;
+			}
 		}
 		/*
 		 * Abandoned: the loop has gone on, and this worker is no
-		 * longer its. A descriptor opened late is nobody's.
+		 * longer its. A descriptor opened late is nobody's; a
+		 * registration that came through late is undone (undo_fd:
+		 * the userfaultfd's duplicate taken when it was posted).
 		 */
-		if (j->op == OP_OPEN && j->ret >= 0)
+		if (ran && j->op == OP_OPEN && j->ret >= 0)
 			close((int)j->ret);
-		if (j->undo_fd >= 0) {
+		if (ran && j->undo_fd >= 0 && !j->ret) {
 			struct uffdio_register *reg = (void *)j->arg;
 
-			if (!j->ret)
-				ioctl(j->undo_fd, UFFDIO_UNREGISTER, &reg->range);
-			close(j->undo_fd);
+			ioctl(j->undo_fd, UFFDIO_UNREGISTER, &reg->range);
 		}
 		atomic_store(&j->state, J_FINISHED_LATE);
 		free(w);
@@ -272,9 +292,12 @@ static struct worker *worker_get(void)
 static void job_free(struct job *j);
 
 /* Free the abandoned jobs that have finished: their processes are no longer stuck. */
+static void cap_recompute(void);
+
 static void stuck_reap(void)
 {
 	struct job *j, *tmp;
+	bool reaped = false;
 
 	list_for_each_entry_safe(j, tmp, &stuck, node)
 		if (atomic_load(&j->state) == J_FINISHED_LATE) {
@@ -284,14 +307,18 @@ static void stuck_reap(void)
 			if (j->pidfd >= 0)
 				close(j->pidfd);
 			job_free(j);
+			reaped = true;
 		}
+	if (reaped)
+		cap_recompute();
 }
 
 static bool job_process_alive(const struct job *j)
 {
 	struct pollfd p = {.fd = j->pidfd, .events = POLLIN};
 
-	return j->pidfd < 0 || poll(&p, 1, 0) == 0;
+	/* no pidfd (the process had gone when the call was abandoned): nobody to refuse */
+	return j->pidfd >= 0 && poll(&p, 1, 0) == 0;
 }
 
 /*
@@ -332,25 +359,76 @@ static unsigned int stuck_of_uid(uid_t uid)
 	return n;
 }
 
+/*
+ * Is some user at the cap? Worked out when the stuck list changes, not at
+ * every call (every install asks, mmcall_ioctl_now()); the users of
+ * processes asked about meanwhile are kept (a read of /proc/PID/status
+ * each, else).
+ */
+static bool some_user_capped;
+static struct {
+	pid_t tgid;
+	uid_t uid;
+} uid_seen[32];
+
+static void cap_recompute(void)
+{
+	struct job *j;
+
+	some_user_capped = false;
+	list_for_each_entry(j, &stuck, node)
+		some_user_capped |= stuck_of_uid(j->uid) >= MMCALL_STUCK_PER_UID;
+	memset(uid_seen, 0, sizeof(uid_seen));
+}
+
+static bool uid_of_cached(pid_t tgid, uid_t *uid)
+{
+	unsigned int k = (unsigned int)tgid % (sizeof(uid_seen) / sizeof(uid_seen[0]));
+
+	if (uid_seen[k].tgid != tgid) {
+		if (!uid_of(tgid, &uid_seen[k].uid))
+			return false;
+		uid_seen[k].tgid = tgid;
+	}
+	*uid = uid_seen[k].uid;
+	return true;
+}
+
 bool mmcall_refuses(pid_t tgid)
 {
-	bool capped = false;
 	struct job *j;
 	uid_t uid;
 
 	stuck_reap();
 	if (list_empty(&stuck))
 		return false;
-	list_for_each_entry(j, &stuck, node) {
+	list_for_each_entry(j, &stuck, node)
 		/* one that has exited is stuck no more: its pid may name another process */
-		if (!job_process_alive(j))
-			continue;
-		if (j->tgid == tgid)
+		if (j->tgid == tgid && job_process_alive(j))
 			return true;
-		capped |= stuck_of_uid(j->uid) >= MMCALL_STUCK_PER_UID;
-	}
-	/* tgid's user is looked up (a read of its status) only when some user is at the cap */
-	return capped && uid_of(tgid, &uid) && stuck_of_uid(uid) >= MMCALL_STUCK_PER_UID;
+	return some_user_capped && uid_of_cached(tgid, &uid) &&
+	       stuck_of_uid(uid) >= MMCALL_STUCK_PER_UID;
+}
+
+void mmcall_failed_forget(void)
+{
+	nfailed_tgids = 0;
+}
+
+bool mmcall_failed(pid_t tgid)
+{
+	for (unsigned int i = 0; i < nfailed_tgids; i++)
+		if (failed_tgids[i] == tgid)
+			return true;
+	return false;
+}
+
+/* A call for tgid failed (late, or refused): the loop gives its process up. */
+static void note_failed(pid_t tgid)
+{
+	failures++;
+	if (!mmcall_failed(tgid) && nfailed_tgids < sizeof(failed_tgids) / sizeof(failed_tgids[0]))
+		failed_tgids[nfailed_tgids++] = tgid;
 }
 
 bool mmcall_failed_since(__u64 *seen)
@@ -366,7 +444,7 @@ static struct job *job_new(pid_t tgid, enum op op, size_t buflen)
 	struct job *j;
 
 	if (mmcall_refuses(tgid)) {
-		failures++;
+		note_failed(tgid);
 		errno = ETIMEDOUT;
 		return NULL;
 	}
@@ -390,6 +468,8 @@ static struct job *job_new(pid_t tgid, enum op op, size_t buflen)
 
 static void job_free(struct job *j)
 {
+	if (j->undo_fd >= 0)
+		close(j->undo_fd);
 	free(j->rd);
 	free(j->buf);
 	free(j);
@@ -407,11 +487,12 @@ static void stuck_add(struct job *j)
 					   [OP_INLINE] = "on the fault path"};
 
 	late++;
-	failures++;
+	note_failed(j->tgid);
 	j->pidfd = (int)syscall(SYS_pidfd_open, j->tgid, 0);
 	if (!uid_of(j->tgid, &j->uid))
 		j->uid = (uid_t)-1;
 	list_add_tail(&j->node, &stuck);
+	cap_recompute();
 
 	pr_warn("pid %d: a call into its address space (%s) did not return within %llu ms: npfd gives the process up until it returns",
 		j->tgid, what[j->op], (unsigned long long)(timeout_ns / 1000000));
@@ -421,9 +502,6 @@ static void stuck_add(struct job *j)
 static void abandon(struct job *j)
 {
 	current = NULL;
-	/* the worker reads undo_fd only once it has finished the call, so after this */
-	if (j->undo_register)
-		j->undo_fd = fcntl(j->fd, F_DUPFD_CLOEXEC, 0);
 	stuck_add(j);
 }
 
@@ -436,7 +514,7 @@ static int call(struct job *j)
 {
 	struct worker *w = worker_get();
 	__u64 start = now_ns(), deadline = start + timeout_ns, now;
-	__u32 expect = J_POSTED;
+	__u32 expect = J_POSTED, st;
 
 	if (!w) {
 		int err = errno;
@@ -450,15 +528,17 @@ static int call(struct job *j)
 	atomic_fetch_add(&w->seq, 1);
 	if (atomic_load(&w->sleeping))
 		futex(&w->seq, FUTEX_WAKE_PRIVATE, 1, NULL);
-	while (atomic_load(&j->state) == J_POSTED && now_ns() - start < SPIN_NS)
+	while ((st = atomic_load(&j->state)) <= J_RUNNING && now_ns() - start < SPIN_NS)
 		cpu_relax();
-	while (atomic_load(&j->state) == J_POSTED && (now = now_ns()) < deadline) {
+	while ((st = atomic_load(&j->state)) <= J_RUNNING && (now = now_ns()) < deadline) {
 		struct timespec ts = {.tv_sec = (time_t)((deadline - now) / 1000000000ULL),
 				      .tv_nsec = (long)((deadline - now) % 1000000000ULL)};
 
-		futex(&j->state, FUTEX_WAIT_PRIVATE, J_POSTED, &ts);
+		futex(&j->state, FUTEX_WAIT_PRIVATE, st, &ts);
 	}
-	if (atomic_compare_exchange_strong(&j->state, &expect, J_ABANDONED)) {
+	/* not done: taken from the worker whether it has started it or not */
+	if (atomic_compare_exchange_strong(&j->state, &expect, J_ABANDONED) ||
+	    (expect = J_RUNNING, atomic_compare_exchange_strong(&j->state, &expect, J_ABANDONED))) {
 		abandon(j);
 		errno = ETIMEDOUT;
 		return -1;
@@ -581,7 +661,9 @@ static long ioctl_call(pid_t tgid, int fd, unsigned long req, void *arg, size_t 
 	j->fd = fd;
 	j->req = req;
 	j->out_ptr = out_ptr;
-	j->undo_register = undo_register;
+	/* taken now: once abandoned, the worker may finish at any time */
+	if (undo_register)
+		j->undo_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (out_ptr != SIZE_MAX)
 		memcpy(&user_out, (char *)arg + out_ptr, 8);
 	if (call(j))
@@ -698,7 +780,7 @@ static int inline_begin(pid_t tgid, struct mmcall_inline *t)
 	struct inline_call *c = atomic_load(&inline_cur);
 
 	if (mmcall_refuses(tgid)) {
-		failures++;
+		note_failed(tgid);
 		errno = ETIMEDOUT;
 		return -1;
 	}

@@ -89,6 +89,12 @@ ssize_t mmcall_pread_now(pid_t tgid, int fd, void *buf, size_t len, off_t off);
  */
 int mmcall_watch(void (*take_over)(void));
 
+/*
+ * Did a call for tgid fail (late, or refused) since mmcall_failed_forget()?
+ * Its process is given up even if the call has returned since.
+ */
+bool mmcall_failed(pid_t tgid);
+void mmcall_failed_forget(void);
 /* Are tgid's calls refused (it, or enough of its user's processes, stuck)? */
 bool mmcall_refuses(pid_t tgid);
 /*

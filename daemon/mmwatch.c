@@ -640,6 +640,12 @@ void mmwatch_tick(void)
 	unsigned long pos;
 	__u64 now;
 
+	/*
+	 * Left by a pass that stopped in the middle (the loop moved to
+	 * another thread, mmcall.h): the others' entries go now, not at the
+	 * next record.
+	 */
+	invalidate_doomed();
 	if (!rb || !ring_record_waiting(&pos)) {
 		stall_pos = ~0UL;
 		return;

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 #include <linux/userfaultfd.h>
@@ -98,17 +99,40 @@ static void part_done(struct part *pt)
 	part_free(pt);
 }
 
+static char *page_buf; /* put_page()'s source */
+
+static char *part_page(void)
+{
+	void *p;
+
+	if (!page_buf) {
+		p = mmap(NULL, NPF_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			 -1, 0);
+		page_buf = p == MAP_FAILED ? NULL : p;
+	}
+	return page_buf;
+}
+
+void moved_retire_sources(void)
+{
+	if (page_buf)
+		page_buf = buffer_renew(page_buf, NPF_PAGE_SIZE);
+}
+
 /* Page j back at its place: 0 (or nothing to put there), -EAGAIN (later), or another -errno. */
 static int put_page(struct part *pt, __u64 j)
 {
-	static char page[NPF_PAGE_SIZE] __attribute__((aligned(NPF_PAGE_SIZE)));
+	char *page = part_page();
 	__u64 off = pt->off0 + (j << NPF_PAGE_SHIFT);
 	struct uffdio_copy c = {.dst = pt->dst + (j << NPF_PAGE_SHIFT),
 				.src = (__u64)(uintptr_t)page,
 				.len = NPF_PAGE_SIZE};
-	ssize_t got = pread(pt->fd, page, NPF_PAGE_SIZE, (off_t)off);
+	ssize_t got;
 	int err;
 
+	if (!page)
+		return -ENOMEM;
+	got = pread(pt->fd, page, NPF_PAGE_SIZE, (off_t)off);
 	if (got <= 0)
 		return got < 0 ? -errno : 0; /* past the end of the file: zeros */
 	if (got < (ssize_t)NPF_PAGE_SIZE)

@@ -47,4 +47,7 @@ unsigned int moved_fds(const struct npfd_mm *mm);
 /* mm is torn down: its parts are forgotten. */
 void moved_mm_gone(struct npfd_mm *mm);
 
+/* A late install may still read the put-back page: a new one (mmcall.h). */
+void moved_retire_sources(void);
+
 #endif

@@ -197,7 +197,10 @@ static void region_drop(struct npfd_region *r, bool unregister_range, struct npf
 	collect_slot_free(r);
 	if (mm->tgid && collect_filter_update(mm->tgid, mm))
 		pr_warn("region %u: cannot update the fault filter of pid %d", r->id, mm->tgid);
-	if (r->map)
+	/* given up: a late install from the file may still read it (mmcall.h) */
+	if (r->map && mm->given_up)
+		buffer_retire((void *)r->map, r->map_length);
+	else if (r->map)
 		munmap((void *)r->map, r->map_length);
 	if (r->file_fd >= 0)
 		close(r->file_fd);

@@ -113,6 +113,20 @@ int resolve_init(unsigned int pages)
 	return 0;
 }
 
+void resolve_retire_sources(void)
+{
+	struct iovec iov = {.iov_len = (size_t)staging_pages * NPF_PAGE_SIZE};
+	int err;
+
+	io_uring_unregister_buffers(&io_ring);
+	staging = buffer_renew(staging, iov.iov_len);
+	bounce = buffer_renew(bounce, MAX_RUN_PAGES * NPF_PAGE_SIZE);
+	iov.iov_base = staging;
+	err = io_uring_register_buffers(&io_ring, &iov, 1);
+	if (err)
+		pr_err("cannot register the new staging buffer with io_uring: %s", strerror(-err));
+}
+
 void resolve_exit(void)
 {
 	io_uring_queue_exit(&io_ring);

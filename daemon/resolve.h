@@ -64,4 +64,7 @@ void resolve_set_fault_around(unsigned int kib);
  */
 int resolve_install(struct run *rn, const char *src);
 
+/* A late install may still read the staging and bounce buffers: new ones (mmcall.h). */
+void resolve_retire_sources(void);
+
 #endif

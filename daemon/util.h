@@ -23,4 +23,14 @@ bool process_alive(pid_t pid);
  */
 __u64 process_start_time(pid_t pid);
 
+/*
+ * A buffer a late system call may still read (mmcall.h: a call on the
+ * fault path left to finish alone reads its source when it gets the
+ * process's lock): its pages go, and its addresses stay reserved and
+ * unreadable, so that the late call finds nothing of anyone else's there.
+ */
+void buffer_retire(void *p, size_t len);
+/* A fresh buffer of len bytes in place of old, which is retired; old if none can be had. */
+void *buffer_renew(void *old, size_t len);
+
 #endif

@@ -305,14 +305,14 @@ device-listed-by-region-id @@ daemon/control.c @@ s{\tif \(l->c->privileged \|\|
 mem-read-waits-on-uffd @@ daemon/region.c @@ s{mmcall_pread\(mm->tgid, mm->mem_fd, buf, len, \(off_t\)va\)}{syscall(SYS_process_vm_readv, mm->tgid, &(struct iovec){buf, len}, 1UL, &(struct iovec){(void *)(uintptr_t)va, len}, 1UL, 0UL)} @@ unit-mem_rw
 mem-write-waits-on-uffd @@ daemon/region.c @@ s{mmcall_pwrite\(mm->tgid, mm->mem_fd, buf, len, \(off_t\)va\)}{syscall(SYS_process_vm_writev, mm->tgid, &(struct iovec){buf, len}, 1UL, &(struct iovec){(void *)(uintptr_t)va, len}, 1UL, 0UL)} @@ unit-mem_rw
 mmcall-no-deadline @@ daemon/mmcall.c @@ s{\(now = now_ns\(\)\) < deadline\)}{(now = now_ns()) < UINT64_MAX)} @@ adv_stuck_mm
-mmcall-late-register-kept @@ daemon/mmcall.c @@ s{\t\t\tif \(!j->ret\)\n\t\t\t\tioctl\(j->undo_fd}{\t\t\tif (0)\n\t\t\t\tioctl(j->undo_fd} @@ adv_stuck_mm
+mmcall-late-register-kept @@ daemon/mmcall.c @@ s{if \(ran && j->undo_fd >= 0 && !j->ret\)}{if (0)} @@ adv_stuck_mm
 mmcall-stuck-waited-again @@ daemon/mmcall.c @@ s{(static struct job \*job_new\(pid_t tgid, enum op op, size_t buflen\)\n\{\n\tstruct job \*j;\n\n)\tif \(mmcall_refuses\(tgid\)\) \{}{${1}\tif (0) \{} @@ unit-mmcall
-mmcall-user-not-capped @@ daemon/mmcall.c @@ s{return capped && uid_of}{return 0 && capped && uid_of} @@ unit-mmcall
-mmcall-late-open-kept @@ daemon/mmcall.c @@ s{if \(j->op == OP_OPEN && j->ret >= 0\)}{if (0)} @@ unit-mmcall
-mmcall-exited-still-stuck @@ daemon/mmcall.c @@ s{return j->pidfd < 0 \|\| poll}{return 1 || poll} @@ unit-mmcall
+mmcall-user-not-capped @@ daemon/mmcall.c @@ s{return some_user_capped && uid_of_cached}{return 0 && uid_of_cached} @@ unit-mmcall
+mmcall-late-open-kept @@ daemon/mmcall.c @@ s{if \(ran && j->op == OP_OPEN && j->ret >= 0\)}{if (0)} @@ unit-mmcall
+mmcall-exited-still-stuck @@ daemon/mmcall.c @@ s{return j->pidfd >= 0 && poll\(&p, 1, 0\) == 0;}{return 1;} @@ unit-mmcall
 mmcall-stuck-for-good @@ daemon/mmcall.c @@ s{if \(atomic_load\(&j->state\) == J_FINISHED_LATE\) \{}{if (0) \{} @@ unit-mmcall
 mmcall-fault-path-unwatched @@ daemon/mmcall.c @@ s{now_ns\(\) - atomic_load\(&c->started\) < timeout_ns\)}{now_ns() - atomic_load(&c->started) < UINT64_MAX)} @@ adv_stuck_mm
-loop-moved-unarmed @@ daemon/loop.c @@ s{\t\tif \(sources\[id\].used\)\n\t\t\tarm\(id\);}{\t\tif (0)\n\t\t\tarm(id);} @@ adv_stuck_mm
+loop-moved-unarmed @@ daemon/loop.c @@ s{\t\tarm\(id\);\n\t\tif \(sources\[id\]\.ready\)}{\t\tif (sources[id].ready)} @@ adv_stuck_mm
 uffd-checked-through-leader @@ daemon/region.c @@ s{"/proc/thread-self/fd/%d", fd\);\n\tn = readlink}{"/proc/self/fd/%d", fd);\n\tn = readlink} @@ adv_stuck_mm
 mmcall-stuck-served-on @@ daemon/control.c @@ s{\tif \(!mmcall_failed_since\(&seen\)\)\n\t\treturn;}{\tif (1)\n\t\treturn;} @@ adv_stuck_mm
 unit-without-dac-override @@ systemd/npfd.service.in @@ s{(CapabilityBoundingSet=.*) CAP_DAC_OVERRIDE}{$1} @@ ops_unit_caps verbs_unit_caps
