@@ -10,7 +10,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include "log.h"
 #include "util.h"
 
 /* mkdir -p: create path and its missing parents; 0 or -errno. */
@@ -106,21 +105,20 @@ __u64 process_start_time(pid_t pid)
 	return start;
 }
 
-void buffer_retire(void *p, size_t len)
+int buffer_retire(void *p, size_t len)
 {
-	if (mmap(p, len, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
-		 0) == MAP_FAILED)
-		pr_err("cannot retire a buffer a late call may read: %s", strerror(errno));
+	return mmap(p, len, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+		    0) == MAP_FAILED ?
+		       -errno :
+		       0;
 }
 
 void *buffer_renew(void *old, size_t len)
 {
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-	if (p == MAP_FAILED) {
-		pr_err("cannot renew a buffer a late call may read: %s", strerror(errno));
+	if (p == MAP_FAILED)
 		return old;
-	}
 	buffer_retire(old, len);
 	return p;
 }

@@ -29,7 +29,7 @@ __u64 process_start_time(pid_t pid);
  * process's lock): its pages go, and its addresses stay reserved and
  * unreadable, so that the late call finds nothing of anyone else's there.
  */
-void buffer_retire(void *p, size_t len);
+int buffer_retire(void *p, size_t len); /* 0 or -errno */
 /* A fresh buffer of len bytes in place of old, which is retired; old if none can be had. */
 void *buffer_renew(void *old, size_t len);
 
