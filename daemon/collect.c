@@ -518,7 +518,7 @@ static int nic_probe_candidates(pid_t tgid, char (*path)[96], int max)
 int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "npf_nic_fault_report");
-	char cand[8][96];
+	char cand[8][96], exe[96];
 	struct nic_probe *p;
 	struct stat st;
 	int i, n, e = ENOENT, fd = -1;
@@ -526,23 +526,30 @@ int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen)
 	if (mm->nic_probe)
 		return 0;
 	n = nic_probe_candidates(mm->tgid, cand, 8);
-	if (stat(cand[0], &st))
-		return refuse(err, errlen, errno, "cannot find the executable of pid %d: %s",
-			      mm->tgid, strerror(errno));
+	memcpy(exe, cand[0], sizeof(exe));
 	for (i = 0; i < n; i++) {
 		if (fd >= 0)
 			close(fd);
-		fd = -1;
 		/*
-		 * A library by a descriptor opened on mmcall.c's thread: the
-		 * probe's path lookups then never meet the process's mmap_lock.
+		 * Each by a descriptor opened on mmcall.c's thread: the
+		 * probe's path lookups then never meet the process's locks
+		 * (its exe link is followed under its exec_update_lock, a
+		 * library's map_files link under its mmap_lock).
 		 */
-		if (i) {
-			fd = mmcall_open(mm->tgid, cand[i], O_RDONLY);
-			if (fd < 0 || fstat(fd, &st))
-				continue;
-			snprintf(cand[i], sizeof(cand[i]), "/proc/thread-self/fd/%d", fd);
+		fd = mmcall_open(mm->tgid, cand[i], O_RDONLY);
+		if (fd >= 0 && fstat(fd, &st)) {
+			e = errno;
+			close(fd);
+			fd = -1;
+			errno = e;
 		}
+		if (fd < 0 && !i)
+			return refuse(err, errlen, errno,
+				      "cannot find the executable of pid %d: %s", mm->tgid,
+				      strerror(errno));
+		if (fd < 0)
+			continue;
+		snprintf(cand[i], sizeof(cand[i]), "/proc/thread-self/fd/%d", fd);
 		list_for_each_entry(p, &nic_probes, node)
 			if (p->dev == st.st_dev && p->ino == st.st_ino)
 				goto found;
@@ -566,7 +573,7 @@ int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen)
 		return refuse(
 			err, errlen, e,
 			"cannot attach the page request uprobe to npf_nic_fault_report in %s or a libnpf* library it maps: %s (is the software NIC linked into the program?)",
-			cand[0], strerror(e));
+			exe, strerror(e));
 	p->dev = st.st_dev;
 	p->ino = st.st_ino;
 	list_add_tail(&p->node, &nic_probes);

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -86,15 +87,35 @@ static void client_ready(void *arg);
 #endif
 #define CAP_BIT(n) (1ULL << (n))
 
-/* Is pid's user namespace npfd's own? */
-static bool same_user_ns(pid_t pid)
+#ifndef PIDFD_GET_USER_NAMESPACE
+#define PIDFD_GET_USER_NAMESPACE _IO(0xFF, 9)
+#endif
+
+/*
+ * Is the user namespace of the process pidfd names npfd's own? Asked of
+ * the pidfd (Linux 6.11 on): /proc/PID/ns/user is looked up under the
+ * process's exec_update_lock, which it holds as long as its execve()
+ * waits (a FUSE server that never answers the FLUSH of a close-on-exec
+ * file), and the loop waited with it (found by an adversarial probe).
+ * Before 6.11 the link is opened on mmcall.c's thread, with its deadline.
+ */
+static bool same_user_ns(int pidfd, pid_t pid)
 {
 	struct stat peer, self;
 	char path[64];
+	int ns;
 
-	snprintf(path, sizeof(path), "/proc/%d/ns/user", pid);
-	return !stat(path, &peer) && !stat("/proc/thread-self/ns/user", &self) &&
-	       peer.st_dev == self.st_dev && peer.st_ino == self.st_ino;
+	ns = ioctl(pidfd, PIDFD_GET_USER_NAMESPACE, 0);
+	if (ns < 0 && (errno == ENOTTY || errno == EINVAL)) {
+		snprintf(path, sizeof(path), "/proc/%d/ns/user", pid);
+		ns = mmcall_open(pid, path, O_RDONLY);
+	}
+	if (ns < 0)
+		return false;
+	if (fstat(ns, &peer) || stat("/proc/thread-self/ns/user", &self))
+		peer.st_ino = 0;
+	close(ns);
+	return peer.st_ino && peer.st_dev == self.st_dev && peer.st_ino == self.st_ino;
 }
 
 /*
@@ -120,7 +141,7 @@ static bool peer_privileged(int pidfd, const struct ucred *cred)
 	if (pidfd < 0)
 		return false;
 	snprintf(path, sizeof(path), "/proc/%d/status", cred->pid);
-	f = same_user_ns(cred->pid) ? fopen(path, "re") : NULL;
+	f = same_user_ns(pidfd, cred->pid) ? fopen(path, "re") : NULL;
 	while (f && fgets(line, sizeof(line), f))
 		if (sscanf(line, "CapEff: %llx", &eff) == 1) {
 			found = true;

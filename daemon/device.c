@@ -452,7 +452,7 @@ void device_mm_gone(struct npfd_mm *mm)
 		if (d->mm != mm)
 			continue;
 		if (d->retiring) {
-			bool alive = process_alive(mm->tgid);
+			bool alive = mm_alive(mm);
 
 			d->orphaned = true; /* retire_end() frees it */
 			d->mm = NULL;

@@ -81,9 +81,6 @@
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
 #endif
-#ifndef SYS_pidfd_getfd
-#define SYS_pidfd_getfd 438
-#endif
 
 #define EVICT_BATCH 256 /* pages: the per-batch round trips (ack, zap) dominate */
 #define EVICT_ACK_TIMEOUT_NS (2ULL * 1000 * 1000 * 1000)
@@ -821,14 +818,14 @@ int evict_ring_adopt(struct npfd_client *c, const struct npf_evict_ring_req *req
 	if (pidfd < 0)
 		return refuse(err, errlen, errno, "cannot open pid %d: %s", c->pid,
 			      strerror(errno));
-	fd = (int)syscall(SYS_pidfd_getfd, pidfd, req->fd, 0);
+	/* the kernel takes the process's exec_update_lock: on mmcall.c's thread */
+	fd = mmcall_getfd(c->pid, pidfd, req->fd);
 	ret = fd < 0 ? -errno : 0;
 	close(pidfd);
 	if (ret)
 		return refuse(err, errlen, -ret, "cannot fetch descriptor %d of pid %d: %s%s",
 			      req->fd, c->pid, strerror(-ret),
 			      ret == -EPERM ? " (npfd needs CAP_SYS_PTRACE for pidfd_getfd)" : "");
-	fcntl(fd, F_SETFD, FD_CLOEXEC);
 	ret = ring_check(fd, c->pid, err, errlen);
 	er = ret ? NULL : calloc(1, sizeof(*er));
 	if (!ret && !er)

@@ -38,12 +38,16 @@
 #include "mmcall.h"
 #include "util.h"
 
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
 #define SPIN_NS 20000ULL	 /* the loop's and an idle worker's spin before sleeping */
 #define WORKER_STACK (64 * 1024) /* a job is a system call or a read loop */
 #define ARG_MAX_SIZE 128	 /* the largest ioctl argument (pm_scan_arg: 96) */
 
 /* OP_INLINE: a call the loop made itself (mmcall_inline_begin()), abandoned with its thread */
-enum op { OP_OPEN, OP_PREAD, OP_PWRITE, OP_IOCTL, OP_SLURP, OP_PREADV, OP_INLINE };
+enum op { OP_OPEN, OP_GETFD, OP_PREAD, OP_PWRITE, OP_IOCTL, OP_SLURP, OP_PREADV, OP_INLINE };
 /*
  * POSTED -> RUNNING (the worker) -> DONE; or, past the deadline, POSTED or
  * RUNNING -> ABANDONED (the loop) -> FINISHED_LATE (the worker). A job
@@ -55,7 +59,7 @@ enum state { J_POSTED, J_RUNNING, J_DONE, J_ABANDONED, J_FINISHED_LATE };
 struct job {
 	_Atomic __u32 state; /* enum state; the futex the loop waits on */
 	enum op op;
-	int fd, flags;
+	int fd, flags; /* OP_GETFD: fd a duplicate of the pidfd, the job's own; flags the number */
 	unsigned long req;
 	off_t off;
 	size_t len;	/* of buf (OP_SLURP: what was read) */
@@ -127,6 +131,11 @@ static void run(struct job *j)
 	switch (j->op) {
 	case OP_OPEN:
 		j->ret = open(j->path, j->flags | O_CLOEXEC);
+		break;
+	case OP_GETFD:
+		j->ret = syscall(SYS_pidfd_getfd, j->fd, j->flags, 0);
+		if (j->ret >= 0)
+			fcntl((int)j->ret, F_SETFD, FD_CLOEXEC);
 		break;
 	case OP_PREAD:
 		do
@@ -244,7 +253,7 @@ static void *worker_main(void *arg)
 		 * registration that came through late is undone (undo_fd:
 		 * the userfaultfd's duplicate taken when it was posted).
 		 */
-		if (ran && j->op == OP_OPEN && j->ret >= 0)
+		if (ran && (j->op == OP_OPEN || j->op == OP_GETFD) && j->ret >= 0)
 			close((int)j->ret);
 		if (ran && j->undo_fd >= 0 && !j->ret) {
 			struct uffdio_register *reg = (void *)j->arg;
@@ -470,6 +479,8 @@ static void job_free(struct job *j)
 {
 	if (j->undo_fd >= 0)
 		close(j->undo_fd);
+	if (j->op == OP_GETFD && j->fd >= 0)
+		close(j->fd);
 	free(j->rd);
 	free(j->buf);
 	free(j);
@@ -479,6 +490,7 @@ static void job_free(struct job *j)
 static void stuck_add(struct job *j)
 {
 	static const char *const what[] = {[OP_OPEN] = "an open of its /proc file",
+					   [OP_GETFD] = "pidfd_getfd()",
 					   [OP_PREAD] = "a read",
 					   [OP_PWRITE] = "a write",
 					   [OP_IOCTL] = "an ioctl",
@@ -574,6 +586,24 @@ int mmcall_open(pid_t tgid, const char *path, int flags)
 		return -1;
 	snprintf(j->path, sizeof(j->path), "%s", path);
 	j->flags = flags;
+	return (int)call_result(j, NULL);
+}
+
+int mmcall_getfd(pid_t tgid, int pidfd, int fd)
+{
+	struct job *j = job_new(tgid, OP_GETFD, 0);
+
+	if (!j)
+		return -1;
+	j->fd = fcntl(pidfd, F_DUPFD_CLOEXEC, 0);
+	if (j->fd < 0) {
+		int err = errno;
+
+		job_free(j);
+		errno = err;
+		return -1;
+	}
+	j->flags = fd;
 	return (int)call_result(j, NULL);
 }
 

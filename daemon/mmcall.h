@@ -5,10 +5,13 @@
  *
  * Some calls take a client's mmap_lock or fault its pages in:
  * UFFDIO_REGISTER, UFFDIO_UNREGISTER and UFFDIO_WRITEPROTECT, PAGEMAP_SCAN,
- * reads of its /proc/PID/maps, smaps, pagemap and mem. How long they take
- * is the client's to decide: one of its threads holds its mmap_lock while
- * a FUSE server it runs does not answer, or it maps such a file over a page
- * npfd is about to read. Made on the event loop, they held every client.
+ * reads of its /proc/PID/maps, smaps, pagemap and mem. Others take its
+ * exec_update_lock: pidfd_getfd(), opens of /proc/PID/mem, maps, exe,
+ * ns/... How long they take is the client's to decide: one of its threads
+ * holds its mmap_lock while a FUSE server it runs does not answer, or it
+ * maps such a file over a page npfd is about to read, or its execve()
+ * waits for such a server to answer the FLUSH of a close-on-exec file.
+ * Made on the event loop, they held every client.
  *
  * A call that misses its deadline fails with ETIMEDOUT and is left to its
  * thread (nothing can cancel it in the kernel); its process is stuck until
@@ -38,6 +41,12 @@ void mmcall_set_timeout_ms(unsigned int ms);
 
 /* open(path, flags | O_CLOEXEC) for process tgid: a descriptor or -1 (errno). */
 int mmcall_open(pid_t tgid, const char *path, int flags);
+/*
+ * pidfd_getfd(pidfd, fd) of process tgid (pidfd names it): a descriptor
+ * (close-on-exec) or -1 (errno). The kernel takes the process's
+ * exec_update_lock, held as long as its execve() waits.
+ */
+int mmcall_getfd(pid_t tgid, int pidfd, int fd);
 ssize_t mmcall_pread(pid_t tgid, int fd, void *buf, size_t len, off_t off);
 ssize_t mmcall_pwrite(pid_t tgid, int fd, const void *buf, size_t len, off_t off);
 /* One pread of fd: len bytes at off into dst; what it returned (got), errno if < 0. */

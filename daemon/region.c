@@ -185,7 +185,7 @@ static void region_drop(struct npfd_region *r, bool unregister_range, struct npf
 	 * when the range was unregistered and npfd is not stopping.
 	 */
 	if (hooks.going)
-		hooks.going(r, stopping, !stopping && unregister_range && process_alive(mm->tgid),
+		hooks.going(r, stopping, !stopping && unregister_range && mm_alive(mm),
 			    w);
 	/* npfd stopping: the entry stays, for the process to hand the region to the next one */
 	if (!stopping)

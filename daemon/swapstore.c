@@ -12,10 +12,10 @@
  * killed leaves the files, and the next npfd, asked by the process to adopt
  * the region, finds its file by name and reads the pages back from it.
  *
- * The name says whose it is: BOOT.PID.START.REGION -- the boot id (a store
+ * The name says whose it is: BOOT.PID.TOKEN.REGION -- the boot id (a store
  * of another boot is stale: its process is gone), the process's pid and
- * start time (a later process with the same pid does not own it) and the
- * region id. At start-up the stores of processes that are gone are
+ * token (process_token(): a later process with the same pid does not own
+ * it) and the region id. At start-up the stores of processes that are gone are
  * deleted; a store goes with its region (unregistered, unmapped, its
  * process gone) -- but not when npfd stops with pages still in it.
  *
@@ -56,10 +56,10 @@ static int read_boot_id(void)
 	return 0;
 }
 
-static void store_name(char name[SWAPSTORE_NAME_LEN], pid_t pid, __u64 start, __u32 id)
+static void store_name(char name[SWAPSTORE_NAME_LEN], pid_t pid, __u64 token, __u32 id)
 {
 	snprintf(name, SWAPSTORE_NAME_LEN, "%s.%d.%llu.%u", boot_id, (int)pid,
-		 (unsigned long long)start, id);
+		 (unsigned long long)token, id);
 }
 
 /*
@@ -100,15 +100,15 @@ static void remove_stale(void)
 	}
 	while ((de = readdir(d))) {
 		char boot[BOOT_ID_LEN + 1];
-		unsigned long long start;
+		unsigned long long token;
 		unsigned int id;
 		int pid, end = 0;
 
-		if (sscanf(de->d_name, "%36[0-9a-f-].%d.%llu.%u%n", boot, &pid, &start, &id,
+		if (sscanf(de->d_name, "%36[0-9a-f-].%d.%llu.%u%n", boot, &pid, &token, &id,
 			   &end) != 4 ||
 		    de->d_name[end] != '\0')
 			continue; /* not a store: not npfd's to delete */
-		if (!strcmp(boot, boot_id) && process_start_time(pid) == start) {
+		if (!strcmp(boot, boot_id) && process_token(pid) == token) {
 			kept++;
 			continue;
 		}
@@ -180,7 +180,7 @@ bool swapstore_ready(void)
 
 int swapstore_create(pid_t pid, __u32 id, char name[SWAPSTORE_NAME_LEN])
 {
-	__u64 start = pid ? process_start_time(pid) : 0;
+	__u64 token = pid ? process_token(pid) : 0;
 	int fd, err;
 
 	name[0] = '\0';
@@ -188,10 +188,10 @@ int swapstore_create(pid_t pid, __u32 id, char name[SWAPSTORE_NAME_LEN])
 		return -EBADF;
 	if (!pid) {
 		fd = openat(dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	} else if (!start) {
+	} else if (!token) {
 		return -ESRCH;
 	} else {
-		store_name(name, pid, start, id);
+		store_name(name, pid, token, id);
 		/* one left by an npfd that lost this region (not adopted): stale */
 		unlinkat(dir_fd, name, 0);
 		fd = openat(dir_fd, name, O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -208,13 +208,13 @@ int swapstore_create(pid_t pid, __u32 id, char name[SWAPSTORE_NAME_LEN])
 
 int swapstore_find(pid_t pid, __u32 id, char name[SWAPSTORE_NAME_LEN])
 {
-	__u64 start = process_start_time(pid);
+	__u64 token = process_token(pid);
 	int fd;
 
 	name[0] = '\0';
-	if (dir_fd < 0 || !start)
+	if (dir_fd < 0 || !token)
 		return -ENOENT;
-	store_name(name, pid, start, id);
+	store_name(name, pid, token, id);
 	fd = openat(dir_fd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		int err = -errno;
@@ -231,11 +231,11 @@ int swapstore_find(pid_t pid, __u32 id, char name[SWAPSTORE_NAME_LEN])
 int swapstore_rename(char name[SWAPSTORE_NAME_LEN], pid_t pid, __u32 id)
 {
 	char to[SWAPSTORE_NAME_LEN];
-	__u64 start = process_start_time(pid);
+	__u64 token = process_token(pid);
 
-	if (!start)
+	if (!token)
 		return -ESRCH;
-	store_name(to, pid, start, id);
+	store_name(to, pid, token, id);
 	if (renameat(dir_fd, name, dir_fd, to)) {
 		pr_warn("swap store: cannot rename %s to %s: %s", name, to, strerror(errno));
 		return -errno;
@@ -246,13 +246,13 @@ int swapstore_rename(char name[SWAPSTORE_NAME_LEN], pid_t pid, __u32 id)
 
 int swapstore_link(int fd, pid_t pid, __u32 id, char name[SWAPSTORE_NAME_LEN])
 {
-	__u64 start = process_start_time(pid);
+	__u64 token = process_token(pid);
 	char path[32];
 
 	name[0] = '\0';
-	if (dir_fd < 0 || !start)
+	if (dir_fd < 0 || !token)
 		return -ESRCH;
-	store_name(name, pid, start, id);
+	store_name(name, pid, token, id);
 	unlinkat(dir_fd, name, 0); /* stale: as in swapstore_create() */
 	snprintf(path, sizeof(path), "/proc/thread-self/fd/%d", fd);
 	if (linkat(AT_FDCWD, path, dir_fd, name, AT_SYMLINK_FOLLOW)) {

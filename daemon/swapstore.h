@@ -25,7 +25,7 @@ void swapstore_close(void);
 bool swapstore_ready(void);
 /*
  * A new store for region id of process pid, named after the process (pid
- * and start time: a later process with the same pid does not find it) and
+ * and process_token(): a later process with the same pid does not find it) and
  * the region; pid 0 makes an unnamed one (a copy for a forked child, named
  * once the child takes it: swapstore_link()). The descriptor, or -errno (logged); name gets the file's
  * name ("" for an unnamed one).

@@ -6,8 +6,12 @@
 #include <stdio.h>
 #include <fcntl.h>
 #include <string.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 #include "util.h"
@@ -54,55 +58,87 @@ __u64 now_ns(void)
 	return (__u64)ts.tv_sec * 1000000000ULL + (__u64)ts.tv_nsec;
 }
 
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef PID_FS_MAGIC
+#define PID_FS_MAGIC 0x50494446
+#endif
+
 /*
- * /proc/PID/stat from its state field on (the command name before it may
- * hold anything, spaces and ')' too), into buf; NULL when pid is gone.
+ * Before pidfs (Linux 6.9), pidfds share one inode: the start time in
+ * /proc/PID/stat (field 22, clock ticks after boot) names the process
+ * instead, and there a process stuck in its execve() holds its caller.
  */
-static const char *proc_stat_tail(pid_t pid, char *buf, size_t len)
+static __u64 start_time(pid_t pid)
 {
-	char path[64], *p;
+	char path[64], buf[1024];
+	unsigned long long start;
+	const char *st;
 	ssize_t n;
 	int fd;
 
-	if (pid <= 0)
-		return NULL;
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return NULL;
-	n = read(fd, buf, len - 1);
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n <= 0)
-		return NULL;
+		return 0;
 	buf[n] = '\0';
-	p = strrchr(buf, ')');
-	return p && p[1] == ' ' ? p + 2 : NULL;
-}
-
-/* Does pid still run (not gone, not a zombie whose mm and threads are gone)? */
-bool process_alive(pid_t pid)
-{
-	char buf[512];
-	const char *st = proc_stat_tail(pid, buf, sizeof(buf));
-
-	return st && *st != 'Z' && *st != 'X';
-}
-
-__u64 process_start_time(pid_t pid)
-{
-	char buf[1024];
-	const char *st = proc_stat_tail(pid, buf, sizeof(buf));
-	unsigned long long start;
-
-	/* starttime is field 22; the tail begins at field 3 (state) */
-	for (int field = 3; st && field < 22; field++) {
-		st = strchr(st, ' ');
-		if (st)
-			st++;
-	}
-	if (!st || sscanf(st, "%llu", &start) != 1)
+	/* the command name may hold anything: the fields go on after its last ')' */
+	st = strrchr(buf, ')');
+	/* starttime is field 22; the state after ") " is field 3 */
+	for (int field = 2; st && field < 22; field++)
+		st = strchr(st + 1, ' ');
+	if (!st || sscanf(st, " %llu", &start) != 1)
 		return 0;
 	return start;
+}
+
+/*
+ * A process is asked through a pidfd, not /proc/PID/stat: the kernel
+ * makes that under the process's exec_update_lock, which a process holds
+ * as long as its execve() waits, e.g. for a FUSE server that never
+ * answers the FLUSH of a close-on-exec file, and npfd's loop would wait
+ * with it (found by an adversarial probe). A pidfd is made, polled and
+ * stat'ed without that lock.
+ */
+bool process_alive(pid_t pid)
+{
+	struct pollfd p = {.events = POLLIN};
+	bool alive;
+
+	if (pid <= 0)
+		return false;
+	p.fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (p.fd < 0)
+		/* ESRCH: gone; else (not a leader, no descriptors): say so by kill(0) */
+		return errno != ESRCH && (!kill(pid, 0) || errno == EPERM);
+	alive = poll(&p, 1, 0) == 0; /* readable once it has exited (a zombie too) */
+	close(p.fd);
+	return alive;
+}
+
+__u64 process_token(pid_t pid)
+{
+	struct statfs fs;
+	struct stat st;
+	__u64 token = 0;
+	int fd;
+
+	if (pid <= 0)
+		return 0;
+	fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (fd < 0)
+		return 0;
+	if (!fstatfs(fd, &fs) && fs.f_type == PID_FS_MAGIC && !fstat(fd, &st))
+		token = st.st_ino;
+	else
+		token = start_time(pid);
+	close(fd);
+	return token;
 }
 
 int buffer_retire(void *p, size_t len)

@@ -15,13 +15,15 @@ int mkdir_p(const char *path, mode_t mode);
 /* A refused request: its reason into err for the client; returns -code. */
 int refuse(char *err, size_t errlen, int code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-/* Does pid still run (not gone, not a zombie)? */
+/* Does pid still run (not gone, not a zombie)? Never waits on the process. */
 bool process_alive(pid_t pid);
 /*
- * When pid started (clock ticks after boot, /proc/PID/stat field 22): with
- * the pid, a name for the process that a reused pid does not share. 0: gone.
+ * A name for process pid that no other process gets while the machine
+ * runs, not even one reusing its pid: its pidfs inode number (Linux 6.9
+ * on; every pidfd of the process has it). 0: gone, or a kernel without
+ * pidfs. Never waits on the process.
  */
-__u64 process_start_time(pid_t pid);
+__u64 process_token(pid_t pid);
 
 /*
  * A buffer a late system call may still read (mmcall.h: a call on the

@@ -236,7 +236,7 @@ udp-any-port @@ nic/nic_wire.c @@ s{from.sin_port != w->peer.sin_port\)\n}{0)\n}
 shm-rx-header-believed @@ nic/nic_wire.c @@ s{pkt = ring_slot\(r, w->rx_nslots, w->rx_slot_size, head\);}{pkt = ring_slot(r, r->nslots, r->slot_size, head);} @@ nic_shm_header
 ws-record-shared-by-users @@ daemon/wsstore.c @@ s{"%s/%u.%s.ws", ws_dir, \(unsigned int\)r->mm->uid, r->name\)}{"%s/%s.ws", ws_dir, r->name)} @@ policy_load
 evict-scan-unbounded @@ daemon/evict.c @@ s{ && scanned < EVICT_SCAN_MAX\) \{}{) \{} @@ evict_refuse
-userns-caps-count @@ daemon/control.c @@ s{f = same_user_ns\(cred->pid\) \? fopen\(path, "re"\) : NULL;}{f = fopen(path, "re");} @@ adv_policy
+userns-caps-count @@ daemon/control.c @@ s{f = same_user_ns\(pidfd, cred->pid\) \? fopen\(path, "re"\) : NULL;}{f = fopen(path, "re");} @@ adv_policy
 partial-install-not-reported @@ daemon/resolve.c @@ s{\t\t\t\treport_partial\(rn\);\n}{} @@ evict_policy_faults
 policy-installs-not-counted @@ daemon/evict.c @@ s{\t\tif \(e->installs\[i\] < 255\)\n\t\t\te->installs\[i\]\+\+;\n}{} @@ evict_policy_faults
 policy-idle-not-measured @@ daemon/evict.c @@ s{e->touched\[i\] \? now - e->touched\[i\]}{e->touched[i] ? 0 * now} @@ evict_policy_faults
@@ -308,7 +308,7 @@ mmcall-no-deadline @@ daemon/mmcall.c @@ s{\(now = now_ns\(\)\) < deadline\)}{(n
 mmcall-late-register-kept @@ daemon/mmcall.c @@ s{if \(ran && j->undo_fd >= 0 && !j->ret\)}{if (0)} @@ adv_stuck_mm
 mmcall-stuck-waited-again @@ daemon/mmcall.c @@ s{(static struct job \*job_new\(pid_t tgid, enum op op, size_t buflen\)\n\{\n\tstruct job \*j;\n\n)\tif \(mmcall_refuses\(tgid\)\) \{}{${1}\tif (0) \{} @@ unit-mmcall
 mmcall-user-not-capped @@ daemon/mmcall.c @@ s{return some_user_capped && uid_of_cached}{return 0 && uid_of_cached} @@ unit-mmcall
-mmcall-late-open-kept @@ daemon/mmcall.c @@ s{if \(ran && j->op == OP_OPEN && j->ret >= 0\)}{if (0)} @@ unit-mmcall
+mmcall-late-open-kept @@ daemon/mmcall.c @@ s{if \(ran && \(j->op == OP_OPEN \|\| j->op == OP_GETFD\) && j->ret >= 0\)}{if (ran && j->op == OP_GETFD && j->ret >= 0)} @@ unit-mmcall
 mmcall-exited-still-stuck @@ daemon/mmcall.c @@ s{return j->pidfd >= 0 && poll\(&p, 1, 0\) == 0;}{return 1;} @@ unit-mmcall
 mmcall-stuck-for-good @@ daemon/mmcall.c @@ s{if \(atomic_load\(&j->state\) == J_FINISHED_LATE\) \{}{if (0) \{} @@ unit-mmcall
 mmcall-fault-path-unwatched @@ daemon/mmcall.c @@ s{now_ns\(\) - atomic_load\(&c->started\) < timeout_ns\)}{now_ns() - atomic_load(&c->started) < UINT64_MAX)} @@ adv_stuck_mm
@@ -318,6 +318,12 @@ mmcall-stuck-served-on @@ daemon/control.c @@ s{\tif \(!mmcall_failed_since\(&se
 unit-without-dac-override @@ systemd/npfd.service.in @@ s{(CapabilityBoundingSet=.*) CAP_DAC_OVERRIDE}{$1} @@ ops_unit_caps verbs_unit_caps
 unit-without-chown @@ systemd/npfd.service.in @@ s{(CapabilityBoundingSet=.*) CAP_CHOWN}{$1} @@ ops_unit_caps verbs_unit_caps
 socket-group-ignored @@ daemon/control.c @@ s{\(gid != \(gid_t\)-1 && chown\(path, \(uid_t\)-1, gid\)\) \|\| }{} @@ ops_unit_caps
+userns-through-proc @@ daemon/control.c @@ s{ns = ioctl\(pidfd, PIDFD_GET_USER_NAMESPACE, 0\);}{snprintf(path, sizeof(path), "/proc/%d/ns/user", pid), ns = open(path, O_RDONLY \| O_CLOEXEC);} @@ adv_stuck_mm
+ring-getfd-on-loop @@ daemon/evict.c @@ s{fd = mmcall_getfd\(c->pid, pidfd, req->fd\);}{fd = (int)syscall(438, pidfd, req->fd, 0);} @@ adv_stuck_mm
+alive-through-proc-stat @@ daemon/util.c @@ s{alive = poll\(&p, 1, 0\) == 0;}{alive = start_time(pid) != 0;} @@ adv_stuck_mm
+token-not-pidfs @@ daemon/util.c @@ s{\t\ttoken = st.st_ino;}{\t\ttoken = start_time(pid);} @@ evict_crash
+mmcall-late-getfd-kept @@ daemon/mmcall.c @@ s{if \(ran && \(j->op == OP_OPEN \|\| j->op == OP_GETFD\) && j->ret >= 0\)}{if (ran && j->op == OP_OPEN && j->ret >= 0)} @@ adv_stuck_mm
+nic-exe-on-loop @@ daemon/collect.c @@ s{fd = mmcall_open\(mm->tgid, cand\[i\], O_RDONLY\);}{fd = open(cand[i], O_RDONLY \| O_CLOEXEC);} @@ adv_stuck_mm
 EOF
 }
 

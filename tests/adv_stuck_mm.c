@@ -17,7 +17,7 @@
  * calls are made on the loop itself (a hand-over costs too much there):
  * one that misses the deadline moves the loop to a watchdog thread.
  *
- * Two phases, each with an attacker (uid 65534 in the socket's group) on a
+ * Four phases, each with an attacker (uid 65534 in the socket's group) on a
  * FUSE mount of its own, stuck for HOLD_S seconds:
  *  - LOCK: the attacker registers a region while its lock is held: npfd
  *    must answer (an error) within ANSWER_MS;
@@ -26,7 +26,13 @@
  *    next eviction batch freezes pages of the stuck address space;
  *  - WRITE: the attacker writes a page of a budgeted region that it has
  *    only read (installed write-protected): npfd's unprotect, on its
- *    loop, waits; the loop must go on on another thread.
+ *    loop, waits; the loop must go on on another thread;
+ *  - EXEC: the attacker's execve() waits in the FLUSH of a close-on-exec
+ *    FUSE file, holding its exec_update_lock (the kernel takes it for
+ *    /proc/PID/stat, ns/user, exe and pidfd_getfd()): npfd must take a
+ *    connection it made just before (its user namespace is asked of the
+ *    pidfd) and refuse its eviction ring request (pidfd_getfd() on the
+ *    worker, late) -- see phase_exec().
  * Meanwhile a victim (another client) connects, registers 64 pages, writes
  * and reads back every one (each a fault that npfd serves: its fallback is
  * a minute away) and unregisters, all within VICTIM_MS; npfd answers a
@@ -47,7 +53,10 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/sysmacros.h>
+#include <stddef.h>
+#include <linux/filter.h>
 #include <linux/fuse.h>
+#include <linux/seccomp.h>
 #include <bpf/bpf.h>
 #include "adv.h"
 #include "npf.h"
@@ -66,24 +75,30 @@
 #define WR_PAGES 16UL /* WRITE: a budgeted region read whole before the lock, then written */
 #define VICTIM_PAGES 64UL
 
-enum { LOCK, PASSIVE, WRITE };
-static const char *const phase_name[] = {"LOCK", "PASSIVE", "WRITE"};
+enum { LOCK, PASSIVE, WRITE, EXEC };
+static const char *const phase_name[] = {"LOCK", "PASSIVE", "WRITE", "EXEC"};
 
 static struct th_npfd d;
 static pid_t test_pid;
+static volatile sig_atomic_t npfd_stopped; /* EXEC: SIGCONT it on every way out */
 
 static uint64_t word(uint64_t gen, uint64_t p, uint64_t w)
 {
 	return ((gen << 40) + p * 512 + w) * 0x9e3779b97f4a7c15ULL + 11;
 }
 
-/* ---- the FUSE filesystem: one file, whose READs are never answered ---- */
+/*
+ * ---- the FUSE filesystem: "file", whose READs are never answered, and
+ * "hold", whose FLUSH (a close) is never answered ----
+ */
+#define FILE_INO 2
+#define HOLD_INO 3
 
 struct fuse_mnt {
 	char dir[64];	     /* the mount point */
 	char abort_path[96]; /* /sys/fs/fuse/connections/MINOR/abort */
 	pid_t server;	     /* answers everything but READ */
-	int reads;	     /* the server writes the pid of each READ here */
+	int reads;	     /* the server writes the pid of each READ, and of hold's FLUSH, here */
 	volatile sig_atomic_t mounted;
 };
 
@@ -139,16 +154,19 @@ static void __attribute__((noreturn)) fuse_serve(int fd, int reads)
 			break;
 		}
 		case FUSE_LOOKUP: {
-			struct fuse_entry_out e = {.nodeid = 2,
+			const char *name = (char *)(ih + 1);
+			struct fuse_entry_out e = {.nodeid = !strcmp(name, "hold") ? HOLD_INO :
+										     FILE_INO,
 						   .generation = 1,
 						   .entry_valid = 1000,
 						   .attr_valid = 1000};
 
-			if (ih->nodeid != FUSE_ROOT_ID || strcmp((char *)(ih + 1), "file")) {
+			if (ih->nodeid != FUSE_ROOT_ID ||
+			    (strcmp(name, "file") && strcmp(name, "hold"))) {
 				fuse_reply(fd, ih->unique, -ENOENT, NULL, 0);
 				break;
 			}
-			fuse_attr(&e.attr, 2);
+			fuse_attr(&e.attr, e.nodeid);
 			fuse_reply(fd, ih->unique, 0, &e, sizeof(e));
 			break;
 		}
@@ -166,12 +184,16 @@ static void __attribute__((noreturn)) fuse_serve(int fd, int reads)
 			fuse_reply(fd, ih->unique, 0, &o, sizeof(o));
 			break;
 		}
+		case FUSE_FLUSH:
 		case FUSE_READ:
-			/* never answered: the reader waits until the connection is aborted */
+			if (ih->opcode == FUSE_FLUSH && ih->nodeid != HOLD_INO) {
+				fuse_reply(fd, ih->unique, 0, NULL, 0);
+				break;
+			}
+			/* a READ, hold's FLUSH: never answered, the caller waits for the abort */
 			if (write(reads, &ih->pid, sizeof(ih->pid)) < 0)
 				_exit(1);
 			break;
-		case FUSE_FLUSH:
 		case FUSE_RELEASE:
 		case FUSE_RELEASEDIR:
 			fuse_reply(fd, ih->unique, 0, NULL, 0);
@@ -272,6 +294,8 @@ static void on_exit_release(void)
 {
 	if (getpid() != test_pid)
 		return;
+	if (npfd_stopped)
+		kill(d.pid, SIGCONT);
 	fuse_release(&fm);
 	if (__atomic_load_n(&th_failed, __ATOMIC_RELAXED) && d.log[0]) {
 		char cmd[256];
@@ -284,6 +308,8 @@ static void on_exit_release(void)
 
 static void on_alarm(int sig)
 {
+	if (npfd_stopped)
+		kill(d.pid, SIGCONT);
 	fuse_release(&fm);
 	th_on_alarm(sig);
 }
@@ -948,6 +974,151 @@ static void __attribute__((noreturn)) attacker(void)
 	_exit(0);
 }
 
+/*
+ * EXEC: the attacker's execve() waits in the FLUSH of the close-on-exec
+ * FUSE "hold" file, with the kernel's exec_update_lock of the process
+ * held: /proc/PID/stat, ns/user, exe, fd/N and pidfd_getfd() of it wait
+ * too. Before it execs it connects once more (npfd, stopped by the test,
+ * accepts that connection only once the exec waits: a non-root peer's user
+ * namespace is looked up then), and a child of its own (Q, a copy of its
+ * descriptors) sends NPF_MSG_EVICT_RING on its connection when told: npfd
+ * fetches that descriptor with pidfd_getfd().
+ */
+#define PROBE_NAME "memfd:npf-test-getfd" /* what Q asks npfd to fetch (survives the exec) */
+
+/* Does process pid hold the attacker's probe memfd? */
+static bool holds_probe(pid_t pid)
+{
+	char path[64], link[64 + 256], target[128];
+	struct dirent *e;
+	bool found = false;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+	dir = opendir(path);
+	TH_ASSERT(dir, "opendir %s: %s", path, strerror(errno));
+	while (!found && (e = readdir(dir))) {
+		ssize_t n;
+
+		snprintf(link, sizeof(link), "%s/%s", path, e->d_name);
+		n = readlink(link, target, sizeof(target) - 1);
+		found = n > 0 && (target[n] = 0, !strncmp(target, PROBE_NAME, strlen(PROBE_NAME)));
+	}
+	closedir(dir);
+	return found;
+}
+
+static int npfd_connection(void)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	struct dirent *e;
+	int found = -1;
+
+	while (dir && (e = readdir(dir))) {
+		struct sockaddr_un a;
+		socklen_t len = sizeof(a);
+		int fd = atoi(e->d_name);
+
+		if (e->d_name[0] != '.' && !getpeername(fd, (struct sockaddr *)&a, &len) &&
+		    a.sun_family == AF_UNIX && !strcmp(a.sun_path, d.sock))
+			found = fd;
+	}
+	if (dir)
+		closedir(dir);
+	return found;
+}
+
+/* io_uring_setup() fails (ENOSYS): libnpf gives npfd no ring of its own, Q's request is the first */
+static void no_io_uring(void)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {.len = sizeof(f) / sizeof(f[0]), .filter = f};
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
+		child_fail(at.rep, "seccomp: %s", strerror(errno));
+}
+
+static void __attribute__((noreturn)) exec_attacker(void)
+{
+	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock, .fallback_ms = 500,
+		 .timeout_ms = 5000);
+	struct npf_client *c;
+	char path[96];
+	int conn, hold, id, probe;
+	uint64_t *m;
+	pid_t q;
+
+	adv_become_attacker();
+	prctl(PR_SET_PDEATHSIG, SIGKILL); /* after the setuid(), which clears it */
+	if (getppid() != test_pid)
+		_exit(1);
+	no_io_uring();
+	c = npf_client__connect(&co);
+	if (!c)
+		child_fail(at.rep, "connect: %s", strerror(errno));
+	m = mmap(NULL, FIRST_PAGES * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		 0);
+	id = npf_client__register(c, m, FIRST_PAGES * PG, NULL);
+	if (id < 0)
+		child_fail(at.rep, "register: %s", npf_client__errmsg(c));
+	for (uint64_t i = 0; i < FIRST_PAGES * PG / 8; i++)
+		m[i] = word(9, i / 512, i % 512);
+	conn = npfd_connection();
+	if (conn < 0)
+		child_fail(at.rep, "no connection to %s among the descriptors", d.sock);
+	probe = memfd_create(PROBE_NAME + strlen("memfd:"), 0); /* kept across the exec */
+	if (probe < 0)
+		child_fail(at.rep, "memfd_create: %s", strerror(errno));
+	/* Q: a raw clone (no libnpf fork handler runs), with a copy of the descriptors */
+	q = (pid_t)syscall(SYS_clone, SIGCHLD, 0, NULL, NULL, 0);
+	if (q < 0)
+		child_fail(at.rep, "clone: %s", strerror(errno));
+	if (!q) {
+		struct {
+			struct npf_msg_hdr h;
+			struct npf_evict_ring_req r;
+		} req = {0};
+		static char buf[NPF_MSG_MAX];
+		struct npf_reply *r = (struct npf_reply *)(buf + sizeof(struct npf_msg_hdr));
+		struct pollfd p = {.fd = conn, .events = POLLIN};
+		char go = 0;
+		double t0;
+		ssize_t n;
+
+		if (read(at.wgo, &go, 1) != 1 || go != 'e')
+			child_fail(at.rep, "Q: unexpected command");
+		adv_hdr(&req.h, NPF_MSG_EVICT_RING, sizeof(req));
+		req.r.fd = probe;
+		t0 = th_now();
+		if (send(conn, &req, sizeof(req), MSG_NOSIGNAL) != sizeof(req))
+			child_fail(at.rep, "Q: send: %s", strerror(errno));
+		n = poll(&p, 1, 10000) == 1 ? recv(conn, buf, sizeof(buf), 0) : -1;
+		if (n < (ssize_t)(sizeof(struct npf_msg_hdr) + sizeof(*r)))
+			child_fail(at.rep, "Q: no answer to the ring request within 10 s (%zd)", n);
+		say(at.rep, "RING status=%d ms=%d (%s)", r->status, (int)((th_now() - t0) * 1e3),
+		    r->error);
+		_exit(0);
+	}
+	say(at.rep, "ARMED region %d, Q %d", id, q);
+	if (cmd_read() != 'x')
+		child_fail(at.rep, "unexpected command");
+	if (adv_connect(d.sock) < 0)
+		child_fail(at.rep, "connect: %s", strerror(errno));
+	snprintf(path, sizeof(path), "%s/hold", fm.dir);
+	hold = open(path, O_RDONLY | O_CLOEXEC);
+	if (hold < 0)
+		child_fail(at.rep, "open %s: %s", path, strerror(errno));
+	say(at.rep, "EXECING");
+	execlp("sleep", "sleep", "1", (char *)NULL);
+	child_fail(at.rep, "exec sleep: %s", strerror(errno));
+}
+
 /* ---- one phase ---- */
 
 static void phase(int which)
@@ -1058,6 +1229,104 @@ static void phase(int which)
 	TH_ASSERT(th_npfd_alive(&d), "npfd died");
 }
 
+/*
+ * EXEC: npfd is stopped while the attacker connects once more and starts
+ * its execve(); once the FLUSH waits, npfd goes on. It must take that
+ * connection, answer a status request and the ring request (a refusal,
+ * after the deadline: one late call), and serve a victim, while the exec
+ * waits; after the release the exec ends and npfd counts nothing more.
+ */
+static void phase_exec(void)
+{
+	struct chan ch = {.who = "EXEC"};
+	int cmd[2], qgo[2], rep[2], st, rc, ms;
+	pid_t pid, flusher = 0;
+	double t_stuck, t_send;
+	__u64 late0, late1;
+	char *l;
+
+	printf("\n== EXEC: the attacker's execve() waits in a FUSE FLUSH for %d s (its "
+	       "exec_update_lock held); npfd takes its connection, its ring request\n",
+	       HOLD_S);
+	fuse_mount(&fm);
+	late0 = late_now("before");
+	TH_ASSERT(!pipe(cmd) && !pipe(qgo) && !pipe(rep), "pipe: %s", strerror(errno));
+	fflush(stdout);
+	at = (struct attack){.phase = EXEC, .cmd = cmd[0], .wgo = qgo[0], .rep = rep[1]};
+	pid = fork();
+	TH_ASSERT(pid >= 0, "fork: %s", strerror(errno));
+	if (!pid) {
+		signal(SIGALRM, SIG_DFL);
+		alarm(TEST_ALARM_S);
+		close(cmd[1]);
+		close(qgo[1]);
+		close(rep[0]);
+		close(fm.reads);
+		exec_attacker();
+	}
+	th_child_started(pid);
+	close(cmd[0]);
+	close(qgo[0]);
+	close(rep[1]);
+	ch.fd = rep[0];
+	chan_expect(&ch, "ARMED", 10000);
+
+	TH_ASSERT(!kill(d.pid, SIGSTOP), "SIGSTOP npfd: %s", strerror(errno));
+	npfd_stopped = 1;
+	TH_ASSERT(write(cmd[1], "x", 1) == 1, "write: %s", strerror(errno));
+	chan_expect(&ch, "EXECING", 5000);
+	{
+		struct pollfd p = {.fd = fm.reads, .events = POLLIN};
+
+		TH_ASSERT(poll(&p, 1, 5000) == 1 && read(fm.reads, &flusher, sizeof(flusher)) == 4,
+			  "the FUSE server saw no FLUSH of the attacker's hold file within 5 s");
+	}
+	TH_ASSERT(flusher == pid, "the FLUSH came from pid %d, not the attacker %d", flusher, pid);
+	t_stuck = th_now();
+	TH_ASSERT(!kill(d.pid, SIGCONT), "SIGCONT npfd: %s", strerror(errno));
+	npfd_stopped = 0;
+	printf("attacker %d: its execve() waits in the FLUSH; npfd goes on, with its connection "
+	       "to take\n",
+	       pid);
+
+	/* the connection is taken first: an answer says the loop went past it */
+	late_now("while its exec waits, after its connection");
+	TH_ASSERT(write(qgo[1], "e", 1) == 1, "write: %s", strerror(errno));
+	t_send = th_now();
+	l = chan_expect(&ch, "RING status=", ANSWER_MS + 500);
+	TH_ASSERT(sscanf(l, "%d ms=%d", &rc, &ms) == 2, "bad report: %s", l);
+	TH_ASSERT(rc < 0 && ms <= ANSWER_MS,
+		  "the ring request of a process whose exec waits: status %d after %d ms; "
+		  "expected npfd's refusal within %d ms",
+		  rc, ms, ANSWER_MS);
+	printf("ring request refused after %.0f ms\n", (th_now() - t_send) * 1e3);
+
+	run_victim();
+
+	late1 = late_now("while its exec waits");
+	TH_ASSERT(late1 == late0 + 1,
+		  "mm_calls_late grew by %llu: expected 1 (the ring's pidfd_getfd(); "
+		  "its connection is taken without waiting)",
+		  (unsigned long long)(late1 - late0));
+	while (th_now() < t_stuck + HOLD_S)
+		usleep(20000);
+	fuse_release(&fm);
+	printf("released: the FUSE connection aborted after %.1f s\n", th_now() - t_stuck);
+	reap(fm.server, "the FUSE server", 5000);
+	close(fm.reads);
+	/* its exec goes on: sleep 1 */
+	st = reap(pid, "the attacker's sleep", 5000);
+	TH_ASSERT(WIFEXITED(st) && !WEXITSTATUS(st), "the attacker ended with status 0x%x", st);
+	close(cmd[1]);
+	close(qgo[1]);
+	close(rep[0]);
+	TH_ASSERT(late_now("after the release") == late1, "mm_calls_late grew after the release");
+	/* the late pidfd_getfd() came through while the exec'd sleep ran: what it got is not kept */
+	TH_ASSERT(!holds_probe(d.pid), "npfd keeps the attacker's %s, fetched late", PROBE_NAME);
+	printf("npfd holds no %s: the late pidfd_getfd()'s descriptor was closed\n", PROBE_NAME);
+	TH_ASSERT(th_npfd_alive(&d), "npfd died");
+}
+
 int main(void)
 {
 	const char *extra[] = {"--mm-call-timeout-ms", MM_CALL_TIMEOUT, NULL};
@@ -1087,8 +1356,9 @@ int main(void)
 	phase(LOCK);
 	phase(PASSIVE);
 	phase(WRITE);
+	phase_exec();
 
-	TH_ASSERT(late_now("at the end") == late_start + 3,
+	TH_ASSERT(late_now("at the end") == late_start + 4,
 		  "mm_calls_late: expected one per stuck attacker");
 	TH_ASSERT(th_npfd_alive(&d), "npfd died");
 	th_npfd_stop(&d);

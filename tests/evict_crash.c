@@ -9,7 +9,11 @@
  */
 #include <dirent.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include "budget.h"
 #include "restart_common.h"
 
@@ -78,12 +82,26 @@ static uint64_t nonresident(char *mem)
 	return n;
 }
 
-static unsigned long long start_time(pid_t pid)
+/*
+ * What npfd names a process's stores by (BOOT.PID.TOKEN.REGION): its pidfs
+ * inode number, or before pidfs its start time (/proc/PID/stat field 22).
+ */
+static unsigned long long token(pid_t pid)
 {
 	char path[64], buf[1024], *p;
 	unsigned long long t = 0;
+	struct statfs fs;
+	struct stat st;
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	FILE *f;
 
+	TH_ASSERT(pidfd >= 0, "pidfd_open(%d): %s", pid, strerror(errno));
+	if (!fstatfs(pidfd, &fs) && fs.f_type == 0x50494446 /* PID_FS_MAGIC */ &&
+	    !fstat(pidfd, &st)) {
+		close(pidfd);
+		return st.st_ino;
+	}
+	close(pidfd);
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
 	f = fopen(path, "r");
 	TH_ASSERT(f && fgets(buf, sizeof(buf), f), "read %s", path);
@@ -165,11 +183,11 @@ int main(void)
 	child = fork();
 	if (!child)
 		_exit(0);
-	snprintf(dead, sizeof(dead), "%s.%d.%llu.%u", boot, child, start_time(child), 77);
+	snprintf(dead, sizeof(dead), "%s.%d.%llu.%u", boot, child, token(child), 77);
 	waitpid(child, NULL, 0);
-	snprintf(live, sizeof(live), "%s.%d.%llu.%u", boot, getpid(), start_time(getpid()), 77);
+	snprintf(live, sizeof(live), "%s.%d.%llu.%u", boot, getpid(), token(getpid()), 77);
 	snprintf(other_boot, sizeof(other_boot), "00000000-0000-0000-0000-000000000000.%d.%llu.%u",
-		 getpid(), start_time(getpid()), 78);
+		 getpid(), token(getpid()), 78);
 	touch(dead);
 	touch(live);
 	touch(other_boot);
