@@ -436,12 +436,15 @@ static void client_drop(struct npfd_client *c)
 	list_del_init(&c->resume);
 	list_for_each_entry_safe(mm, tmp, &mms, node) {
 		/*
-		 * The client's mm goes with it. npfd stopping: the client's
-		 * ranges stay registered with its userfaultfd, for libnpf to
-		 * hand them to the next npfd (or serve them itself meanwhile).
+		 * The client's mm goes with it. npfd stopping, or the process
+		 * stuck (its connection ended before the loop gave it up):
+		 * the client's ranges stay registered with its userfaultfd,
+		 * for libnpf to hand them to the next npfd (or serve them
+		 * itself meanwhile).
 		 */
 		if (mm->owner == c)
-			mm_destroy(mm, !loop_stopping() && !mm->given_up);
+			mm_destroy(mm,
+				   !loop_stopping() && !mm->given_up && !mmcall_refuses(mm->tgid));
 	}
 	source_del(c->src);
 	/*

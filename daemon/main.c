@@ -69,6 +69,7 @@ static void loop_after(bool polling)
 	mmwatch_tick();
 	control_flush();
 	control_give_up_stuck();
+	mmcall_unregister_flush();
 }
 
 /*

@@ -59,7 +59,13 @@ enum state { J_POSTED, J_RUNNING, J_DONE, J_ABANDONED, J_FINISHED_LATE };
 struct job {
 	_Atomic __u32 state; /* enum state; the futex the loop waits on */
 	enum op op;
-	int fd, flags; /* OP_GETFD: fd a duplicate of the pidfd, the job's own; flags the number */
+	/*
+	 * fd: the job's own duplicate of the caller's descriptor, closed with
+	 * the job (a late call still makes its system call on it: the
+	 * caller's may be closed and its number reused by then); OP_GETFD:
+	 * the pidfd, flags the number to fetch
+	 */
+	int fd, flags;
 	unsigned long req;
 	off_t off;
 	size_t len;	/* of buf (OP_SLURP: what was read) */
@@ -71,13 +77,8 @@ struct job {
 	__u64 arg[ARG_MAX_SIZE / 8];
 	long ret;
 	int err;
-	/*
-	 * A registration npfd gave up waiting for is undone if it comes
-	 * through late: through undo_fd, the userfaultfd's own duplicate
-	 * taken when it was abandoned (the caller's fd may be closed and its
-	 * number reused by then).
-	 */
-	int undo_fd;
+	/* a registration npfd gave up waiting for is undone if it comes through late */
+	bool undo_register;
 	/* once abandoned (the loop's): whose process is stuck */
 	struct list_head node;
 	pid_t tgid;
@@ -250,15 +251,15 @@ static void *worker_main(void *arg)
 		/*
 		 * Abandoned: the loop has gone on, and this worker is no
 		 * longer its. A descriptor opened late is nobody's; a
-		 * registration that came through late is undone (undo_fd:
+		 * registration that came through late is undone (through fd,
 		 * the userfaultfd's duplicate taken when it was posted).
 		 */
 		if (ran && (j->op == OP_OPEN || j->op == OP_GETFD) && j->ret >= 0)
 			close((int)j->ret);
-		if (ran && j->undo_fd >= 0 && !j->ret) {
+		if (ran && j->undo_register && !j->ret) {
 			struct uffdio_register *reg = (void *)j->arg;
 
-			ioctl(j->undo_fd, UFFDIO_UNREGISTER, &reg->range);
+			ioctl(j->fd, UFFDIO_UNREGISTER, &reg->range);
 		}
 		atomic_store(&j->state, J_FINISHED_LATE);
 		free(w);
@@ -403,7 +404,8 @@ static bool uid_of_cached(pid_t tgid, uid_t *uid)
 	return true;
 }
 
-bool mmcall_refuses(pid_t tgid)
+/* Is tgid stuck, or a user's with MMCALL_STUCK_PER_UID stuck processes? */
+static bool stuck_refuses(pid_t tgid)
 {
 	struct job *j;
 	uid_t uid;
@@ -417,6 +419,14 @@ bool mmcall_refuses(pid_t tgid)
 			return true;
 	return some_user_capped && uid_of_cached(tgid, &uid) &&
 	       stuck_of_uid(uid) >= MMCALL_STUCK_PER_UID;
+}
+
+static bool unregister_pending_run(pid_t tgid);
+
+bool mmcall_refuses(pid_t tgid)
+{
+	/* served again: first what could not be made while it was refused */
+	return stuck_refuses(tgid) || unregister_pending_run(tgid);
 }
 
 void mmcall_failed_forget(void)
@@ -448,16 +458,10 @@ bool mmcall_failed_since(__u64 *seen)
 	return failed;
 }
 
-static struct job *job_new(pid_t tgid, enum op op, size_t buflen)
+static struct job *job_alloc(pid_t tgid, enum op op, size_t buflen)
 {
-	struct job *j;
+	struct job *j = calloc(1, sizeof(*j));
 
-	if (mmcall_refuses(tgid)) {
-		note_failed(tgid);
-		errno = ETIMEDOUT;
-		return NULL;
-	}
-	j = calloc(1, sizeof(*j));
 	if (!j)
 		return NULL;
 	j->op = op;
@@ -465,7 +469,6 @@ static struct job *job_new(pid_t tgid, enum op op, size_t buflen)
 	j->out_ptr = SIZE_MAX;
 	j->tgid = tgid;
 	j->pidfd = -1;
-	j->undo_fd = -1;
 	if (buflen && !(j->buf = malloc(buflen))) {
 		free(j);
 		errno = ENOMEM;
@@ -475,11 +478,34 @@ static struct job *job_new(pid_t tgid, enum op op, size_t buflen)
 	return j;
 }
 
+/* j makes its call on a duplicate of fd: 0, or -1 (errno; j is freed). */
+static int job_take_fd(struct job *j, int fd)
+{
+	int err;
+
+	j->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (j->fd >= 0)
+		return 0;
+	err = errno;
+	job_free(j);
+	errno = err;
+	return -1;
+}
+
+/* A job for tgid, or NULL: ETIMEDOUT at once if tgid is refused. */
+static struct job *job_new(pid_t tgid, enum op op, size_t buflen)
+{
+	if (mmcall_refuses(tgid)) {
+		note_failed(tgid);
+		errno = ETIMEDOUT;
+		return NULL;
+	}
+	return job_alloc(tgid, op, buflen);
+}
+
 static void job_free(struct job *j)
 {
-	if (j->undo_fd >= 0)
-		close(j->undo_fd);
-	if (j->op == OP_GETFD && j->fd >= 0)
+	if (j->fd >= 0)
 		close(j->fd);
 	free(j->rd);
 	free(j->buf);
@@ -593,16 +619,8 @@ int mmcall_getfd(pid_t tgid, int pidfd, int fd)
 {
 	struct job *j = job_new(tgid, OP_GETFD, 0);
 
-	if (!j)
+	if (!j || job_take_fd(j, pidfd))
 		return -1;
-	j->fd = fcntl(pidfd, F_DUPFD_CLOEXEC, 0);
-	if (j->fd < 0) {
-		int err = errno;
-
-		job_free(j);
-		errno = err;
-		return -1;
-	}
 	j->flags = fd;
 	return (int)call_result(j, NULL);
 }
@@ -611,9 +629,8 @@ ssize_t mmcall_pread(pid_t tgid, int fd, void *buf, size_t len, off_t off)
 {
 	struct job *j = job_new(tgid, OP_PREAD, len);
 
-	if (!j)
+	if (!j || job_take_fd(j, fd))
 		return -1;
-	j->fd = fd;
 	j->off = off;
 	return call_result(j, buf);
 }
@@ -646,7 +663,8 @@ int mmcall_preadv(pid_t tgid, int fd, struct mmcall_read *rd, unsigned int n)
 		total += rd[i].len;
 	}
 	j->nrd = n;
-	j->fd = fd;
+	if (job_take_fd(j, fd))
+		return -1;
 	if (call(j))
 		return -1;
 	for (i = 0; i < n; i++) {
@@ -664,10 +682,9 @@ ssize_t mmcall_pwrite(pid_t tgid, int fd, const void *buf, size_t len, off_t off
 {
 	struct job *j = job_new(tgid, OP_PWRITE, len);
 
-	if (!j)
+	if (!j || job_take_fd(j, fd))
 		return -1;
 	memcpy(j->buf, buf, len);
-	j->fd = fd;
 	j->off = off;
 	return call_result(j, NULL);
 }
@@ -685,15 +702,12 @@ static long ioctl_call(pid_t tgid, int fd, unsigned long req, void *arg, size_t 
 		return -1;
 	}
 	j = job_new(tgid, OP_IOCTL, out_ptr != SIZE_MAX ? out_len : 0);
-	if (!j)
+	if (!j || job_take_fd(j, fd))
 		return -1;
 	memcpy(j->arg, arg, argsz);
-	j->fd = fd;
 	j->req = req;
 	j->out_ptr = out_ptr;
-	/* taken now: once abandoned, the worker may finish at any time */
-	if (undo_register)
-		j->undo_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	j->undo_register = undo_register;
 	if (out_ptr != SIZE_MAX)
 		memcpy(&user_out, (char *)arg + out_ptr, 8);
 	if (call(j))
@@ -710,6 +724,134 @@ static long ioctl_call(pid_t tgid, int fd, unsigned long req, void *arg, size_t 
 	job_free(j);
 	errno = err;
 	return ret;
+}
+
+/*
+ * Unregistrations refused while their process was stuck (mmcall_unregister()),
+ * made before anything else once it is served again.
+ */
+struct unregister_pending {
+	struct list_head node;
+	pid_t tgid;
+	int pidfd; /* the process: gone, the unregistration goes with it */
+	int uffd;  /* a duplicate: the caller's descriptor may be closed by then */
+	struct uffdio_range range;
+};
+
+#define UNREGISTER_PENDING_MAX 4096
+
+static struct list_head unregister_pending = LIST_HEAD_INIT(unregister_pending);
+static unsigned int unregister_pending_n;
+
+static void unregister_pending_free(struct unregister_pending *u)
+{
+	list_del_init(&u->node);
+	unregister_pending_n--;
+	if (u->pidfd >= 0)
+		close(u->pidfd);
+	if (u->uffd >= 0)
+		close(u->uffd);
+	free(u);
+}
+
+/*
+ * Make tgid's pending unregistrations (it is not stuck): 0 when they are
+ * made, 1 if one missed its deadline (tgid is stuck again, the rest
+ * wait), -1 if none could be handed over (out of memory: they wait).
+ */
+static int unregister_pending_make(pid_t tgid)
+{
+	struct unregister_pending *u, *tmp;
+
+	list_for_each_entry_safe(u, tmp, &unregister_pending, node) {
+		struct uffdio_range *range;
+		struct job *j;
+
+		if (u->tgid != tgid)
+			continue;
+		j = job_alloc(tgid, OP_IOCTL, 0);
+		if (!j)
+			return -1;
+		j->fd = u->uffd; /* the job's now */
+		u->uffd = -1;
+		j->req = UFFDIO_UNREGISTER;
+		memcpy(j->arg, &u->range, sizeof(u->range));
+		unregister_pending_free(u);
+		if (call(j))
+			return errno == ETIMEDOUT ? 1 : -1;
+		range = (struct uffdio_range *)j->arg;
+		if (j->ret && j->err != ENOMEM && j->err != EINVAL)
+			pr_warn_rl(
+				"pid %d: the UFFDIO_UNREGISTER of 0x%llx+%llu it waited for failed: %s",
+				tgid, (unsigned long long)range->start,
+				(unsigned long long)range->len, strerror(j->err));
+		job_free(j);
+	}
+	return 0;
+}
+
+static bool unregister_pending_run(pid_t tgid)
+{
+	return unregister_pending_make(tgid) == 1;
+}
+
+int mmcall_unregister(pid_t tgid, int uffd, __u64 start, __u64 len)
+{
+	struct uffdio_range range = {.start = start, .len = len};
+	struct unregister_pending *u;
+
+	if (!stuck_refuses(tgid))
+		return mmcall_ioctl(tgid, uffd, UFFDIO_UNREGISTER, &range, sizeof(range)) ? -1 : 0;
+	note_failed(tgid);
+	u = unregister_pending_n < UNREGISTER_PENDING_MAX ? calloc(1, sizeof(*u)) : NULL;
+	if (!u) {
+		pr_warn_rl(
+			"pid %d: 0x%llx+%llu stays registered: too many unregistrations wait for stuck processes",
+			tgid, (unsigned long long)start, (unsigned long long)len);
+		errno = ENOMEM;
+		return -1;
+	}
+	u->tgid = tgid;
+	u->range = range;
+	u->pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
+	u->uffd = fcntl(uffd, F_DUPFD_CLOEXEC, 0);
+	list_add_tail(&u->node, &unregister_pending);
+	unregister_pending_n++;
+	if (u->pidfd < 0 || u->uffd < 0) {
+		int err = errno;
+
+		unregister_pending_free(u);
+		errno = err;
+		return -1;
+	}
+	return 0;
+}
+
+void mmcall_unregister_flush(void)
+{
+	static __u64 last;
+	struct unregister_pending *u;
+	__u64 now;
+
+	/* each turn of the loop: cheap while none waits, and a look at most every 10 ms */
+	if (list_empty(&unregister_pending) || (now = now_ns()) - last < 10000000ULL)
+		return;
+	last = now;
+again:
+	list_for_each_entry(u, &unregister_pending, node) {
+		struct pollfd p = {.fd = u->pidfd, .events = POLLIN};
+
+		if (poll(&p, 1, 0) != 0) {
+			unregister_pending_free(u); /* the process is gone */
+			goto again;
+		}
+		if (!stuck_refuses(u->tgid)) {
+			/* the list changes: from its top again, unless nothing could be made */
+			if (unregister_pending_make(u->tgid) < 0)
+				return;
+			goto again;
+		}
+	}
 }
 
 long mmcall_ioctl_out(pid_t tgid, int fd, unsigned long req, void *arg, size_t argsz,
@@ -876,7 +1018,6 @@ static void *watchdog_main(void *arg)
 		/* the loop is this thread's from here */
 		j->op = OP_INLINE;
 		j->fd = -1;
-		j->undo_fd = -1;
 		j->tgid = atomic_load(&c->tgid);
 		atomic_store(&j->state, J_ABANDONED);
 		atomic_store(&inline_cur, next);

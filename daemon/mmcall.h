@@ -72,6 +72,16 @@ long mmcall_ioctl(pid_t tgid, int fd, unsigned long req, void *arg, size_t argsz
 struct uffdio_register;
 int mmcall_register(pid_t tgid, int uffd, struct uffdio_register *reg);
 /*
+ * UFFDIO_UNREGISTER of start+len through uffd, for tgid: made now, or,
+ * while tgid is refused (stuck), made before any other call for it once
+ * it is served again (mmcall_refuses() makes it first): a range npfd told
+ * its client it did not register, or has let go, must not stay registered
+ * behind its back. 0 (made, or to be made), or -1 (errno).
+ */
+int mmcall_unregister(pid_t tgid, int uffd, __u64 start, __u64 len);
+/* Make the waiting unregistrations of processes served again; forget those of processes gone. */
+void mmcall_unregister_flush(void);
+/*
  * The same as mmcall_ioctl(), for an ioctl whose arg holds at byte out_ptr an address of an
  * output buffer of out_len bytes (PAGEMAP_SCAN's vec).
  */

@@ -152,16 +152,13 @@ int mm_layout_reader(struct npfd_mm *mm, char *err, size_t errlen)
 static void unregister_pieces(pid_t tgid, int uffd, __u64 start, __u64 end,
 			      const struct holes *holes, __u32 id)
 {
-	struct uffdio_range range;
 	__u64 lo, pe;
 
-	for (lo = start; holes_piece(holes, &lo, end, &pe); lo = pe) {
-		range.start = lo;
-		range.len = pe - lo;
-		if (mmcall_ioctl(tgid, uffd, UFFDIO_UNREGISTER, &range, sizeof(range)) && id &&
-		    errno != ENOENT && errno != ESRCH && errno != EINVAL && errno != ENOMEM)
+	/* a stuck process's are made once it is served again, before anything else */
+	for (lo = start; holes_piece(holes, &lo, end, &pe); lo = pe)
+		if (mmcall_unregister(tgid, uffd, lo, pe - lo) && id && errno != ENOENT &&
+		    errno != ESRCH && errno != EINVAL && errno != ENOMEM)
 			pr_warn("region %u: UFFDIO_UNREGISTER failed: %s", id, strerror(errno));
-	}
 }
 
 /*
@@ -185,8 +182,7 @@ static void region_drop(struct npfd_region *r, bool unregister_range, struct npf
 	 * when the range was unregistered and npfd is not stopping.
 	 */
 	if (hooks.going)
-		hooks.going(r, stopping, !stopping && unregister_range && mm_alive(mm),
-			    w);
+		hooks.going(r, stopping, !stopping && unregister_range && mm_alive(mm), w);
 	/* npfd stopping: the entry stays, for the process to hand the region to the next one */
 	if (!stopping)
 		layout_put_entry(mm, r->layout_slot, &(struct npf_layout_entry){0});

@@ -258,7 +258,7 @@ holes-not-kept @@ daemon/region.c @@ s{\t\t\tregion_hole_add\(r, lo, hi\);\n}{} 
 holes-scan-takes-other-mapping @@ daemon/region.c @@ s{\tfor \(; holes_piece\(&r->holes, &lo, hi, &pe\); lo = pe\)\n\t\tfound\(r, lo, \(pe - lo\) >> NPF_PAGE_SHIFT, arg\);}{\tfound(r, lo, (hi - lo) >> NPF_PAGE_SHIFT, arg);\n\t(void)pe;} @@ evict_region_hole
 holes-wp-registers-other-mapping @@ daemon/evict.c @@ s{\t\treg.range.start = lo;\n\t\treg.range.len = pe - lo;}{\t\treg.range.start = r->start;\n\t\treg.range.len = r->length;} @@ evict_region_hole
 holes-fault-finds-outer @@ daemon/region.c @@ s{ &&\n\s+!holes_contain\(&r->holes, addr\)\)\n\t\t\treturn r;}{)\n\t\t\treturn r;} @@ evict_region_hole
-holes-unregister-takes-inner @@ daemon/region.c @@ s{\t\trange.start = lo;\n\t\trange.len = pe - lo;\n\t\tif \(mmcall_ioctl\(tgid, uffd, UFFDIO_UNREGISTER}{\t\trange.start = start;\n\t\trange.len = end - start;\n\t\tif (mmcall_ioctl(tgid, uffd, UFFDIO_UNREGISTER} @@ evict_region_hole
+holes-unregister-takes-inner @@ daemon/region.c @@ s{if \(mmcall_unregister\(tgid, uffd, lo, pe - lo\)}{if (mmcall_unregister(tgid, uffd, start, end - start)} @@ evict_region_hole
 holes-nesting-ignored @@ daemon/region.c @@ s{(static int adopted_nesting\(struct npfd_region \*r\)\n\{\n)}{$1\tif (r) return 0;\n} @@ evict_region_hole
 holes-filter-outer-first @@ daemon/collect.c @@ s{for \(; k > 0 && pr.r\[k - 1\].end - pr.r\[k - 1\].start > r->length; k--\)}{for (; 0;)} @@ evict_region_hole
 holes-fallback-finds-outer @@ client/libnpf.c @@ s{ &&\n\t\t    \(!at \|\| c->regions\[i\].length < at->length\)\)}{ && !at)} @@ evict_region_hole
@@ -305,8 +305,8 @@ device-listed-by-region-id @@ daemon/control.c @@ s{\tif \(l->c->privileged \|\|
 mem-read-waits-on-uffd @@ daemon/region.c @@ s{mmcall_pread\(mm->tgid, mm->mem_fd, buf, len, \(off_t\)va\)}{syscall(SYS_process_vm_readv, mm->tgid, &(struct iovec){buf, len}, 1UL, &(struct iovec){(void *)(uintptr_t)va, len}, 1UL, 0UL)} @@ unit-mem_rw
 mem-write-waits-on-uffd @@ daemon/region.c @@ s{mmcall_pwrite\(mm->tgid, mm->mem_fd, buf, len, \(off_t\)va\)}{syscall(SYS_process_vm_writev, mm->tgid, &(struct iovec){buf, len}, 1UL, &(struct iovec){(void *)(uintptr_t)va, len}, 1UL, 0UL)} @@ unit-mem_rw
 mmcall-no-deadline @@ daemon/mmcall.c @@ s{\(now = now_ns\(\)\) < deadline\)}{(now = now_ns()) < UINT64_MAX)} @@ adv_stuck_mm
-mmcall-late-register-kept @@ daemon/mmcall.c @@ s{if \(ran && j->undo_fd >= 0 && !j->ret\)}{if (0)} @@ adv_stuck_mm
-mmcall-stuck-waited-again @@ daemon/mmcall.c @@ s{(static struct job \*job_new\(pid_t tgid, enum op op, size_t buflen\)\n\{\n\tstruct job \*j;\n\n)\tif \(mmcall_refuses\(tgid\)\) \{}{${1}\tif (0) \{} @@ unit-mmcall
+mmcall-late-register-kept @@ daemon/mmcall.c @@ s{if \(ran && j->undo_register && !j->ret\)}{if (0)} @@ adv_stuck_mm
+mmcall-stuck-waited-again @@ daemon/mmcall.c @@ s{(static struct job \*job_new\(pid_t tgid, enum op op, size_t buflen\)\n\{\n)\tif \(mmcall_refuses\(tgid\)\) \{}{${1}\tif (0) \{} @@ unit-mmcall
 mmcall-user-not-capped @@ daemon/mmcall.c @@ s{return some_user_capped && uid_of_cached}{return 0 && uid_of_cached} @@ unit-mmcall
 mmcall-late-open-kept @@ daemon/mmcall.c @@ s{if \(ran && \(j->op == OP_OPEN \|\| j->op == OP_GETFD\) && j->ret >= 0\)}{if (ran && j->op == OP_GETFD && j->ret >= 0)} @@ unit-mmcall
 mmcall-exited-still-stuck @@ daemon/mmcall.c @@ s{return j->pidfd >= 0 && poll\(&p, 1, 0\) == 0;}{return 1;} @@ unit-mmcall
@@ -320,10 +320,12 @@ unit-without-chown @@ systemd/npfd.service.in @@ s{(CapabilityBoundingSet=.*) CA
 socket-group-ignored @@ daemon/control.c @@ s{\(gid != \(gid_t\)-1 && chown\(path, \(uid_t\)-1, gid\)\) \|\| }{} @@ ops_unit_caps
 userns-through-proc @@ daemon/control.c @@ s{ns = ioctl\(pidfd, PIDFD_GET_USER_NAMESPACE, 0\);}{snprintf(path, sizeof(path), "/proc/%d/ns/user", pid), ns = open(path, O_RDONLY \| O_CLOEXEC);} @@ adv_stuck_mm
 ring-getfd-on-loop @@ daemon/evict.c @@ s{fd = mmcall_getfd\(c->pid, pidfd, req->fd\);}{fd = (int)syscall(438, pidfd, req->fd, 0);} @@ adv_stuck_mm
-alive-through-proc-stat @@ daemon/util.c @@ s{alive = poll\(&p, 1, 0\) == 0;}{alive = start_time(pid) != 0;} @@ adv_stuck_mm
 token-not-pidfs @@ daemon/util.c @@ s{\t\ttoken = st.st_ino;}{\t\ttoken = start_time(pid);} @@ evict_crash
 mmcall-late-getfd-kept @@ daemon/mmcall.c @@ s{if \(ran && \(j->op == OP_OPEN \|\| j->op == OP_GETFD\) && j->ret >= 0\)}{if (ran && j->op == OP_OPEN && j->ret >= 0)} @@ adv_stuck_mm
 nic-exe-on-loop @@ daemon/collect.c @@ s{fd = mmcall_open\(mm->tgid, cand\[i\], O_RDONLY\);}{fd = open(cand[i], O_RDONLY \| O_CLOEXEC);} @@ adv_stuck_mm
+unregister-refused-dropped @@ daemon/mmcall.c @@ s{\tif \(!stuck_refuses\(tgid\)\)\n\t\treturn mmcall_ioctl}{\tif (1)\n\t\treturn mmcall_ioctl} @@ unit-mmcall
+unregister-pending-not-first @@ daemon/mmcall.c @@ s{return stuck_refuses\(tgid\) \|\| unregister_pending_run\(tgid\);}{return stuck_refuses(tgid);} @@ unit-mmcall
+unregister-pending-while-stuck @@ daemon/mmcall.c @@ s{\t\tif \(!stuck_refuses\(u->tgid\)\) \{}{\t\tif (1) \{} @@ unit-mmcall
 EOF
 }
 

@@ -1002,7 +1002,7 @@ static bool holds_probe(pid_t pid)
 
 		snprintf(link, sizeof(link), "%s/%s", path, e->d_name);
 		n = readlink(link, target, sizeof(target) - 1);
-		found = n > 0 && (target[n] = 0, !strncmp(target, PROBE_NAME, strlen(PROBE_NAME)));
+		found = n > 0 && (target[n] = 0, strstr(target, PROBE_NAME));
 	}
 	closedir(dir);
 	return found;
@@ -1270,6 +1270,8 @@ static void phase_exec(void)
 	close(rep[1]);
 	ch.fd = rep[0];
 	chan_expect(&ch, "ARMED", 10000);
+	/* what tells, below, whether npfd kept it (read now: not once the exec waits) */
+	TH_ASSERT(holds_probe(pid), "the attacker holds no %s", PROBE_NAME);
 
 	TH_ASSERT(!kill(d.pid, SIGSTOP), "SIGSTOP npfd: %s", strerror(errno));
 	npfd_stopped = 1;

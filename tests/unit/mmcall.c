@@ -13,6 +13,8 @@
  *    user's are served;
  *  - when the late call returns (a writer opens the FIFO), its process is
  *    served again, and the descriptor it opened late is closed;
+ *  - an unregistration for a stuck process (mmcall_unregister()) waits,
+ *    and is made before its first call once it is served again;
  *  - a stuck process that exits is stuck no more;
  *  - a whole /proc file is read (mmcall_fopen()), and reads in one call
  *    (mmcall_preadv()) each give their own bytes.
@@ -20,11 +22,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/userfaultfd.h>
 #include "unit.h"
 #include "mmcall.h"
 
@@ -83,6 +90,27 @@ static int open_fds(void)
 	return n;
 }
 
+/* Is addr in a VMA registered with a userfaultfd ("um" in its smaps VmFlags)? */
+static int uffd_registered(const void *addr)
+{
+	FILE *f = fopen("/proc/self/smaps", "re");
+	unsigned long lo, hi;
+	char line[512];
+	int in = 0, um = 0;
+
+	while (f && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2)
+			in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
+		else if (in && !strncmp(line, "VmFlags:", 8)) {
+			um = strstr(line, " um") != NULL;
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+	return um;
+}
+
 /* Within 2 s, is tgid served again? */
 static int served_again(pid_t tgid)
 {
@@ -95,9 +123,13 @@ static int served_again(pid_t tgid)
 int main(void)
 {
 	char f1[96], f2[96], f3[96], line[256], buf[64];
+	struct uffdio_api api = {.api = UFFD_API};
+	struct uffdio_register reg = {.range = {.len = 2 * 4096},
+				      .mode = UFFDIO_REGISTER_MODE_MISSING};
 	struct mmcall_read rd[2];
 	pid_t a, b, c, other;
-	int fd, fds0;
+	int fd, fds0, uffd;
+	void *mem;
 	double t0, dt;
 	FILE *f;
 
@@ -176,10 +208,24 @@ int main(void)
 	if (fd >= 0)
 		close(fd);
 
+	/* an unregistration for a stuck process waits for it (through a descriptor of its own) */
+	uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	UT_CHECK(uffd >= 0 && !ioctl(uffd, UFFDIO_API, &api), "userfaultfd: %s", strerror(errno));
+	mem = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	reg.range.start = (__u64)(uintptr_t)mem;
+	UT_CHECK(mem != MAP_FAILED && !ioctl(uffd, UFFDIO_REGISTER, &reg) && uffd_registered(mem),
+		 "UFFDIO_REGISTER: %s", strerror(errno));
+	UT_CHECK(!mmcall_unregister(a, uffd, (__u64)(uintptr_t)mem, 2 * 4096),
+		 "an unregistration for the stuck pid: %s", strerror(errno));
+	close(uffd);
+	mmcall_unregister_flush();
+	UT_CHECK(uffd_registered(mem), "unregistered while its process is stuck");
+
 	/* the late calls return: served again, the late descriptors closed */
 	release(f1);
 	release(f2);
 	UT_CHECK(served_again(a), "pid %d refused 2 s after its late call could return", a);
+	UT_CHECK(!uffd_registered(mem), "still registered once its process is served again");
 	UT_CHECK(served_again(b) && served_again(c), "the user's processes still refused");
 	fd = mmcall_open(c, "/proc/self/status", O_RDONLY);
 	UT_CHECK(fd >= 0, "a call after the release: %s", strerror(errno));
