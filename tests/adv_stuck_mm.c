@@ -17,7 +17,7 @@
  * calls are made on the loop itself (a hand-over costs too much there):
  * one that misses the deadline moves the loop to a watchdog thread.
  *
- * Four phases, each with an attacker (uid 65534 in the socket's group) on a
+ * Five phases, each with an attacker (uid 65534 in the socket's group) on a
  * FUSE mount of its own, stuck for HOLD_S seconds:
  *  - LOCK: the attacker registers a region while its lock is held: npfd
  *    must answer (an error) within ANSWER_MS;
@@ -27,6 +27,11 @@
  *  - WRITE: the attacker writes a page of a budgeted region that it has
  *    only read (installed write-protected): npfd's unprotect, on its
  *    loop, waits; the loop must go on on another thread;
+ *  - UNREG: the attacker unregisters a budgeted region most of whose pages
+ *    are in the swap store: npfd puts them back (UFFDIO_COPY takes the
+ *    VMA's own lock, not the mmap_lock), answers at the deadline of the
+ *    UFFDIO_UNREGISTER, which comes through once the lock is let go: every
+ *    page holds its bytes, and the range is the process's own again;
  *  - EXEC: the attacker's execve() waits in the FLUSH of a close-on-exec
  *    FUSE file, holding its exec_update_lock (the kernel takes it for
  *    /proc/PID/stat, ns/user, exe and pidfd_getfd()): npfd must take a
@@ -74,9 +79,10 @@
 #define BUDGET_PAGES 64UL
 #define WR_PAGES 16UL /* WRITE: a budgeted region read whole before the lock, then written */
 #define VICTIM_PAGES 64UL
+#define UR_PAGES 256UL /* UNREG: a region with a 64-page budget, most of it in the swap store */
 
-enum { LOCK, PASSIVE, WRITE, EXEC };
-static const char *const phase_name[] = {"LOCK", "PASSIVE", "WRITE", "EXEC"};
+enum { LOCK, PASSIVE, WRITE, UNREG, EXEC };
+static const char *const phase_name[] = {"LOCK", "PASSIVE", "WRITE", "UNREG", "EXEC"};
 
 static struct th_npfd d;
 static pid_t test_pid;
@@ -762,6 +768,7 @@ static bool uffd_registered(const void *addr)
 }
 
 static char *wr;
+static char *ur; /* UNREG's region */
 static int wp_go[2];
 
 /*
@@ -819,6 +826,36 @@ static void __attribute__((noreturn)) attacker(void)
 				child_fail(at.rep, "page %lu of a fresh region is not zero", p);
 		if (pipe(wp_go) || pthread_create(&th_wp, NULL, wp_writer, NULL))
 			child_fail(at.rep, "pipe, pthread_create: %s", strerror(errno));
+	} else if (at.phase == UNREG) {
+		struct npf_budget_info *bi = NULL;
+		size_t n = 0;
+
+		ur = mmap(NULL, UR_PAGES * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			  -1, 0);
+		id = npf_client__register(c, ur, UR_PAGES * PG, NULL);
+		if (id < 0 ||
+		    npf_client__region_set(c, (__u32)id, NPF_SET_BUDGET, BUDGET_PAGES * PG, NULL))
+			child_fail(at.rep, "register, budget: %s", npf_client__errmsg(c));
+		for (uint64_t p = 0; p < UR_PAGES; p++)
+			for (uint64_t w = 0; w < PG / 8; w++)
+				((uint64_t *)ur)[p * PG / 8 + w] = word(11, p, w);
+		for (double t0 = th_now();; usleep(20000)) {
+			free(bi);
+			bi = NULL;
+			if (npf_client__budget_list(c, (__u32)id, &bi, &n) || n != 1)
+				child_fail(at.rep, "budget list: %s", npf_client__errmsg(c));
+			if (bi->stored_pages >= UR_PAGES / 2 &&
+			    bi->resident_pages <= bi->high_pages)
+				break;
+			if (th_now() - t0 > 10)
+				child_fail(at.rep,
+					   "10 s after writing, %llu pages stored, %llu resident",
+					   (unsigned long long)bi->stored_pages,
+					   (unsigned long long)bi->resident_pages);
+		}
+		say(at.rep, "STORED: %llu of %lu pages in the swap store",
+		    (unsigned long long)bi->stored_pages, UR_PAGES);
+		free(bi);
 	} else {
 		struct npf_budget_info *bi = NULL;
 		size_t n = 0;
@@ -877,6 +914,18 @@ static void __attribute__((noreturn)) attacker(void)
 		rc = npf_client__register(c, first, FIRST_PAGES * PG, NULL);
 		snprintf(buf, sizeof(buf), "%s", rc < 0 ? npf_client__errmsg(c) : "");
 		say(at.rep, "REGISTER rc=%d ms=%d (%s)", rc, (int)((th_now() - t0) * 1e3), buf);
+	} else if (at.phase == UNREG) {
+		char buf[200];
+		double t0;
+		int rc;
+
+		if (cmd_read() != 'g')
+			child_fail(at.rep, "unexpected command");
+		say(at.rep, "SENDING the unregistration");
+		t0 = th_now();
+		rc = npf_client__unregister(c, (__u32)id);
+		snprintf(buf, sizeof(buf), "%s", rc < 0 ? npf_client__errmsg(c) : "");
+		say(at.rep, "UNREGISTER rc=%d ms=%d (%s)", rc, (int)((th_now() - t0) * 1e3), buf);
 	} else if (at.phase == WRITE) {
 		if (cmd_read() != 'g')
 			child_fail(at.rep, "unexpected command");
@@ -913,6 +962,22 @@ static void __attribute__((noreturn)) attacker(void)
 					   (unsigned long)(uintptr_t)first);
 		say(at.rep, "the refused range is not registered after the release");
 		expect_adopted(c, first + FIRST_PAGES * PG);
+	} else if (at.phase == UNREG) {
+		/* every byte there: the stored pages were put back before the unregistration */
+		for (uint64_t p = 0; p < UR_PAGES; p++)
+			for (uint64_t w = 0; w < PG / 8; w++)
+				if (((uint64_t *)ur)[p * PG / 8 + w] != word(11, p, w))
+					child_fail(at.rep, "page %lu word %lu reads 0x%llx", p, w,
+						   (unsigned long long)((
+							   uint64_t *)ur)[p * PG / 8 + w]);
+		say(at.rep, "VERIFIED: all %lu pages hold what was written", UR_PAGES);
+		/* the late UFFDIO_UNREGISTER came through: the range is the process's own */
+		for (double t0 = th_now(); uffd_registered(ur); usleep(10000))
+			if (th_now() - t0 > 2)
+				child_fail(at.rep,
+					   "the unregistered range is still registered with the "
+					   "userfaultfd 2 s after the release");
+		say(at.rep, "UNREGISTERED: the range is not registered after the release");
 	} else if (at.phase == WRITE) {
 		pthread_join(th_wp, NULL);
 		for (uint64_t p = 0; p < WR_PAGES; p++)
@@ -1133,6 +1198,7 @@ static void phase(int which)
 	printf("\n== %s: the attacker %s while its mmap_lock is held for %d s\n", phase_name[which],
 	       which == LOCK  ? "registers a region" :
 	       which == WRITE ? "writes a page installed clean (npfd unprotects it on its loop)" :
+	       which == UNREG ? "unregisters a region whose pages are in the swap store" :
 				"sends nothing, a thread writes over budget",
 	       HOLD_S);
 	fuse_mount(&fm);
@@ -1158,6 +1224,8 @@ static void phase(int which)
 	ch.fd = rep[0];
 	if (which == PASSIVE)
 		chan_expect(&ch, "EVICTING", 30000);
+	if (which == UNREG)
+		chan_expect(&ch, "STORED", 30000);
 	writer = atoi(chan_expect(&ch, "ARMED writer=", 10000));
 
 	/* the holder waits in FUSE (the server saw its READ), then the writer queues */
@@ -1175,7 +1243,7 @@ static void phase(int which)
 	printf("attacker %d: its READ (thread %d) waits in FUSE, its mmap() (thread %d) is "
 	       "queued behind it\n",
 	       pid, reader, writer);
-	if (which == LOCK || which == WRITE) {
+	if (which == LOCK || which == WRITE || which == UNREG) {
 		TH_ASSERT(write(cmd[1], "g", 1) == 1, "write: %s", strerror(errno));
 		chan_expect(&ch, "SENDING", 2000);
 		t_send = th_now();
@@ -1201,6 +1269,18 @@ static void phase(int which)
 			rc, ms, ANSWER_MS);
 	}
 
+	if (which == UNREG) {
+		int rc, ms;
+
+		l = chan_expect(&ch, "UNREGISTER rc=",
+				(int)((t_send + ANSWER_MS / 1e3 - th_now()) * 1e3) + 500);
+		TH_ASSERT(sscanf(l, "%d ms=%d", &rc, &ms) == 2, "bad report: %s", l);
+		/* its pages put back, its UFFDIO_UNREGISTER left to finish: done, for the client */
+		TH_ASSERT(rc == 0 && ms <= ANSWER_MS,
+			  "the unregistration: rc %d after %d ms; expected 0 within %d ms", rc, ms,
+			  ANSWER_MS);
+	}
+
 	/* keep it stuck for HOLD_S s: the calls above were not served by its letting go */
 	while (th_now() < t_stuck + HOLD_S)
 		usleep(20000);
@@ -1212,9 +1292,9 @@ static void phase(int which)
 	reap(fm.server, "the FUSE server", 5000);
 	close(fm.reads);
 	TH_ASSERT(write(cmd[1], "r", 1) == 1, "write: %s", strerror(errno));
-	if (which == PASSIVE || which == WRITE)
+	if (which == PASSIVE || which == WRITE || which == UNREG)
 		chan_expect(&ch, "VERIFIED", 30000);
-	chan_expect(&ch, "ADOPTED", 15000);
+	chan_expect(&ch, which == UNREG ? "UNREGISTERED" : "ADOPTED", 15000);
 	chan_expect(&ch, "DONE", 5000);
 	st = reap(pid, "the attacker", 5000);
 	TH_ASSERT(WIFEXITED(st) && !WEXITSTATUS(st), "the attacker ended with status 0x%x", st);
@@ -1329,12 +1409,20 @@ static void phase_exec(void)
 	TH_ASSERT(th_npfd_alive(&d), "npfd died");
 }
 
+/* $ADV_STUCK_PHASES (e.g. "UNREG,EXEC") runs only those, to look at one; all by default */
+static bool phase_wanted(int which)
+{
+	const char *only = getenv("ADV_STUCK_PHASES");
+
+	return !only || strstr(only, phase_name[which]);
+}
+
 int main(void)
 {
 	const char *extra[] = {"--mm-call-timeout-ms", MM_CALL_TIMEOUT, NULL};
 	const char *a = getenv("NPF_TEST_ALARM");
 	unsigned int secs = a ? (unsigned int)strtoul(a, NULL, 10) : 0;
-	__u64 late_start;
+	__u64 late_start, phases = 0;
 
 	th_require_root();
 	test_pid = getpid();
@@ -1355,12 +1443,17 @@ int main(void)
 	printf("npfd %d, with --mm-call-timeout-ms %s\n", d.pid, MM_CALL_TIMEOUT);
 	late_start = late_now("at the start");
 
-	phase(LOCK);
-	phase(PASSIVE);
-	phase(WRITE);
-	phase_exec();
+	for (int which = LOCK; which <= EXEC; which++) {
+		if (!phase_wanted(which))
+			continue;
+		if (which == EXEC)
+			phase_exec();
+		else
+			phase(which);
+		phases++;
+	}
 
-	TH_ASSERT(late_now("at the end") == late_start + 4,
+	TH_ASSERT(late_now("at the end") == late_start + phases,
 		  "mm_calls_late: expected one per stuck attacker");
 	TH_ASSERT(th_npfd_alive(&d), "npfd died");
 	th_npfd_stop(&d);
