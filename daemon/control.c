@@ -423,7 +423,7 @@ int control_open(const char *path, gid_t gid, const char *pin_dir, __u64 started
 
 static void client_drop(struct npfd_client *c)
 {
-	struct npfd_mm *mm, *tmp;
+	struct npfd_mm *mm, *tmp, *other;
 
 	if (c->dead)
 		return;
@@ -434,18 +434,22 @@ static void client_drop(struct npfd_client *c)
 		c->wait->client = NULL;
 	c->wait = NULL;
 	list_del_init(&c->resume);
-	list_for_each_entry_safe(mm, tmp, &mms, node) {
-		/*
-		 * The client's mm goes with it. npfd stopping, or the process
-		 * stuck (its connection ended before the loop gave it up):
-		 * the client's ranges stay registered with its userfaultfd,
-		 * for libnpf to hand them to the next npfd (or serve them
-		 * itself meanwhile).
-		 */
+	/*
+	 * The client's mm goes with it. npfd stopping, or the process
+	 * given up (stuck: its connection may end before the loop gives it
+	 * up, and goes the same way): the client's ranges stay registered
+	 * with its userfaultfd, its journal entries and stores stay, for
+	 * libnpf to hand them to the next npfd (or serve them itself
+	 * meanwhile).
+	 */
+	list_for_each_entry(mm, &mms, node)
+		if (mm->owner == c && !mm->given_up && mmcall_refuses(mm->tgid))
+			list_for_each_entry(other, &mms, node)
+				if (other->owner == c)
+					other->given_up = true;
+	list_for_each_entry_safe(mm, tmp, &mms, node)
 		if (mm->owner == c)
-			mm_destroy(mm,
-				   !loop_stopping() && !mm->given_up && !mmcall_refuses(mm->tgid));
-	}
+			mm_destroy(mm, !loop_stopping() && !mm->given_up);
 	source_del(c->src);
 	/*
 	 * shutdown() acts on the socket, not on this descriptor: the client

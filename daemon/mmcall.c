@@ -757,34 +757,41 @@ static void unregister_pending_free(struct unregister_pending *u)
 /*
  * Make tgid's pending unregistrations (it is not stuck): 0 when they are
  * made, 1 if one missed its deadline (tgid is stuck again, the rest
- * wait), -1 if none could be handed over (out of memory: they wait).
+ * wait), -1 if one could not be handed over (it waits, and so do the
+ * calls behind it: they must not overtake it).
  */
 static int unregister_pending_make(pid_t tgid)
 {
 	struct unregister_pending *u, *tmp;
 
 	list_for_each_entry_safe(u, tmp, &unregister_pending, node) {
-		struct uffdio_range *range;
+		struct pollfd p = {.fd = u->pidfd, .events = POLLIN};
 		struct job *j;
 
 		if (u->tgid != tgid)
 			continue;
+		if (poll(&p, 1, 0) != 0) {
+			/* gone: tgid names another process now, whose calls these are not */
+			unregister_pending_free(u);
+			continue;
+		}
 		j = job_alloc(tgid, OP_IOCTL, 0);
-		if (!j)
+		if (!j || job_take_fd(j, u->uffd))
 			return -1;
-		j->fd = u->uffd; /* the job's now */
-		u->uffd = -1;
 		j->req = UFFDIO_UNREGISTER;
 		memcpy(j->arg, &u->range, sizeof(u->range));
-		unregister_pending_free(u);
-		if (call(j))
-			return errno == ETIMEDOUT ? 1 : -1;
-		range = (struct uffdio_range *)j->arg;
+		if (call(j)) {
+			if (errno != ETIMEDOUT)
+				return -1;	    /* no thread: it waits */
+			unregister_pending_free(u); /* the late call makes it */
+			return 1;
+		}
 		if (j->ret && j->err != ENOMEM && j->err != EINVAL)
 			pr_warn_rl(
 				"pid %d: the UFFDIO_UNREGISTER of 0x%llx+%llu it waited for failed: %s",
-				tgid, (unsigned long long)range->start,
-				(unsigned long long)range->len, strerror(j->err));
+				tgid, (unsigned long long)u->range.start,
+				(unsigned long long)u->range.len, strerror(j->err));
+		unregister_pending_free(u);
 		job_free(j);
 	}
 	return 0;
@@ -792,7 +799,7 @@ static int unregister_pending_make(pid_t tgid)
 
 static bool unregister_pending_run(pid_t tgid)
 {
-	return unregister_pending_make(tgid) == 1;
+	return unregister_pending_make(tgid) != 0;
 }
 
 int mmcall_unregister(pid_t tgid, int uffd, __u64 start, __u64 len)
@@ -800,7 +807,8 @@ int mmcall_unregister(pid_t tgid, int uffd, __u64 start, __u64 len)
 	struct uffdio_range range = {.start = start, .len = len};
 	struct unregister_pending *u;
 
-	if (!stuck_refuses(tgid))
+	/* the ones waiting go first: made, or this one waits behind them */
+	if (!mmcall_refuses(tgid))
 		return mmcall_ioctl(tgid, uffd, UFFDIO_UNREGISTER, &range, sizeof(range)) ? -1 : 0;
 	note_failed(tgid);
 	u = unregister_pending_n < UNREGISTER_PENDING_MAX ? calloc(1, sizeof(*u)) : NULL;

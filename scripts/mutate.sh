@@ -263,7 +263,7 @@ holes-nesting-ignored @@ daemon/region.c @@ s{(static int adopted_nesting\(struc
 holes-filter-outer-first @@ daemon/collect.c @@ s{for \(; k > 0 && pr.r\[k - 1\].end - pr.r\[k - 1\].start > r->length; k--\)}{for (; 0;)} @@ evict_region_hole
 holes-fallback-finds-outer @@ client/libnpf.c @@ s{ &&\n\t\t    \(!at \|\| c->regions\[i\].length < at->length\)\)}{ && !at)} @@ evict_region_hole
 holes-run-crosses @@ daemon/runs.c @@ s{ &&\n\s+!holes_contain\(&r->holes, faults\[j\].page\) :}{ :} @@ unit-runs
-unregister-drops-stored @@ daemon/region.c @@ s{ret = hooks.put_back \? hooks.put_back\(r, err, errlen\) : 0;}{ret = 0;} @@ evict_region_hole
+unregister-drops-stored @@ daemon/region.c @@ s{ret = hooks.put_back \? hooks.put_back\(r, err, errlen\) : 0;}{ret = 0;} @@ evict_region_hole adv_stuck_mm
 holes-device-maps-hole @@ daemon/device.c @@ s{\tif \(in_hole\(d, first, last\)\) \{}{\tif (0 && in_hole(d, first, last)) \{} @@ nic_region_hole
 unregister-oom-not-refused @@ daemon/main.c @@ s{if \(stored && !memcg_room\(r->mm, stored, &room\)\)}{if (0 && stored && !memcg_room(r->mm, stored, &room))} @@ evict_cgroup
 unregister-zaps-ignored @@ daemon/evict.c @@ s{\tif \(zaps_may_take\(r\)\)\n\t\treturn -EAGAIN;}{} @@ evict_unregister
@@ -323,9 +323,10 @@ ring-getfd-on-loop @@ daemon/evict.c @@ s{fd = mmcall_getfd\(c->pid, pidfd, req-
 token-not-pidfs @@ daemon/util.c @@ s{\t\ttoken = st.st_ino;}{\t\ttoken = start_time(pid);} @@ evict_crash
 mmcall-late-getfd-kept @@ daemon/mmcall.c @@ s{if \(ran && \(j->op == OP_OPEN \|\| j->op == OP_GETFD\) && j->ret >= 0\)}{if (ran && j->op == OP_OPEN && j->ret >= 0)} @@ adv_stuck_mm
 nic-exe-on-loop @@ daemon/collect.c @@ s{fd = mmcall_open\(mm->tgid, cand\[i\], O_RDONLY\);}{fd = open(cand[i], O_RDONLY \| O_CLOEXEC);} @@ adv_stuck_mm
-unregister-refused-dropped @@ daemon/mmcall.c @@ s{\tif \(!stuck_refuses\(tgid\)\)\n\t\treturn mmcall_ioctl}{\tif (1)\n\t\treturn mmcall_ioctl} @@ unit-mmcall
+unregister-refused-dropped @@ daemon/mmcall.c @@ s{\tif \(!mmcall_refuses\(tgid\)\)\n\t\treturn mmcall_ioctl}{\tif (1)\n\t\treturn mmcall_ioctl} @@ unit-mmcall
 unregister-pending-not-first @@ daemon/mmcall.c @@ s{return stuck_refuses\(tgid\) \|\| unregister_pending_run\(tgid\);}{return stuck_refuses(tgid);} @@ unit-mmcall
 unregister-pending-while-stuck @@ daemon/mmcall.c @@ s{\t\tif \(!stuck_refuses\(u->tgid\)\) \{}{\t\tif (1) \{} @@ unit-mmcall
+unregister-flush-idle @@ daemon/mmcall.c @@ s{\t\tif \(!stuck_refuses\(u->tgid\)\) \{}{\t\tif (0) \{} @@ unit-mmcall
 EOF
 }
 

@@ -37,7 +37,10 @@
  *    /proc/PID/stat, ns/user, exe and pidfd_getfd()): npfd must take a
  *    connection it made just before (its user namespace is asked of the
  *    pidfd) and refuse its eviction ring request (pidfd_getfd() on the
- *    worker, late) -- see phase_exec().
+ *    worker, late) -- see phase_exec();
+ *  - EXECNIC: the same, with a device attach instead of the ring: npfd's
+ *    uprobe on the software NIC reads its maps and opens its executable
+ *    (the exe link is followed under the lock too), on the worker.
  * Meanwhile a victim (another client) connects, registers 64 pages, writes
  * and reads back every one (each a fault that npfd serves: its fallback is
  * a minute away) and unregisters, all within VICTIM_MS; npfd answers a
@@ -65,6 +68,7 @@
 #include <bpf/bpf.h>
 #include "adv.h"
 #include "npf.h"
+#include "npf_nic_abi.h"
 
 #define PG 4096UL
 #define HOLD_S 10	      /* how long an attacker keeps its address space stuck */
@@ -81,12 +85,12 @@
 #define VICTIM_PAGES 64UL
 #define UR_PAGES 256UL /* UNREG: a region with a 64-page budget, most of it in the swap store */
 
-enum { LOCK, PASSIVE, WRITE, UNREG, EXEC };
-static const char *const phase_name[] = {"LOCK", "PASSIVE", "WRITE", "UNREG", "EXEC"};
+enum { LOCK, PASSIVE, WRITE, UNREG, EXEC, EXECNIC };
+static const char *const phase_name[] = {"LOCK", "PASSIVE", "WRITE", "UNREG", "EXEC", "EXECNIC"};
 
 static struct th_npfd d;
 static pid_t test_pid;
-static volatile sig_atomic_t npfd_stopped; /* EXEC: SIGCONT it on every way out */
+static volatile sig_atomic_t npfd_stopped; /* EXEC*: SIGCONT it on every way out */
 
 static uint64_t word(uint64_t gen, uint64_t p, uint64_t w)
 {
@@ -1145,28 +1149,56 @@ static void __attribute__((noreturn)) exec_attacker(void)
 	if (q < 0)
 		child_fail(at.rep, "clone: %s", strerror(errno));
 	if (!q) {
-		struct {
+		union {
 			struct npf_msg_hdr h;
-			struct npf_evict_ring_req r;
-		} req = {0};
+			struct {
+				struct npf_msg_hdr h;
+				struct npf_evict_ring_req r;
+			} ring;
+			struct {
+				struct npf_msg_hdr h;
+				struct npf_device_attach_req a;
+			} attach;
+		} req;
 		static char buf[NPF_MSG_MAX];
 		struct npf_reply *r = (struct npf_reply *)(buf + sizeof(struct npf_msg_hdr));
 		struct pollfd p = {.fd = conn, .events = POLLIN};
+		int iopt = -1;
+		size_t len;
 		char go = 0;
 		double t0;
 		ssize_t n;
 
+		memset(&req, 0, sizeof(req));
+		if (at.phase == EXEC) {
+			adv_hdr(&req.h, NPF_MSG_EVICT_RING, len = sizeof(req.ring));
+			req.ring.r.fd = probe;
+		} else {
+			/* an IO page table for the region, as libnpfnic makes one */
+			struct npf_iopt_header h = {.magic = NPF_IOPT_MAGIC,
+						    .version = NPF_IOPT_VERSION,
+						    .start = (__u64)(uintptr_t)m,
+						    .npages = FIRST_PAGES,
+						    .pte_offset = sizeof(h),
+						    .owner_tgid = (__u32)getppid()};
+
+			iopt = memfd_create("npf-test-iopt", MFD_ALLOW_SEALING | MFD_CLOEXEC);
+			if (iopt < 0 || ftruncate(iopt, sizeof(h) + FIRST_PAGES * 8) ||
+			    pwrite(iopt, &h, sizeof(h), 0) != sizeof(h) ||
+			    fcntl(iopt, F_ADD_SEALS, F_SEAL_SHRINK))
+				child_fail(at.rep, "Q: the IO page table: %s", strerror(errno));
+			adv_hdr(&req.h, NPF_MSG_DEVICE_ATTACH, len = sizeof(req.attach));
+			req.attach.a.region_id = (__u32)id;
+		}
 		if (read(at.wgo, &go, 1) != 1 || go != 'e')
 			child_fail(at.rep, "Q: unexpected command");
-		adv_hdr(&req.h, NPF_MSG_EVICT_RING, sizeof(req));
-		req.r.fd = probe;
 		t0 = th_now();
-		if (send(conn, &req, sizeof(req), MSG_NOSIGNAL) != sizeof(req))
+		if (adv_send(conn, &req, len, iopt >= 0 ? &iopt : NULL, iopt >= 0) != (ssize_t)len)
 			child_fail(at.rep, "Q: send: %s", strerror(errno));
 		n = poll(&p, 1, 10000) == 1 ? recv(conn, buf, sizeof(buf), 0) : -1;
 		if (n < (ssize_t)(sizeof(struct npf_msg_hdr) + sizeof(*r)))
-			child_fail(at.rep, "Q: no answer to the ring request within 10 s (%zd)", n);
-		say(at.rep, "RING status=%d ms=%d (%s)", r->status, (int)((th_now() - t0) * 1e3),
+			child_fail(at.rep, "Q: no answer to the request within 10 s (%zd)", n);
+		say(at.rep, "REQUEST status=%d ms=%d (%s)", r->status, (int)((th_now() - t0) * 1e3),
 		    r->error);
 		_exit(0);
 	}
@@ -1316,23 +1348,24 @@ static void phase(int which)
  * after the deadline: one late call), and serve a victim, while the exec
  * waits; after the release the exec ends and npfd counts nothing more.
  */
-static void phase_exec(void)
+static void phase_exec(int which)
 {
-	struct chan ch = {.who = "EXEC"};
+	const char *what = which == EXEC ? "ring request" : "device attach";
+	struct chan ch = {.who = phase_name[which]};
 	int cmd[2], qgo[2], rep[2], st, rc, ms;
 	pid_t pid, flusher = 0;
 	double t_stuck, t_send;
 	__u64 late0, late1;
 	char *l;
 
-	printf("\n== EXEC: the attacker's execve() waits in a FUSE FLUSH for %d s (its "
-	       "exec_update_lock held); npfd takes its connection, its ring request\n",
-	       HOLD_S);
+	printf("\n== %s: the attacker's execve() waits in a FUSE FLUSH for %d s (its "
+	       "exec_update_lock held); npfd takes its connection, its %s\n",
+	       phase_name[which], HOLD_S, what);
 	fuse_mount(&fm);
 	late0 = late_now("before");
 	TH_ASSERT(!pipe(cmd) && !pipe(qgo) && !pipe(rep), "pipe: %s", strerror(errno));
 	fflush(stdout);
-	at = (struct attack){.phase = EXEC, .cmd = cmd[0], .wgo = qgo[0], .rep = rep[1]};
+	at = (struct attack){.phase = which, .cmd = cmd[0], .wgo = qgo[0], .rep = rep[1]};
 	pid = fork();
 	TH_ASSERT(pid >= 0, "fork: %s", strerror(errno));
 	if (!pid) {
@@ -1375,21 +1408,21 @@ static void phase_exec(void)
 	late_now("while its exec waits, after its connection");
 	TH_ASSERT(write(qgo[1], "e", 1) == 1, "write: %s", strerror(errno));
 	t_send = th_now();
-	l = chan_expect(&ch, "RING status=", ANSWER_MS + 500);
+	l = chan_expect(&ch, "REQUEST status=", ANSWER_MS + 500);
 	TH_ASSERT(sscanf(l, "%d ms=%d", &rc, &ms) == 2, "bad report: %s", l);
 	TH_ASSERT(rc < 0 && ms <= ANSWER_MS,
-		  "the ring request of a process whose exec waits: status %d after %d ms; "
+		  "the %s of a process whose exec waits: status %d after %d ms; "
 		  "expected npfd's refusal within %d ms",
-		  rc, ms, ANSWER_MS);
-	printf("ring request refused after %.0f ms\n", (th_now() - t_send) * 1e3);
+		  what, rc, ms, ANSWER_MS);
+	printf("%s refused after %.0f ms\n", what, (th_now() - t_send) * 1e3);
 
 	run_victim();
 
 	late1 = late_now("while its exec waits");
 	TH_ASSERT(late1 == late0 + 1,
-		  "mm_calls_late grew by %llu: expected 1 (the ring's pidfd_getfd(); "
-		  "its connection is taken without waiting)",
-		  (unsigned long long)(late1 - late0));
+		  "mm_calls_late grew by %llu: expected 1 (the %s's pidfd_getfd() or read of "
+		  "its maps; its connection is taken without waiting)",
+		  (unsigned long long)(late1 - late0), what);
 	while (th_now() < t_stuck + HOLD_S)
 		usleep(20000);
 	fuse_release(&fm);
@@ -1405,7 +1438,9 @@ static void phase_exec(void)
 	TH_ASSERT(late_now("after the release") == late1, "mm_calls_late grew after the release");
 	/* the late pidfd_getfd() came through while the exec'd sleep ran: what it got is not kept */
 	TH_ASSERT(!holds_probe(d.pid), "npfd keeps the attacker's %s, fetched late", PROBE_NAME);
-	printf("npfd holds no %s: the late pidfd_getfd()'s descriptor was closed\n", PROBE_NAME);
+	if (which == EXEC)
+		printf("npfd holds no %s: the late pidfd_getfd()'s descriptor was closed\n",
+		       PROBE_NAME);
 	TH_ASSERT(th_npfd_alive(&d), "npfd died");
 }
 
@@ -1413,8 +1448,14 @@ static void phase_exec(void)
 static bool phase_wanted(int which)
 {
 	const char *only = getenv("ADV_STUCK_PHASES");
+	size_t len = strlen(phase_name[which]);
 
-	return !only || strstr(only, phase_name[which]);
+	if (!only)
+		return true;
+	for (const char *p = only; (p = strstr(p, phase_name[which])); p += len)
+		if ((p == only || p[-1] == ',') && (p[len] == ',' || !p[len]))
+			return true;
+	return false;
 }
 
 int main(void)
@@ -1443,11 +1484,11 @@ int main(void)
 	printf("npfd %d, with --mm-call-timeout-ms %s\n", d.pid, MM_CALL_TIMEOUT);
 	late_start = late_now("at the start");
 
-	for (int which = LOCK; which <= EXEC; which++) {
+	for (int which = LOCK; which <= EXECNIC; which++) {
 		if (!phase_wanted(which))
 			continue;
-		if (which == EXEC)
-			phase_exec();
+		if (which == EXEC || which == EXECNIC)
+			phase_exec(which);
 		else
 			phase(which);
 		phases++;

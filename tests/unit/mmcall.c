@@ -14,7 +14,8 @@
  *  - when the late call returns (a writer opens the FIFO), its process is
  *    served again, and the descriptor it opened late is closed;
  *  - an unregistration for a stuck process (mmcall_unregister()) waits,
- *    and is made before its first call once it is served again;
+ *    and is made before its first call once it is served again, or by
+ *    the loop's flush if no call comes;
  *  - a stuck process that exits is stuck no more;
  *  - a whole /proc file is read (mmcall_fopen()), and reads in one call
  *    (mmcall_preadv()) each give their own bytes.
@@ -124,12 +125,11 @@ int main(void)
 {
 	char f1[96], f2[96], f3[96], line[256], buf[64];
 	struct uffdio_api api = {.api = UFFD_API};
-	struct uffdio_register reg = {.range = {.len = 2 * 4096},
-				      .mode = UFFDIO_REGISTER_MODE_MISSING};
+	struct uffdio_register reg = {.mode = UFFDIO_REGISTER_MODE_MISSING};
 	struct mmcall_read rd[2];
 	pid_t a, b, c, other;
 	int fd, fds0, uffd;
-	void *mem;
+	void *mem, *mem2;
 	double t0, dt;
 	FILE *f;
 
@@ -208,24 +208,40 @@ int main(void)
 	if (fd >= 0)
 		close(fd);
 
-	/* an unregistration for a stuck process waits for it (through a descriptor of its own) */
+	/*
+	 * An unregistration for a stuck process waits for it: a's is made
+	 * before its next call, b's by the loop's flush once b is served
+	 * again. The userfaultfd stays open here: its last close would
+	 * unregister everything by itself.
+	 */
 	uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
 	UT_CHECK(uffd >= 0 && !ioctl(uffd, UFFDIO_API, &api), "userfaultfd: %s", strerror(errno));
-	mem = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	mem = mmap(NULL, 4 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	mem2 = (char *)mem + 2 * 4096;
 	reg.range.start = (__u64)(uintptr_t)mem;
-	UT_CHECK(mem != MAP_FAILED && !ioctl(uffd, UFFDIO_REGISTER, &reg) && uffd_registered(mem),
+	reg.range.len = 4 * 4096;
+	UT_CHECK(mem != MAP_FAILED && !ioctl(uffd, UFFDIO_REGISTER, &reg) && uffd_registered(mem) &&
+			 uffd_registered(mem2),
 		 "UFFDIO_REGISTER: %s", strerror(errno));
-	UT_CHECK(!mmcall_unregister(a, uffd, (__u64)(uintptr_t)mem, 2 * 4096),
-		 "an unregistration for the stuck pid: %s", strerror(errno));
-	close(uffd);
+	UT_CHECK(!mmcall_unregister(a, uffd, (__u64)(uintptr_t)mem, 2 * 4096) &&
+			 !mmcall_unregister(b, uffd, (__u64)(uintptr_t)mem2, 2 * 4096),
+		 "an unregistration for a stuck pid: %s", strerror(errno));
+	usleep(20000);
 	mmcall_unregister_flush();
-	UT_CHECK(uffd_registered(mem), "unregistered while its process is stuck");
+	UT_CHECK(uffd_registered(mem) && uffd_registered(mem2),
+		 "unregistered while its process is stuck");
 
 	/* the late calls return: served again, the late descriptors closed */
 	release(f1);
-	release(f2);
 	UT_CHECK(served_again(a), "pid %d refused 2 s after its late call could return", a);
-	UT_CHECK(!uffd_registered(mem), "still registered once its process is served again");
+	UT_CHECK(!uffd_registered(mem), "a's range still registered when it is served again");
+	UT_CHECK(uffd_registered(mem2), "b's range unregistered before b is served again");
+	release(f2);
+	for (t0 = now_s(); uffd_registered(mem2) && now_s() - t0 < 2; usleep(20000))
+		mmcall_unregister_flush();
+	UT_CHECK(!uffd_registered(mem2), "b's range still registered 2 s after its late call "
+					 "could return (the flush does not make it)");
+	close(uffd);
 	UT_CHECK(served_again(b) && served_again(c), "the user's processes still refused");
 	fd = mmcall_open(c, "/proc/self/status", O_RDONLY);
 	UT_CHECK(fd >= 0, "a call after the release: %s", strerror(errno));
