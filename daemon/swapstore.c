@@ -108,9 +108,25 @@ static void remove_stale(void)
 			   &end) != 4 ||
 		    de->d_name[end] != '\0')
 			continue; /* not a store: not npfd's to delete */
-		if (!strcmp(boot, boot_id) && process_token(pid) == token) {
-			kept++;
-			continue;
+		if (!strcmp(boot, boot_id)) {
+			__u64 now = process_token(pid);
+			char name[SWAPSTORE_NAME_LEN];
+
+			if (now && now == token) {
+				kept++;
+				continue;
+			}
+			/*
+			 * Named by an npfd of before pidfs tokens, by the start
+			 * time: renamed, for this one to find (start-up: the
+			 * loop does not run yet).
+			 */
+			store_name(name, pid, now, id);
+			if (now && token == process_start_time(pid) &&
+			    !renameat(dir_fd, de->d_name, dir_fd, name)) {
+				kept++;
+				continue;
+			}
 		}
 		if (unlinkat(dir_fd, de->d_name, 0) && errno != ENOENT)
 			pr_warn("swap store: cannot delete the stale %s/%s: %s", store_dir,

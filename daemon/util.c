@@ -70,7 +70,7 @@ __u64 now_ns(void)
  * /proc/PID/stat (field 22, clock ticks after boot) names the process
  * instead, and there a process stuck in its execve() holds its caller.
  */
-static __u64 start_time(pid_t pid)
+__u64 process_start_time(pid_t pid)
 {
 	char path[64], buf[1024];
 	unsigned long long start;
@@ -136,7 +136,7 @@ __u64 process_token(pid_t pid)
 	if (!fstatfs(fd, &fs) && fs.f_type == PID_FS_MAGIC && !fstat(fd, &st))
 		token = st.st_ino;
 	else
-		token = start_time(pid);
+		token = process_start_time(pid);
 	close(fd);
 	return token;
 }

@@ -24,6 +24,12 @@ bool process_alive(pid_t pid);
  * pidfs. Never waits on the process.
  */
 __u64 process_token(pid_t pid);
+/*
+ * When pid started (clock ticks after boot, /proc/PID/stat field 22); 0:
+ * gone. The kernel reads it under the process's exec_update_lock: it waits
+ * as long as the process's execve() does. Not for the loop.
+ */
+__u64 process_start_time(pid_t pid);
 
 /*
  * A buffer a late system call may still read (mmcall.h: a call on the

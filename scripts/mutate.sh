@@ -321,6 +321,7 @@ socket-group-ignored @@ daemon/control.c @@ s{\(gid != \(gid_t\)-1 && chown\(pat
 userns-through-proc @@ daemon/control.c @@ s{ns = ioctl\(pidfd, PIDFD_GET_USER_NAMESPACE, 0\);}{snprintf(path, sizeof(path), "/proc/%d/ns/user", pid), ns = open(path, O_RDONLY \| O_CLOEXEC);} @@ adv_stuck_mm
 ring-getfd-on-loop @@ daemon/evict.c @@ s{fd = mmcall_getfd\(c->pid, pidfd, req->fd\);}{fd = (int)syscall(438, pidfd, req->fd, 0);} @@ adv_stuck_mm
 token-not-pidfs @@ daemon/util.c @@ s{\t\ttoken = st.st_ino;}{\t\ttoken = start_time(pid);} @@ evict_crash
+store-start-time-names-deleted @@ daemon/swapstore.c @@ s{if \(now && token == process_start_time\(pid\) &&}{if (0 &&} @@ evict_crash
 mmcall-late-getfd-kept @@ daemon/mmcall.c @@ s{if \(ran && \(j->op == OP_OPEN \|\| j->op == OP_GETFD\) && j->ret >= 0\)}{if (ran && j->op == OP_OPEN && j->ret >= 0)} @@ adv_stuck_mm
 nic-exe-on-loop @@ daemon/collect.c @@ s{fd = mmcall_open\(mm->tgid, cand\[i\], O_RDONLY\);}{fd = open(cand[i], O_RDONLY \| O_CLOEXEC);} @@ adv_stuck_mm
 unregister-refused-dropped @@ daemon/mmcall.c @@ s{\tif \(!mmcall_refuses\(tgid\)\)\n\t\treturn mmcall_ioctl}{\tif (1)\n\t\treturn mmcall_ioctl} @@ unit-mmcall

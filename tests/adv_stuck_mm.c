@@ -1055,25 +1055,37 @@ static void __attribute__((noreturn)) attacker(void)
  */
 #define PROBE_NAME "memfd:npf-test-getfd" /* what Q asks npfd to fetch (survives the exec) */
 
-/* Does process pid hold the attacker's probe memfd? */
+/*
+ * Does process pid hold the attacker's probe memfd? Asked of each of its
+ * threads: once npfd's loop has moved (WRITE), its first thread is gone,
+ * and /proc/PID/fd, which is that thread's, lists nothing.
+ */
 static bool holds_probe(pid_t pid)
 {
-	char path[64], link[64 + 256], target[128];
-	struct dirent *e;
+	char path[64], fdpath[96], link[96 + 256], target[128];
+	struct dirent *t, *e;
 	bool found = false;
-	DIR *dir;
+	DIR *tasks, *fds;
 
-	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
-	dir = opendir(path);
-	TH_ASSERT(dir, "opendir %s: %s", path, strerror(errno));
-	while (!found && (e = readdir(dir))) {
-		ssize_t n;
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	tasks = opendir(path);
+	TH_ASSERT(tasks, "opendir %s: %s", path, strerror(errno));
+	while (!found && (t = readdir(tasks))) {
+		if (t->d_name[0] == '.')
+			continue;
+		snprintf(fdpath, sizeof(fdpath), "%s/%s/fd", path, t->d_name);
+		fds = opendir(fdpath);
+		while (fds && !found && (e = readdir(fds))) {
+			ssize_t n;
 
-		snprintf(link, sizeof(link), "%s/%s", path, e->d_name);
-		n = readlink(link, target, sizeof(target) - 1);
-		found = n > 0 && (target[n] = 0, strstr(target, PROBE_NAME));
+			snprintf(link, sizeof(link), "%s/%s", fdpath, e->d_name);
+			n = readlink(link, target, sizeof(target) - 1);
+			found = n > 0 && (target[n] = 0, strstr(target, PROBE_NAME));
+		}
+		if (fds)
+			closedir(fds);
 	}
-	closedir(dir);
+	closedir(tasks);
 	return found;
 }
 

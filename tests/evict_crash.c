@@ -82,26 +82,13 @@ static uint64_t nonresident(char *mem)
 	return n;
 }
 
-/*
- * What npfd names a process's stores by (BOOT.PID.TOKEN.REGION): its pidfs
- * inode number, or before pidfs its start time (/proc/PID/stat field 22).
- */
-static unsigned long long token(pid_t pid)
+/* When pid started: /proc/PID/stat field 22 (what npfd named stores by before pidfs tokens). */
+static unsigned long long start_time(pid_t pid)
 {
 	char path[64], buf[1024], *p;
 	unsigned long long t = 0;
-	struct statfs fs;
-	struct stat st;
-	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	FILE *f;
 
-	TH_ASSERT(pidfd >= 0, "pidfd_open(%d): %s", pid, strerror(errno));
-	if (!fstatfs(pidfd, &fs) && fs.f_type == 0x50494446 /* PID_FS_MAGIC */ &&
-	    !fstat(pidfd, &st)) {
-		close(pidfd);
-		return st.st_ino;
-	}
-	close(pidfd);
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
 	f = fopen(path, "r");
 	TH_ASSERT(f && fgets(buf, sizeof(buf), f), "read %s", path);
@@ -111,6 +98,32 @@ static unsigned long long token(pid_t pid)
 		p = strchr(p, ' ') + 1;
 	TH_ASSERT(sscanf(p, "%llu", &t) == 1, "start time of %d", pid);
 	return t;
+}
+
+/*
+ * What npfd names a process's stores by (BOOT.PID.TOKEN.REGION): its pidfs
+ * inode number, or before pidfs its start time. 0: no pidfs.
+ */
+static unsigned long long pidfs_token(pid_t pid)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	unsigned long long t = 0;
+	struct statfs fs;
+	struct stat st;
+
+	TH_ASSERT(pidfd >= 0, "pidfd_open(%d): %s", pid, strerror(errno));
+	if (!fstatfs(pidfd, &fs) && fs.f_type == 0x50494446 /* PID_FS_MAGIC */ &&
+	    !fstat(pidfd, &st))
+		t = st.st_ino;
+	close(pidfd);
+	return t;
+}
+
+static unsigned long long token(pid_t pid)
+{
+	unsigned long long t = pidfs_token(pid);
+
+	return t ? t : start_time(pid);
 }
 
 static void touch(const char *name)
@@ -134,7 +147,7 @@ static bool exists(const char *name)
 
 int main(void)
 {
-	char boot[64] = "", live[160], dead[160], other_boot[160];
+	char boot[64] = "", live[160], dead[160], other_boot[160], old_live[160], renamed[160];
 	struct npf_client *c;
 	uint64_t evicted = 0, stored, gone;
 	double t0;
@@ -188,16 +201,29 @@ int main(void)
 	snprintf(live, sizeof(live), "%s.%d.%llu.%u", boot, getpid(), token(getpid()), 77);
 	snprintf(other_boot, sizeof(other_boot), "00000000-0000-0000-0000-000000000000.%d.%llu.%u",
 		 getpid(), token(getpid()), 78);
+	/* one an npfd of before pidfs tokens named by the start time: renamed, not deleted */
+	snprintf(old_live, sizeof(old_live), "%s.%d.%llu.%u", boot, getpid(), start_time(getpid()),
+		 79);
+	snprintf(renamed, sizeof(renamed), "%s.%d.%llu.%u", boot, getpid(), token(getpid()), 79);
 	touch(dead);
 	touch(live);
 	touch(other_boot);
 	touch("README");
+	if (pidfs_token(getpid()))
+		touch(old_live);
 	rs_npfd_kill(&d, SIGTERM);
 	rs_npfd_start(&d);
 	TH_ASSERT(!exists(dead), "the store of a process that is gone was not deleted");
 	TH_ASSERT(!exists(other_boot), "the store of another boot was not deleted");
 	TH_ASSERT(exists(live), "the store of a live process was deleted");
 	TH_ASSERT(exists("README"), "a file that is not a store was deleted");
+	if (pidfs_token(getpid()))
+		TH_ASSERT(!exists(old_live) && exists(renamed),
+			  "a store named by the start time: %s there %d, %s there %d (expected "
+			  "renamed)",
+			  old_live, exists(old_live), renamed, exists(renamed));
+	else
+		printf("no pidfs: stores are named by start times, nothing to rename\n");
 
 	npf_client__close(c);
 	rs_npfd_cleanup(&d);
