@@ -35,6 +35,8 @@ void device_retire_stop(void);
 void device_mm_gone(struct npfd_mm *mm);
 /* Pages [start, end) of r left: clear the devices' entries, tell the NICs. */
 void device_range_removed(struct npfd_region *r, __u64 start, __u64 end);
+/* The same, for pages eviction takes (they come back when asked for again). */
+void device_pages_evicted(struct npfd_region *r, __u64 start, __u64 end);
 /* Pages of r were installed: answer the page requests that wait for them. */
 void device_pages_installed(struct npfd_region *r, __u64 start, __u64 npages);
 /* A device page request read from the ring buffer. */

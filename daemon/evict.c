@@ -2696,7 +2696,7 @@ static void batch_start(struct npfd_region *r, unsigned int want)
 
 		while (j < b.n && b.page[j] == b.page[j - 1] + NPF_PAGE_SIZE)
 			j++;
-		device_range_removed(r, b.page[i], b.page[j - 1] + NPF_PAGE_SIZE);
+		device_pages_evicted(r, b.page[i], b.page[j - 1] + NPF_PAGE_SIZE);
 		i = j;
 	}
 }

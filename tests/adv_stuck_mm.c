@@ -906,30 +906,21 @@ static void __attribute__((noreturn)) attacker(void)
 		child_fail(at.rep, "pthread_create");
 
 	/* from here until the release, nothing that takes our own mmap_lock */
-	if (at.phase == LOCK) {
+	if (at.phase == LOCK || at.phase == UNREG) {
+		const bool reg = at.phase == LOCK;
 		char buf[200];
 		double t0;
 		int rc;
 
 		if (cmd_read() != 'g')
 			child_fail(at.rep, "unexpected command");
-		say(at.rep, "SENDING a registration");
+		say(at.rep, "SENDING %s", reg ? "a registration" : "the unregistration");
 		t0 = th_now();
-		rc = npf_client__register(c, first, FIRST_PAGES * PG, NULL);
+		rc = reg ? npf_client__register(c, first, FIRST_PAGES * PG, NULL) :
+			   npf_client__unregister(c, (__u32)id);
 		snprintf(buf, sizeof(buf), "%s", rc < 0 ? npf_client__errmsg(c) : "");
-		say(at.rep, "REGISTER rc=%d ms=%d (%s)", rc, (int)((th_now() - t0) * 1e3), buf);
-	} else if (at.phase == UNREG) {
-		char buf[200];
-		double t0;
-		int rc;
-
-		if (cmd_read() != 'g')
-			child_fail(at.rep, "unexpected command");
-		say(at.rep, "SENDING the unregistration");
-		t0 = th_now();
-		rc = npf_client__unregister(c, (__u32)id);
-		snprintf(buf, sizeof(buf), "%s", rc < 0 ? npf_client__errmsg(c) : "");
-		say(at.rep, "UNREGISTER rc=%d ms=%d (%s)", rc, (int)((th_now() - t0) * 1e3), buf);
+		say(at.rep, "%s rc=%d ms=%d (%s)", reg ? "REGISTER" : "UNREGISTER", rc,
+		    (int)((th_now() - t0) * 1e3), buf);
 	} else if (at.phase == WRITE) {
 		if (cmd_read() != 'g')
 			child_fail(at.rep, "unexpected command");
@@ -1062,7 +1053,7 @@ static void __attribute__((noreturn)) attacker(void)
  */
 static bool holds_probe(pid_t pid)
 {
-	char path[64], fdpath[96], link[96 + 256], target[128];
+	char path[64], fdpath[64 + 256 + 4], link[sizeof(fdpath) + 256], target[128];
 	struct dirent *t, *e;
 	bool found = false;
 	DIR *tasks, *fds;
@@ -1228,12 +1219,53 @@ static void __attribute__((noreturn)) exec_attacker(void)
 	child_fail(at.rep, "exec sleep: %s", strerror(errno));
 }
 
+/*
+ * Start phase which's attacker, a child running body (it never returns):
+ * the test's ends of its command pipes in *cmd and *go, its reports in ch.
+ */
+static pid_t attacker_start(int which, void (*body)(void), int *cmd, int *go, struct chan *ch)
+{
+	int c[2], g[2], rep[2];
+	pid_t pid;
+
+	TH_ASSERT(!pipe(c) && !pipe(g) && !pipe(rep), "pipe: %s", strerror(errno));
+	fflush(stdout);
+	at = (struct attack){.phase = which, .cmd = c[0], .wgo = g[0], .rep = rep[1]};
+	pid = fork();
+	TH_ASSERT(pid >= 0, "fork: %s", strerror(errno));
+	if (!pid) {
+		signal(SIGALRM, SIG_DFL);
+		alarm(TEST_ALARM_S);
+		close(c[1]);
+		close(g[1]);
+		close(rep[0]);
+		close(fm.reads);
+		body();
+		_exit(1);
+	}
+	th_child_started(pid);
+	close(c[0]);
+	close(g[0]);
+	close(rep[1]);
+	*cmd = c[1];
+	*go = g[1];
+	ch->fd = rep[0];
+	return pid;
+}
+
+static void attacker_end(int cmd, int go, struct chan *ch)
+{
+	close(cmd);
+	close(go);
+	close(ch->fd);
+}
+
 /* ---- one phase ---- */
 
 static void phase(int which)
 {
 	struct chan ch = {.who = phase_name[which]};
-	int cmd[2], wgo[2], rep[2], st;
+	int cmd, wgo, st;
 	double t_stuck, t_send = 0;
 	__u64 late0, late1;
 	char *l, state;
@@ -1247,25 +1279,7 @@ static void phase(int which)
 	       HOLD_S);
 	fuse_mount(&fm);
 	late0 = late_now("before");
-	TH_ASSERT(!pipe(cmd) && !pipe(wgo) && !pipe(rep), "pipe: %s", strerror(errno));
-	fflush(stdout);
-	at = (struct attack){.phase = which, .cmd = cmd[0], .wgo = wgo[0], .rep = rep[1]};
-	pid = fork();
-	TH_ASSERT(pid >= 0, "fork: %s", strerror(errno));
-	if (!pid) {
-		signal(SIGALRM, SIG_DFL);
-		alarm(TEST_ALARM_S);
-		close(cmd[1]);
-		close(wgo[1]);
-		close(rep[0]);
-		close(fm.reads);
-		attacker();
-	}
-	th_child_started(pid);
-	close(cmd[0]);
-	close(wgo[0]);
-	close(rep[1]);
-	ch.fd = rep[0];
+	pid = attacker_start(which, attacker, &cmd, &wgo, &ch);
 	if (which == PASSIVE)
 		chan_expect(&ch, "EVICTING", 30000);
 	if (which == UNREG)
@@ -1279,7 +1293,7 @@ static void phase(int which)
 		TH_ASSERT(poll(&p, 1, 5000) == 1 && read(fm.reads, &reader, sizeof(reader)) == 4,
 			  "the FUSE server saw no READ of the attacker's page within 5 s");
 	}
-	TH_ASSERT(write(wgo[1], "w", 1) == 1, "write: %s", strerror(errno));
+	TH_ASSERT(write(wgo, "w", 1) == 1, "write: %s", strerror(errno));
 	for (double t0 = th_now(); (state = task_state(pid, writer)) != 'D'; usleep(5000))
 		TH_ASSERT(th_now() - t0 < 3, "the attacker's mmap() did not wait within 3 s (%c)",
 			  state ? state : '?');
@@ -1288,7 +1302,7 @@ static void phase(int which)
 	       "queued behind it\n",
 	       pid, reader, writer);
 	if (which == LOCK || which == WRITE || which == UNREG) {
-		TH_ASSERT(write(cmd[1], "g", 1) == 1, "write: %s", strerror(errno));
+		TH_ASSERT(write(cmd, "g", 1) == 1, "write: %s", strerror(errno));
 		chan_expect(&ch, "SENDING", 2000);
 		t_send = th_now();
 	}
@@ -1335,16 +1349,14 @@ static void phase(int which)
 	printf("released: the FUSE connection aborted after %.1f s\n", th_now() - t_stuck);
 	reap(fm.server, "the FUSE server", 5000);
 	close(fm.reads);
-	TH_ASSERT(write(cmd[1], "r", 1) == 1, "write: %s", strerror(errno));
+	TH_ASSERT(write(cmd, "r", 1) == 1, "write: %s", strerror(errno));
 	if (which == PASSIVE || which == WRITE || which == UNREG)
 		chan_expect(&ch, "VERIFIED", 30000);
 	chan_expect(&ch, which == UNREG ? "UNREGISTERED" : "ADOPTED", 15000);
 	chan_expect(&ch, "DONE", 5000);
 	st = reap(pid, "the attacker", 5000);
 	TH_ASSERT(WIFEXITED(st) && !WEXITSTATUS(st), "the attacker ended with status 0x%x", st);
-	close(cmd[1]);
-	close(wgo[1]);
-	close(rep[0]);
+	attacker_end(cmd, wgo, &ch);
 	late1 = late_now("after the release");
 	TH_ASSERT(late1 == late0 + 1,
 		  "mm_calls_late grew by %llu for one stuck attacker: expected 1 (each "
@@ -1364,7 +1376,7 @@ static void phase_exec(int which)
 {
 	const char *what = which == EXEC ? "ring request" : "device attach";
 	struct chan ch = {.who = phase_name[which]};
-	int cmd[2], qgo[2], rep[2], st, rc, ms;
+	int cmd, qgo, st, rc, ms;
 	pid_t pid, flusher = 0;
 	double t_stuck, t_send;
 	__u64 late0, late1;
@@ -1375,32 +1387,14 @@ static void phase_exec(int which)
 	       phase_name[which], HOLD_S, what);
 	fuse_mount(&fm);
 	late0 = late_now("before");
-	TH_ASSERT(!pipe(cmd) && !pipe(qgo) && !pipe(rep), "pipe: %s", strerror(errno));
-	fflush(stdout);
-	at = (struct attack){.phase = which, .cmd = cmd[0], .wgo = qgo[0], .rep = rep[1]};
-	pid = fork();
-	TH_ASSERT(pid >= 0, "fork: %s", strerror(errno));
-	if (!pid) {
-		signal(SIGALRM, SIG_DFL);
-		alarm(TEST_ALARM_S);
-		close(cmd[1]);
-		close(qgo[1]);
-		close(rep[0]);
-		close(fm.reads);
-		exec_attacker();
-	}
-	th_child_started(pid);
-	close(cmd[0]);
-	close(qgo[0]);
-	close(rep[1]);
-	ch.fd = rep[0];
+	pid = attacker_start(which, exec_attacker, &cmd, &qgo, &ch);
 	chan_expect(&ch, "ARMED", 10000);
 	/* what tells, below, whether npfd kept it (read now: not once the exec waits) */
 	TH_ASSERT(holds_probe(pid), "the attacker holds no %s", PROBE_NAME);
 
 	TH_ASSERT(!kill(d.pid, SIGSTOP), "SIGSTOP npfd: %s", strerror(errno));
 	npfd_stopped = 1;
-	TH_ASSERT(write(cmd[1], "x", 1) == 1, "write: %s", strerror(errno));
+	TH_ASSERT(write(cmd, "x", 1) == 1, "write: %s", strerror(errno));
 	chan_expect(&ch, "EXECING", 5000);
 	{
 		struct pollfd p = {.fd = fm.reads, .events = POLLIN};
@@ -1418,7 +1412,7 @@ static void phase_exec(int which)
 
 	/* the connection is taken first: an answer says the loop went past it */
 	late_now("while its exec waits, after its connection");
-	TH_ASSERT(write(qgo[1], "e", 1) == 1, "write: %s", strerror(errno));
+	TH_ASSERT(write(qgo, "e", 1) == 1, "write: %s", strerror(errno));
 	t_send = th_now();
 	l = chan_expect(&ch, "REQUEST status=", ANSWER_MS + 500);
 	TH_ASSERT(sscanf(l, "%d ms=%d", &rc, &ms) == 2, "bad report: %s", l);
@@ -1444,9 +1438,7 @@ static void phase_exec(int which)
 	/* its exec goes on: sleep 1 */
 	st = reap(pid, "the attacker's sleep", 5000);
 	TH_ASSERT(WIFEXITED(st) && !WEXITSTATUS(st), "the attacker ended with status 0x%x", st);
-	close(cmd[1]);
-	close(qgo[1]);
-	close(rep[0]);
+	attacker_end(cmd, qgo, &ch);
 	TH_ASSERT(late_now("after the release") == late1, "mm_calls_late grew after the release");
 	/* the late pidfd_getfd() came through while the exec'd sleep ran: what it got is not kept */
 	TH_ASSERT(!holds_probe(d.pid), "npfd keeps the attacker's %s, fetched late", PROBE_NAME);
