@@ -421,9 +421,19 @@ int control_open(const char *path, gid_t gid, const char *pin_dir, __u64 started
 	return 0;
 }
 
+/* Every mm c answers for is given up: not unregistered when c goes (control_give_up_stuck()). */
+static void give_up_mms_of(const struct npfd_client *c)
+{
+	struct npfd_mm *mm;
+
+	list_for_each_entry(mm, &mms, node)
+		if (mm->owner == c)
+			mm->given_up = true;
+}
+
 static void client_drop(struct npfd_client *c)
 {
-	struct npfd_mm *mm, *tmp, *other;
+	struct npfd_mm *mm, *tmp;
 
 	if (c->dead)
 		return;
@@ -443,10 +453,10 @@ static void client_drop(struct npfd_client *c)
 	 * meanwhile).
 	 */
 	list_for_each_entry(mm, &mms, node)
-		if (mm->owner == c && !mm->given_up && mmcall_refuses(mm->tgid))
-			list_for_each_entry(other, &mms, node)
-				if (other->owner == c)
-					other->given_up = true;
+		if (mm->owner == c && !mm->given_up && mmcall_refuses(mm->tgid)) {
+			give_up_mms_of(c);
+			break;
+		}
 	list_for_each_entry_safe(mm, tmp, &mms, node)
 		if (mm->owner == c)
 			mm_destroy(mm, !loop_stopping() && !mm->given_up);
@@ -480,7 +490,7 @@ static void client_drop(struct npfd_client *c)
 void control_give_up_stuck(void)
 {
 	static __u64 seen;
-	struct npfd_mm *mm, *other;
+	struct npfd_mm *mm;
 
 	if (!mmcall_failed_since(&seen))
 		return;
@@ -497,9 +507,7 @@ again:
 			goto again;
 		}
 		/* what else its connection answers for goes the same way, not unregistered */
-		list_for_each_entry(other, &mms, node)
-			if (other->owner == mm->owner)
-				other->given_up = true;
+		give_up_mms_of(mm->owner);
 		client_drop(mm->owner);
 		goto again; /* it freed mm, and maybe more */
 	}

@@ -421,12 +421,14 @@ static bool stuck_refuses(pid_t tgid)
 	       stuck_of_uid(uid) >= MMCALL_STUCK_PER_UID;
 }
 
+static struct list_head unregister_pending; /* defined with its kind below */
 static bool unregister_pending_run(pid_t tgid);
 
 bool mmcall_refuses(pid_t tgid)
 {
 	/* served again: first what could not be made while it was refused */
-	return stuck_refuses(tgid) || unregister_pending_run(tgid);
+	return stuck_refuses(tgid) ||
+	       (!list_empty(&unregister_pending) && unregister_pending_run(tgid));
 }
 
 void mmcall_failed_forget(void)

@@ -327,7 +327,7 @@ store-start-time-names-deleted @@ daemon/swapstore.c @@ s{if \(now && token == p
 mmcall-late-getfd-kept @@ daemon/mmcall.c @@ s{if \(ran && \(j->op == OP_OPEN \|\| j->op == OP_GETFD\) && j->ret >= 0\)}{if (ran && j->op == OP_OPEN && j->ret >= 0)} @@ adv_stuck_mm
 nic-exe-on-loop @@ daemon/collect.c @@ s{fd = mmcall_open\(mm->tgid, cand\[i\], O_RDONLY\);}{fd = open(cand[i], O_RDONLY \| O_CLOEXEC);} @@ adv_stuck_mm
 unregister-refused-dropped @@ daemon/mmcall.c @@ s{\tif \(!mmcall_refuses\(tgid\)\)\n\t\treturn mmcall_ioctl}{\tif (1)\n\t\treturn mmcall_ioctl} @@ unit-mmcall
-unregister-pending-not-first @@ daemon/mmcall.c @@ s{return stuck_refuses\(tgid\) \|\| unregister_pending_run\(tgid\);}{return stuck_refuses(tgid);} @@ unit-mmcall
+unregister-pending-not-first @@ daemon/mmcall.c @@ s{return stuck_refuses\(tgid\) \|\|\s*\(!list_empty\(&unregister_pending\) && unregister_pending_run\(tgid\)\);}{return stuck_refuses(tgid);} @@ unit-mmcall
 unregister-pending-while-stuck @@ daemon/mmcall.c @@ s{\t\tif \(!stuck_refuses\(u->tgid\)\) \{}{\t\tif (1) \{} @@ unit-mmcall
 unregister-flush-idle @@ daemon/mmcall.c @@ s{\t\tif \(!stuck_refuses\(u->tgid\)\) \{}{\t\tif (0) \{} @@ unit-mmcall
 EOF

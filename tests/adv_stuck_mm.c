@@ -67,6 +67,7 @@
 #include <linux/seccomp.h>
 #include <bpf/bpf.h>
 #include "adv.h"
+#include "budget.h" /* th_uffd_registered() */
 #include "npf.h"
 #include "npf_nic_abi.h"
 
@@ -748,29 +749,6 @@ static void expect_adopted(struct npf_client *c, void *start)
 	    (th_now() - t0) * 1e3);
 }
 
-/* Is addr in a VMA registered with a userfaultfd ("um" in its smaps VmFlags)? */
-static bool uffd_registered(const void *addr)
-{
-	FILE *f = fopen("/proc/self/smaps", "re");
-	bool in = false, um = false;
-	unsigned long lo, hi;
-	char line[512];
-
-	while (f && fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
-			in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
-			continue;
-		}
-		if (in && !strncmp(line, "VmFlags:", 8)) {
-			um = strstr(line, " um") != NULL;
-			break;
-		}
-	}
-	if (f)
-		fclose(f);
-	return um;
-}
-
 static char *wr;
 static char *ur; /* UNREG's region */
 static int wp_go[2];
@@ -949,7 +927,7 @@ static void __attribute__((noreturn)) attacker(void)
 		 * lock was let go, after npfd had answered that it failed:
 		 * npfd undid it, and the range is the process's own again.
 		 */
-		for (double t0 = th_now(); uffd_registered(first); usleep(10000))
+		for (double t0 = th_now(); th_uffd_registered(first, PG); usleep(10000))
 			if (th_now() - t0 > 2)
 				child_fail(at.rep,
 					   "the refused range 0x%lx is still registered with the "
@@ -967,7 +945,7 @@ static void __attribute__((noreturn)) attacker(void)
 							   uint64_t *)ur)[p * PG / 8 + w]);
 		say(at.rep, "VERIFIED: all %lu pages hold what was written", UR_PAGES);
 		/* the late UFFDIO_UNREGISTER came through: the range is the process's own */
-		for (double t0 = th_now(); uffd_registered(ur); usleep(10000))
+		for (double t0 = th_now(); th_uffd_registered(ur, PG); usleep(10000))
 			if (th_now() - t0 > 2)
 				child_fail(at.rep,
 					   "the unregistered range is still registered with the "

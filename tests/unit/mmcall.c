@@ -34,6 +34,7 @@
 #include <unistd.h>
 #include <linux/userfaultfd.h>
 #include "unit.h"
+#include "../budget.h" /* th_uffd_registered() */
 #include "mmcall.h"
 
 #define TIMEOUT_MS 200
@@ -89,27 +90,6 @@ static int open_fds(void)
 		n += !access(path, F_OK);
 	}
 	return n;
-}
-
-/* Is addr in a VMA registered with a userfaultfd ("um" in its smaps VmFlags)? */
-static int uffd_registered(const void *addr)
-{
-	FILE *f = fopen("/proc/self/smaps", "re");
-	unsigned long lo, hi;
-	char line[512];
-	int in = 0, um = 0;
-
-	while (f && fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2)
-			in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
-		else if (in && !strncmp(line, "VmFlags:", 8)) {
-			um = strstr(line, " um") != NULL;
-			break;
-		}
-	}
-	if (f)
-		fclose(f);
-	return um;
 }
 
 /* Within 2 s, is tgid served again? */
@@ -220,27 +200,29 @@ int main(void)
 	mem2 = (char *)mem + 2 * 4096;
 	reg.range.start = (__u64)(uintptr_t)mem;
 	reg.range.len = 4 * 4096;
-	UT_CHECK(mem != MAP_FAILED && !ioctl(uffd, UFFDIO_REGISTER, &reg) && uffd_registered(mem) &&
-			 uffd_registered(mem2),
+	UT_CHECK(mem != MAP_FAILED && !ioctl(uffd, UFFDIO_REGISTER, &reg) &&
+			 th_uffd_registered(mem, 4096) && th_uffd_registered(mem2, 4096),
 		 "UFFDIO_REGISTER: %s", strerror(errno));
 	UT_CHECK(!mmcall_unregister(a, uffd, (__u64)(uintptr_t)mem, 2 * 4096) &&
 			 !mmcall_unregister(b, uffd, (__u64)(uintptr_t)mem2, 2 * 4096),
 		 "an unregistration for a stuck pid: %s", strerror(errno));
 	usleep(20000);
 	mmcall_unregister_flush();
-	UT_CHECK(uffd_registered(mem) && uffd_registered(mem2),
+	UT_CHECK(th_uffd_registered(mem, 4096) && th_uffd_registered(mem2, 4096),
 		 "unregistered while its process is stuck");
 
 	/* the late calls return: served again, the late descriptors closed */
 	release(f1);
 	UT_CHECK(served_again(a), "pid %d refused 2 s after its late call could return", a);
-	UT_CHECK(!uffd_registered(mem), "a's range still registered when it is served again");
-	UT_CHECK(uffd_registered(mem2), "b's range unregistered before b is served again");
+	UT_CHECK(!th_uffd_registered(mem, 4096),
+		 "a's range still registered when it is served again");
+	UT_CHECK(th_uffd_registered(mem2, 4096), "b's range unregistered before b is served again");
 	release(f2);
-	for (t0 = now_s(); uffd_registered(mem2) && now_s() - t0 < 2; usleep(20000))
+	for (t0 = now_s(); th_uffd_registered(mem2, 4096) && now_s() - t0 < 2; usleep(20000))
 		mmcall_unregister_flush();
-	UT_CHECK(!uffd_registered(mem2), "b's range still registered 2 s after its late call "
-					 "could return (the flush does not make it)");
+	UT_CHECK(!th_uffd_registered(mem2, 4096),
+		 "b's range still registered 2 s after its late call "
+		 "could return (the flush does not make it)");
 	close(uffd);
 	UT_CHECK(served_again(b) && served_again(c), "the user's processes still refused");
 	fd = mmcall_open(c, "/proc/self/status", O_RDONLY);
