@@ -13,6 +13,7 @@
  * would have punched them.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,12 +329,44 @@ bool moved_waits(const struct npfd_mm *mm, __u64 addr, __u64 len)
 	return false;
 }
 
+/*
+ * Pages [lo, hi) of pt are no longer its to put back. punch: their copies
+ * go too (the process dropped or unmapped them); else they went to
+ * another part, which owns them now.
+ */
+static void part_forget(struct part *pt, __u64 lo, __u64 hi, bool punch)
+{
+	__u64 j;
+
+	if (pt->map_lists_wanted) {
+		/* the pages to put back there, found by the map: a part may be terabytes */
+		for (j = bitmap_next(pt->map, lo, hi); j < hi;
+		     j = bitmap_next(pt->map, j + 1, hi)) {
+			bitmap_clear(pt->map, j);
+			if (punch && pt->punch)
+				swapstore_punch(pt->fd, pt->off0 + (j << NPF_PAGE_SHIFT));
+		}
+		return;
+	}
+	if (lo <= pt->next && hi == pt->npages) {
+		pt->next = pt->npages; /* all it had left is gone: done at its next turn */
+		return;
+	}
+	if (!pt->map && !(pt->map = bitmap_new(pt->npages))) {
+		pr_err("pid %d: out of memory: pages the process unmapped or moved may be written by npfd",
+		       pt->mm->tgid);
+		return;
+	}
+	/* a file's part: its map lists the pages not to put back */
+	bitmap_set_range(pt->map, lo, hi);
+}
+
 void moved_removed(struct npfd_mm *mm, __u64 start, __u64 end, bool unmapped)
 {
 	struct part *pt;
 
 	list_for_each_entry(pt, &parts, node) {
-		__u64 pend = pt->dst + (pt->npages << NPF_PAGE_SHIFT), j, lo, hi;
+		__u64 pend = pt->dst + (pt->npages << NPF_PAGE_SHIFT), lo, hi;
 
 		if (pt->mm != mm || end <= pt->dst || start >= pend)
 			continue;
@@ -343,28 +376,47 @@ void moved_removed(struct npfd_mm *mm, __u64 start, __u64 end, bool unmapped)
 		lo = ((start > pt->dst ? start : pt->dst) - pt->dst) >> NPF_PAGE_SHIFT;
 		hi = end < pend ? (end - pt->dst + NPF_PAGE_SIZE - 1) >> NPF_PAGE_SHIFT :
 				  pt->npages;
-		if (pt->map_lists_wanted) {
-			/* the pages to put back there, found by the map: a part may be terabytes */
-			for (j = bitmap_next(pt->map, lo, hi); j < hi;
-			     j = bitmap_next(pt->map, j + 1, hi)) {
-				bitmap_clear(pt->map, j);
-				if (pt->punch)
-					swapstore_punch(pt->fd, pt->off0 + (j << NPF_PAGE_SHIFT));
-			}
-			continue;
-		}
-		if (lo <= pt->next && hi == pt->npages) {
-			pt->next = pt->npages; /* all it had left is gone: done at its next turn */
-			continue;
-		}
-		if (!pt->map && !(pt->map = bitmap_new(pt->npages))) {
-			pr_err("pid %d: out of memory: pages the process unmapped may be written by npfd",
-			       mm->tgid);
-			continue;
-		}
-		/* a file's part: its map lists the pages not to put back */
-		bitmap_set_range(pt->map, lo, hi);
+		part_forget(pt, lo, hi, true);
 	}
+}
+
+/*
+ * Pages [lo, hi) of pt (not all of it) moved by delta bytes before pt had
+ * put them back: they become a part of their own at the new place, with
+ * what pt had left to put there (its copies, now the new part's), and pt
+ * forgets them. Before, pt forgot them alone and they read zeros at the
+ * new place (tests/evict_mremap_part, case 7). false: no memory or
+ * descriptor for the new part.
+ */
+static bool part_split(struct part *pt, __u64 lo, __u64 hi, __u64 delta)
+{
+	struct part *np = calloc(1, sizeof(*np));
+	__u64 j;
+
+	if (!np)
+		return false;
+	*np = (struct part){.mm = pt->mm,
+			    .region_id = pt->region_id,
+			    .dst = pt->dst + (lo << NPF_PAGE_SHIFT) + delta,
+			    .npages = hi - lo,
+			    .fd = fcntl(pt->fd, F_DUPFD_CLOEXEC, 0),
+			    .off0 = pt->off0 + (lo << NPF_PAGE_SHIFT),
+			    .map_lists_wanted = pt->map_lists_wanted,
+			    .punch = pt->punch,
+			    /* the pages pt put back before the move moved present: not again */
+			    .next = pt->next > lo ? (pt->next < hi ? pt->next : hi) - lo : 0};
+	if (np->fd < 0 || (pt->map && !(np->map = bitmap_new(hi - lo)))) {
+		if (np->fd >= 0)
+			close(np->fd);
+		free(np);
+		return false;
+	}
+	for (j = bitmap_next(pt->map, lo, hi); j < hi; j = bitmap_next(pt->map, j + 1, hi))
+		bitmap_set(np->map, j - lo);
+	part_forget(pt, lo, hi, false);
+	/* at the tail, and never met again by the caller's walk: the ranges of one mremap never overlap */
+	list_add_tail(&np->node, &parts);
+	return true;
 }
 
 void moved_remapped(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len)
@@ -372,7 +424,7 @@ void moved_remapped(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len)
 	struct part *pt;
 
 	list_for_each_entry(pt, &parts, node) {
-		__u64 pend = pt->dst + (pt->npages << NPF_PAGE_SHIFT);
+		__u64 pend = pt->dst + (pt->npages << NPF_PAGE_SHIFT), lo, hi;
 
 		if (pt->mm != mm || from + len <= pt->dst || from >= pend)
 			continue;
@@ -380,9 +432,16 @@ void moved_remapped(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len)
 			pt->dst += to - from;
 			continue;
 		}
-		pr_err("pid %d: part of the range 0x%llx-0x%llx moved again before npfd put its pages back: they read zeros there",
-		       mm->tgid, (unsigned long long)pt->dst, (unsigned long long)pend);
-		moved_removed(mm, from, from + len, true);
+		lo = ((from > pt->dst ? from : pt->dst) - pt->dst) >> NPF_PAGE_SHIFT;
+		hi = from + len < pend ?
+			     (from + len - pt->dst + NPF_PAGE_SIZE - 1) >> NPF_PAGE_SHIFT :
+			     pt->npages;
+		if (pt->fd >= 0 && part_split(pt, lo, hi, to - from))
+			continue;
+		pr_err("pid %d: part of the range 0x%llx-0x%llx moved again before npfd put its pages back, and npfd cannot follow it: they read zeros there: %s",
+		       mm->tgid, (unsigned long long)pt->dst, (unsigned long long)pend,
+		       strerror(errno));
+		part_forget(pt, lo, hi, true);
 	}
 }
 

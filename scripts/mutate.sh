@@ -208,6 +208,8 @@ moved-part-not-put-back @@ daemon/moved.c @@ s{\tif \(got <= 0\)\n}{\tif (1)\n} 
 moved-faults-not-held @@ daemon/resolve.c @@ s{if \(!rn->region &&\n\s+moved_waits\(rn->mm, rn->start, \(__u64\)rn->npages \* NPF_PAGE_SIZE\)\)}{if (0)} @@ evict_mremap_part
 moved-slots-not-handed-over @@ daemon/evict.c @@ s{\t\tbitmap_assign\(e->stored, first \+ j, false\);\n}{} @@ evict_mremap_part
 moved-part-stays-registered @@ daemon/moved.c @@ s{\tif \(mmcall_ioctl\(pt->mm->tgid, pt->mm->uffd, UFFDIO_UNREGISTER,}{\tif (0 && mmcall_ioctl(pt->mm->tgid, pt->mm->uffd, UFFDIO_UNREGISTER,} @@ evict_mremap_part
+moved-again-forgotten @@ daemon/moved.c @@ s{if \(pt->fd >= 0 && part_split\(pt, lo, hi, to - from\)\)}{if (0)} @@ evict_mremap_part
+moved-again-copies-punched @@ daemon/moved.c @@ s{\tpart_forget\(pt, lo, hi, false\);}{\tpart_forget(pt, lo, hi, true);} @@ evict_mremap_part
 old-ranges-missed @@ daemon/evict.c @@ s{\t\ter->n_old_ranges\+\+;\n}{} @@ evict_adopt_dropped evict_adopt_unstored
 wp-fault-waits-any-page @@ daemon/evict.c @@ s{if \(r && r->ev && old_victim\(r, page_index\(r, page\), old_zaps_pending\(mm\)\)\)}{if (r && r->ev && old_zaps_pending(mm))} @@ evict_adopt_unstored
 layout-not-synced @@ client/libnpf.c @@ s{n = got > 0 \? \(size_t\)got / sizeof\(e\[0\]\) : 0;}{n = 0;} @@ evict_restart_layout
