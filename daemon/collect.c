@@ -12,6 +12,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -515,9 +517,73 @@ static int nic_probe_candidates(pid_t tgid, char (*path)[96], int max)
 	return n;
 }
 
-int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen)
+/*
+ * The uprobe's attach, made on mmcall.c's thread (mmcall_run()): libbpf
+ * reads the file's ELF symbols (a file on the client's FUSE mount is
+ * read by its server, when it likes), and the kernel's uprobe_register()
+ * takes the mmap_lock of every process that maps the file -- any user's
+ * that holds its own lock (tests/adv_stuck_mm, phase PROBE). fd is the
+ * job's own descriptor of the file.
+ */
+struct nic_attach {
+	struct bpf_program *prog;
+	struct bpf_link *link;
+};
+
+static long nic_attach(int fd, void *arg)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "npf_nic_fault_report");
+	struct nic_attach *a = arg;
+	char path[64];
+
+	/* thread-self: once the loop has moved (mmcall_watch()), npfd's first thread is gone, and /proc/self/fd with it */
+	snprintf(path, sizeof(path), "/proc/thread-self/fd/%d", fd);
+	a->link = bpf_program__attach_uprobe_opts(a->prog, -1, path, 0, &opts);
+	return a->link ? 0 : -1;
+}
+
+/* Late: nobody has the link. Its destroy waits for the same locks, on the same abandoned thread. */
+static void nic_attach_late(int fd, void *arg, long ret)
+{
+	struct nic_attach *a = arg;
+
+	(void)fd;
+	if (!ret)
+		bpf_link__destroy(a->link);
+}
+
+static void *nic_detach(void *link)
+{
+	bpf_link__destroy(link);
+	return NULL;
+}
+
+/*
+ * The uprobe's end: uprobe_unregister() takes the mmap_lock of every
+ * process that maps the file, as the attach did, so it is made on a
+ * thread of its own, which nobody waits for (inline if none can start).
+ */
+static void nic_link_destroy(struct bpf_link *link)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	pthread_t th;
+	int err;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old); /* signals are the loop's */
+	err = pthread_create(&th, &attr, nic_detach, link);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (err)
+		bpf_link__destroy(link);
+}
+
+int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen)
+{
+	struct nic_attach a = {.prog = skel->progs.npf_nic_fault};
 	char cand[8][96], exe[96];
 	struct nic_probe *p;
 	struct stat st;
@@ -549,7 +615,6 @@ int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen)
 				      strerror(errno));
 		if (fd < 0)
 			continue;
-		snprintf(cand[i], sizeof(cand[i]), "/proc/thread-self/fd/%d", fd);
 		list_for_each_entry(p, &nic_probes, node)
 			if (p->dev == st.st_dev && p->ino == st.st_ino)
 				goto found;
@@ -559,16 +624,21 @@ int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen)
 				close(fd);
 			return refuse(err, errlen, ENOMEM, "out of memory");
 		}
-		p->link = bpf_program__attach_uprobe_opts(skel->progs.npf_nic_fault, -1, cand[i], 0,
-							  &opts);
-		if (p->link)
+		if (!mmcall_run(mm->tgid, fd, nic_attach, nic_attach_late, &a, sizeof(a))) {
+			p->link = a.link;
 			break;
+		}
 		e = errno;
 		free(p);
 		p = NULL;
 	}
 	if (!p && fd >= 0)
 		close(fd);
+	if (!p && e == ETIMEDOUT)
+		return refuse(
+			err, errlen, e,
+			"the page request uprobe's attach to %s or a libnpf* library it maps did not finish within mm-call-timeout-ms: the kernel waits for the mmap_lock of every process that maps the file, and one holds it",
+			exe);
 	if (!p)
 		return refuse(
 			err, errlen, e,
@@ -594,7 +664,7 @@ void collect_nic_uprobe_put(struct npfd_mm *mm)
 	mm->nic_probe = NULL;
 	if (--p->refs)
 		return;
-	bpf_link__destroy(p->link);
+	nic_link_destroy(p->link);
 	list_del_init(&p->node);
 	free(p);
 }

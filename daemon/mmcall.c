@@ -42,12 +42,23 @@
 #define SYS_pidfd_getfd 438
 #endif
 
-#define SPIN_NS 20000ULL	 /* the loop's and an idle worker's spin before sleeping */
-#define WORKER_STACK (64 * 1024) /* a job is a system call or a read loop */
-#define ARG_MAX_SIZE 128	 /* the largest ioctl argument (pm_scan_arg: 96) */
+#define SPIN_NS 20000ULL /* the loop's and an idle worker's spin before sleeping */
+#define WORKER_STACK                                                                               \
+	(256 * 1024)	 /* a system call, a read loop, or libbpf's uprobe attach (its ELF reads) */
+#define ARG_MAX_SIZE 128 /* the largest ioctl argument (pm_scan_arg: 96) */
 
 /* OP_INLINE: a call the loop made itself (mmcall_inline_begin()), abandoned with its thread */
-enum op { OP_OPEN, OP_GETFD, OP_PREAD, OP_PWRITE, OP_IOCTL, OP_SLURP, OP_PREADV, OP_INLINE };
+enum op {
+	OP_OPEN,
+	OP_GETFD,
+	OP_PREAD,
+	OP_PWRITE,
+	OP_IOCTL,
+	OP_SLURP,
+	OP_PREADV,
+	OP_RUN,
+	OP_INLINE
+};
 /*
  * POSTED -> RUNNING (the worker) -> DONE; or, past the deadline, POSTED or
  * RUNNING -> ABANDONED (the loop) -> FINISHED_LATE (the worker). A job
@@ -79,6 +90,9 @@ struct job {
 	int err;
 	/* a registration npfd gave up waiting for is undone if it comes through late */
 	bool undo_register;
+	/* OP_RUN: fn(fd, arg) made, and late(fd, arg, ret) after it if it was late */
+	long (*fn)(int fd, void *arg);
+	void (*late)(int fd, void *arg, long ret);
 	/* once abandoned (the loop's): whose process is stuck */
 	struct list_head node;
 	pid_t tgid;
@@ -152,6 +166,9 @@ static void run(struct job *j)
 		if (j->out_ptr != SIZE_MAX)
 			memcpy((char *)j->arg + j->out_ptr, &(__u64){(uintptr_t)j->buf}, 8);
 		j->ret = ioctl(j->fd, j->req, j->arg);
+		break;
+	case OP_RUN:
+		j->ret = j->fn(j->fd, j->arg);
 		break;
 	case OP_INLINE: /* never a worker's */
 		break;
@@ -256,6 +273,8 @@ static void *worker_main(void *arg)
 		 */
 		if (ran && (j->op == OP_OPEN || j->op == OP_GETFD) && j->ret >= 0)
 			close((int)j->ret);
+		if (ran && j->op == OP_RUN && j->late)
+			j->late(j->fd, j->arg, j->ret);
 		if (ran && j->undo_register && !j->ret) {
 			struct uffdio_register *reg = (void *)j->arg;
 
@@ -524,6 +543,7 @@ static void stuck_add(struct job *j)
 					   [OP_IOCTL] = "an ioctl",
 					   [OP_SLURP] = "a read of its /proc file",
 					   [OP_PREADV] = "reads",
+					   [OP_RUN] = "a call that meets its locks",
 					   [OP_INLINE] = "on the fault path"};
 
 	late++;
@@ -689,6 +709,33 @@ ssize_t mmcall_pwrite(pid_t tgid, int fd, const void *buf, size_t len, off_t off
 	memcpy(j->buf, buf, len);
 	j->off = off;
 	return call_result(j, NULL);
+}
+
+long mmcall_run(pid_t tgid, int fd, long (*fn)(int fd, void *arg),
+		void (*late)(int fd, void *arg, long ret), void *arg, size_t argsz)
+{
+	struct job *j;
+	long ret;
+	int err;
+
+	if (argsz > sizeof(j->arg)) {
+		errno = EINVAL;
+		return -1;
+	}
+	j = job_new(tgid, OP_RUN, 0);
+	if (!j || (fd >= 0 && job_take_fd(j, fd)))
+		return -1;
+	memcpy(j->arg, arg, argsz);
+	j->fn = fn;
+	j->late = late;
+	if (call(j))
+		return -1;
+	ret = j->ret;
+	err = j->err;
+	memcpy(arg, j->arg, argsz);
+	job_free(j);
+	errno = err;
+	return ret;
 }
 
 static long ioctl_call(pid_t tgid, int fd, unsigned long req, void *arg, size_t argsz,

@@ -87,6 +87,17 @@ void mmcall_unregister_flush(void);
  */
 long mmcall_ioctl_out(pid_t tgid, int fd, unsigned long req, void *arg, size_t argsz,
 		      size_t out_ptr, size_t out_len);
+/*
+ * fn(fd, arg) made on the worker for tgid, for a call that may meet tgid's
+ * locks (or another process's) in ways the ones above do not cover: fd
+ * is the job's own duplicate of the caller's (-1: none), arg a copy of
+ * argsz bytes (at most 128), copied back when fn returns in time. Late,
+ * late(fd, arg, ret) runs after it on the worker, to undo what it made
+ * (nobody else will). fn's return, errno as fn left it; -1 (ETIMEDOUT)
+ * if late or tgid is refused.
+ */
+long mmcall_run(pid_t tgid, int fd, long (*fn)(int fd, void *arg),
+		void (*late)(int fd, void *arg, long ret), void *arg, size_t argsz);
 /* path read whole for tgid (a /proc text file), as a stream to parse; NULL (errno). */
 FILE *mmcall_fopen(pid_t tgid, const char *path);
 

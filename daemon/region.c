@@ -1494,6 +1494,29 @@ static void part_moved(struct npfd_region *r, __u64 lo, __u64 hi, __u64 delta)
 		bitmap_free(stored);
 }
 
+/*
+ * The source of a move, after it: MREMAP_DONTUNMAP leaves it mapped,
+ * empty, and still registered with the userfaultfd, and no unmap event
+ * follows. npfd takes it for gone all the same (the region or part went
+ * with its memory), so its faults came to npfd for good, each
+ * zero-filled as outside every region. Unregistered, it is the process's
+ * own memory, as the kernel makes it: zeros at the next touch
+ * (tests/evict_mremap). A plain move unmapped the source before its event
+ * was sent: nothing is there (EINVAL). Made now or not at all: queued
+ * for a stuck process (mmcall_unregister()), it could come after the
+ * process mapped and registered something else there.
+ */
+static void source_unregister(struct npfd_mm *mm, __u64 from, __u64 len)
+{
+	struct uffdio_range range = {.start = from, .len = len};
+
+	if (mmcall_ioctl(mm->tgid, mm->uffd, UFFDIO_UNREGISTER, &range, sizeof(range)) &&
+	    errno != EINVAL && errno != ESRCH && errno != ENOMEM)
+		pr_warn_rl("pid %d: cannot unregister 0x%llx-0x%llx, moved away: %s", mm->tgid,
+			   (unsigned long long)from, (unsigned long long)(from + len),
+			   strerror(errno));
+}
+
 /* mremap: a region that moved whole follows its memory; a part moved leaves its region. */
 void mm_remapped(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len)
 {
@@ -1535,4 +1558,5 @@ void mm_remapped(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len)
 	/* what is left at [from, from + len) is as if unmapped: regions there shrink */
 	mm_unmapped(mm, from, from + len);
 	collect_filter_update(mm->tgid, mm);
+	source_unregister(mm, from, len);
 }

@@ -210,6 +210,7 @@ moved-slots-not-handed-over @@ daemon/evict.c @@ s{\t\tbitmap_assign\(e->stored,
 moved-part-stays-registered @@ daemon/moved.c @@ s{\tif \(mmcall_ioctl\(pt->mm->tgid, pt->mm->uffd, UFFDIO_UNREGISTER,}{\tif (0 && mmcall_ioctl(pt->mm->tgid, pt->mm->uffd, UFFDIO_UNREGISTER,} @@ evict_mremap_part
 moved-again-forgotten @@ daemon/moved.c @@ s{if \(pt->fd >= 0 && part_split\(pt, lo, hi, to - from\)\)}{if (0)} @@ evict_mremap_part
 moved-again-copies-punched @@ daemon/moved.c @@ s{\tpart_forget\(pt, lo, hi, false\);}{\tpart_forget(pt, lo, hi, true);} @@ evict_mremap_part
+dontunmap-source-kept @@ daemon/region.c @@ s{\tsource_unregister\(mm, from, len\);\n}{} @@ evict_mremap
 old-ranges-missed @@ daemon/evict.c @@ s{\t\ter->n_old_ranges\+\+;\n}{} @@ evict_adopt_dropped evict_adopt_unstored
 wp-fault-waits-any-page @@ daemon/evict.c @@ s{if \(r && r->ev && old_victim\(r, page_index\(r, page\), old_zaps_pending\(mm\)\)\)}{if (r && r->ev && old_zaps_pending(mm))} @@ evict_adopt_unstored
 layout-not-synced @@ client/libnpf.c @@ s{n = got > 0 \? \(size_t\)got / sizeof\(e\[0\]\) : 0;}{n = 0;} @@ evict_restart_layout
@@ -328,6 +329,8 @@ token-not-pidfs @@ daemon/util.c @@ s{\t\ttoken = st.st_ino;}{\t\ttoken = start_
 store-start-time-names-deleted @@ daemon/swapstore.c @@ s{if \(now && token == process_start_time\(pid\) &&}{if (0 &&} @@ evict_crash
 mmcall-late-getfd-kept @@ daemon/mmcall.c @@ s{if \(ran && \(j->op == OP_OPEN \|\| j->op == OP_GETFD\) && j->ret >= 0\)}{if (ran && j->op == OP_OPEN && j->ret >= 0)} @@ adv_stuck_mm
 nic-exe-on-loop @@ daemon/collect.c @@ s{fd = mmcall_open\(mm->tgid, cand\[i\], O_RDONLY\);}{fd = open(cand[i], O_RDONLY \| O_CLOEXEC);} @@ adv_stuck_mm
+nic-attach-on-loop @@ daemon/collect.c @@ s{!mmcall_run\(mm->tgid, fd, nic_attach, nic_attach_late, &a, sizeof\(a\)\)}{!nic_attach(fd, &a)} @@ adv_stuck_mm
+mmcall-run-late-kept @@ daemon/mmcall.c @@ s{\t\tif \(ran && j->op == OP_RUN && j->late\)\n\t\t\tj->late\(j->fd, j->arg, j->ret\);\n}{} @@ unit-mmcall
 unregister-refused-dropped @@ daemon/mmcall.c @@ s{\tif \(!mmcall_refuses\(tgid\)\)\n\t\treturn mmcall_ioctl}{\tif (1)\n\t\treturn mmcall_ioctl} @@ unit-mmcall
 unregister-pending-not-first @@ daemon/mmcall.c @@ s{return stuck_refuses\(tgid\) \|\|\s*\(!list_empty\(&unregister_pending\) && unregister_pending_run\(tgid\)\);}{return stuck_refuses(tgid);} @@ unit-mmcall
 unregister-pending-while-stuck @@ daemon/mmcall.c @@ s{\t\tif \(!stuck_refuses\(u->tgid\)\) \{}{\t\tif (1) \{} @@ unit-mmcall

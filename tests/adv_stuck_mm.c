@@ -17,7 +17,7 @@
  * calls are made on the loop itself (a hand-over costs too much there):
  * one that misses the deadline moves the loop to a watchdog thread.
  *
- * Five phases, each with an attacker (uid 65534 in the socket's group) on a
+ * Seven phases, each with an attacker (uid 65534 in the socket's group) on a
  * FUSE mount of its own, stuck for HOLD_S seconds:
  *  - LOCK: the attacker registers a region while its lock is held: npfd
  *    must answer (an error) within ANSWER_MS;
@@ -40,7 +40,11 @@
  *    worker, late) -- see phase_exec();
  *  - EXECNIC: the same, with a device attach instead of the ring: npfd's
  *    uprobe on the software NIC reads its maps and opens its executable
- *    (the exe link is followed under the lock too), on the worker.
+ *    (the exe link is followed under the lock too), on the worker;
+ *  - PROBE: the attacker is no client, it only runs the test's executable
+ *    while its lock is held; another process of its user attaches a
+ *    device, and the kernel's uprobe attach waits for the lock of every
+ *    process that maps the file (phase_probe()).
  * Meanwhile a victim (another client) connects, registers 64 pages, writes
  * and reads back every one (each a fault that npfd serves: its fallback is
  * a minute away) and unregisters, all within VICTIM_MS; npfd answers a
@@ -70,6 +74,7 @@
 #include "budget.h" /* th_uffd_registered() */
 #include "npf.h"
 #include "npf_nic_abi.h"
+#include "npf_nic.h"
 
 #define PG 4096UL
 #define HOLD_S 10	      /* how long an attacker keeps its address space stuck */
@@ -86,11 +91,14 @@
 #define VICTIM_PAGES 64UL
 #define UR_PAGES 256UL /* UNREG: a region with a 64-page budget, most of it in the swap store */
 
-enum { LOCK, PASSIVE, WRITE, UNREG, EXEC, EXECNIC };
-static const char *const phase_name[] = {"LOCK", "PASSIVE", "WRITE", "UNREG", "EXEC", "EXECNIC"};
+enum { LOCK, PASSIVE, WRITE, UNREG, EXEC, EXECNIC, PROBE };
+static const char *const phase_name[] = {"LOCK", "PASSIVE", "WRITE", "UNREG",
+					 "EXEC", "EXECNIC", "PROBE"};
 
 static struct th_npfd d;
 static pid_t test_pid;
+/* the uprobe site npfd attaches to (EXECNIC, PROBE): linked in from libnpfnic.a */
+void (*volatile nic_report_site)(const struct npf_page_request *) = npf_nic_fault_report;
 static volatile sig_atomic_t npfd_stopped; /* EXEC*: SIGCONT it on every way out */
 
 static uint64_t word(uint64_t gen, uint64_t p, uint64_t w)
@@ -550,14 +558,18 @@ static char task_state(pid_t pid, pid_t tid)
 
 /* ---- the victim: an ordinary client, started while an attacker is stuck ---- */
 
-static void __attribute__((noreturn)) victim(int rep)
+static void __attribute__((noreturn)) victim(int rep, int go)
 {
 	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock, .fallback_ms = 60000);
-	double t0 = th_now();
 	struct npf_client *c;
 	uint64_t *mem;
+	double t0;
+	char g;
 	int id;
 
+	if (read(go, &g, 1) != 1)
+		child_fail(rep, "the test went away");
+	t0 = th_now();
 #define MS ((int)((th_now() - t0) * 1e3))
 	c = npf_client__connect(&co);
 	if (!c)
@@ -589,48 +601,74 @@ static void __attribute__((noreturn)) victim(int rep)
 	_exit(0);
 }
 
-/* Run a victim to its end: it must be done within VICTIM_MS. */
-static void run_victim(void)
-{
-	struct chan ch = {.who = "victim"};
-	double t0 = th_now();
-	int rep[2];
+struct victim_run {
+	struct chan ch;
 	pid_t pid;
+	int go;
+};
 
-	TH_ASSERT(!pipe(rep), "pipe: %s", strerror(errno));
+/*
+ * Fork a victim, which waits for victim_finish(): PROBE forks it before
+ * the kernel holds every fork on the machine.
+ */
+static void victim_start(struct victim_run *v)
+{
+	int rep[2], go[2];
+
+	TH_ASSERT(!pipe(rep) && !pipe(go), "pipe: %s", strerror(errno));
 	fflush(stdout);
-	pid = fork();
-	TH_ASSERT(pid >= 0, "fork: %s", strerror(errno));
-	if (!pid) {
+	v->pid = fork();
+	TH_ASSERT(v->pid >= 0, "fork: %s", strerror(errno));
+	if (!v->pid) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != test_pid)
 			_exit(1);
 		signal(SIGALRM, SIG_DFL);
 		alarm(TEST_ALARM_S);
 		close(rep[0]);
+		close(go[1]);
 		close(fm.reads);
-		victim(rep[1]);
+		victim(rep[1], go[0]);
 	}
-	th_child_started(pid);
+	th_child_started(v->pid);
 	close(rep[1]);
-	ch.fd = rep[0];
+	close(go[0]);
+	v->ch = (struct chan){.who = "victim", .fd = rep[0]};
+	v->go = go[1];
+}
+
+/* Start the victim and run it to its end: it must be done within VICTIM_MS. */
+static void victim_finish(struct victim_run *v)
+{
+	double t0 = th_now();
+
 	printf("victim %d: connect, register %lu pages, write and read each, unregister, within "
 	       "%d ms\n",
-	       pid, VICTIM_PAGES, VICTIM_MS);
+	       v->pid, VICTIM_PAGES, VICTIM_MS);
+	TH_ASSERT(write(v->go, "g", 1) == 1, "write: %s", strerror(errno));
 	for (;;) {
-		char *l = chan_line(&ch, (int)((t0 + VICTIM_MS / 1e3 - th_now()) * 1e3));
+		char *l = chan_line(&v->ch, (int)((t0 + VICTIM_MS / 1e3 - th_now()) * 1e3));
 
 		if (!l)
 			th_fail("the victim did not finish within %d ms: it %s after \"%s\" -- "
 				"another client's stuck address space stalls npfd for everyone",
-				VICTIM_MS, ch.eof ? "died" : "stalled", ch.last);
+				VICTIM_MS, v->ch.eof ? "died" : "stalled", v->ch.last);
 		if (!strncmp(l, "FAIL ", 5))
 			th_fail("victim: %s", l + 5);
 		if (!strncmp(l, "DONE", 4))
 			break;
 	}
-	TH_ASSERT(WIFEXITED(reap(pid, "the victim", 2000)), "the victim was killed");
-	close(rep[0]);
+	TH_ASSERT(WIFEXITED(reap(v->pid, "the victim", 2000)), "the victim was killed");
+	close(v->ch.fd);
+	close(v->go);
+}
+
+static void run_victim(void)
+{
+	struct victim_run v;
+
+	victim_start(&v);
+	victim_finish(&v);
 }
 
 /* ---- the attacker (a child, uid 65534) ---- */
@@ -786,10 +824,12 @@ static void __attribute__((noreturn)) attacker(void)
 	if (prctl(PR_SET_DUMPABLE, 1))
 		child_fail(at.rep, "PR_SET_DUMPABLE: %s", strerror(errno));
 	grow_stack();
-	c = npf_client__connect(&co);
-	if (!c)
+	/* PROBE: no client of npfd, it only maps the test's executable (it runs it) */
+	c = at.phase == PROBE ? NULL : npf_client__connect(&co);
+	if (!c && at.phase != PROBE)
 		child_fail(at.rep, "connect: %s", strerror(errno));
-	if (at.phase == LOCK) {
+	if (at.phase == PROBE) {
+	} else if (at.phase == LOCK) {
 		first = mmap(NULL, 2 * FIRST_PAGES * PG, PROT_READ | PROT_WRITE,
 			     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		id = npf_client__register(c, first + FIRST_PAGES * PG, FIRST_PAGES * PG, NULL);
@@ -967,7 +1007,7 @@ static void __attribute__((noreturn)) attacker(void)
 			}
 		say(at.rep, "VERIFIED: the write landed, the other pages read zeros");
 		expect_adopted(c, wr);
-	} else {
+	} else if (at.phase == PASSIVE) {
 		unsigned long r0 = __atomic_load_n(&rounds, __ATOMIC_ACQUIRE), bad = 0,
 			      first_bad = 0;
 		uint64_t got = 0, want = 0, bw = 0;
@@ -1094,6 +1134,69 @@ static void no_io_uring(void)
 		child_fail(at.rep, "seccomp: %s", strerror(errno));
 }
 
+/*
+ * Q's request on connection conn, sent when the test writes 'e' to at.wgo:
+ * EXEC's ring request (probe, to be fetched by npfd), or a device attach
+ * to region id at m (FIRST_PAGES pages) of process owner. Reports
+ * "REQUEST status=S ms=M (error)" and exits.
+ */
+static void __attribute__((noreturn))
+q_request(int conn, int id, uint64_t *m, pid_t owner, int probe)
+{
+	union {
+		struct npf_msg_hdr h;
+		struct {
+			struct npf_msg_hdr h;
+			struct npf_evict_ring_req r;
+		} ring;
+		struct {
+			struct npf_msg_hdr h;
+			struct npf_device_attach_req a;
+		} attach;
+	} req;
+	static char buf[NPF_MSG_MAX];
+	struct npf_reply *r = (struct npf_reply *)(buf + sizeof(struct npf_msg_hdr));
+	struct pollfd p = {.fd = conn, .events = POLLIN};
+	int iopt = -1;
+	size_t len;
+	char go = 0;
+	double t0;
+	ssize_t n;
+
+	memset(&req, 0, sizeof(req));
+	if (at.phase == EXEC) {
+		adv_hdr(&req.h, NPF_MSG_EVICT_RING, len = sizeof(req.ring));
+		req.ring.r.fd = probe;
+	} else {
+		/* an IO page table for the region, as libnpfnic makes one */
+		struct npf_iopt_header h = {.magic = NPF_IOPT_MAGIC,
+					    .version = NPF_IOPT_VERSION,
+					    .start = (__u64)(uintptr_t)m,
+					    .npages = FIRST_PAGES,
+					    .pte_offset = sizeof(h),
+					    .owner_tgid = (__u32)owner};
+
+		iopt = memfd_create("npf-test-iopt", MFD_ALLOW_SEALING | MFD_CLOEXEC);
+		if (iopt < 0 || ftruncate(iopt, sizeof(h) + FIRST_PAGES * 8) ||
+		    pwrite(iopt, &h, sizeof(h), 0) != sizeof(h) ||
+		    fcntl(iopt, F_ADD_SEALS, F_SEAL_SHRINK))
+			child_fail(at.rep, "Q: the IO page table: %s", strerror(errno));
+		adv_hdr(&req.h, NPF_MSG_DEVICE_ATTACH, len = sizeof(req.attach));
+		req.attach.a.region_id = (__u32)id;
+	}
+	if (read(at.wgo, &go, 1) != 1 || go != 'e')
+		child_fail(at.rep, "Q: unexpected command");
+	t0 = th_now();
+	if (adv_send(conn, &req, len, iopt >= 0 ? &iopt : NULL, iopt >= 0) != (ssize_t)len)
+		child_fail(at.rep, "Q: send: %s", strerror(errno));
+	n = poll(&p, 1, 10000) == 1 ? recv(conn, buf, sizeof(buf), 0) : -1;
+	if (n < (ssize_t)(sizeof(struct npf_msg_hdr) + sizeof(*r)))
+		child_fail(at.rep, "Q: no answer to the request within 10 s (%zd)", n);
+	say(at.rep, "REQUEST status=%d ms=%d (%s)", r->status, (int)((th_now() - t0) * 1e3),
+	    r->error);
+	_exit(0);
+}
+
 static void __attribute__((noreturn)) exec_attacker(void)
 {
 	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock, .fallback_ms = 500,
@@ -1129,60 +1232,8 @@ static void __attribute__((noreturn)) exec_attacker(void)
 	q = (pid_t)syscall(SYS_clone, SIGCHLD, 0, NULL, NULL, 0);
 	if (q < 0)
 		child_fail(at.rep, "clone: %s", strerror(errno));
-	if (!q) {
-		union {
-			struct npf_msg_hdr h;
-			struct {
-				struct npf_msg_hdr h;
-				struct npf_evict_ring_req r;
-			} ring;
-			struct {
-				struct npf_msg_hdr h;
-				struct npf_device_attach_req a;
-			} attach;
-		} req;
-		static char buf[NPF_MSG_MAX];
-		struct npf_reply *r = (struct npf_reply *)(buf + sizeof(struct npf_msg_hdr));
-		struct pollfd p = {.fd = conn, .events = POLLIN};
-		int iopt = -1;
-		size_t len;
-		char go = 0;
-		double t0;
-		ssize_t n;
-
-		memset(&req, 0, sizeof(req));
-		if (at.phase == EXEC) {
-			adv_hdr(&req.h, NPF_MSG_EVICT_RING, len = sizeof(req.ring));
-			req.ring.r.fd = probe;
-		} else {
-			/* an IO page table for the region, as libnpfnic makes one */
-			struct npf_iopt_header h = {.magic = NPF_IOPT_MAGIC,
-						    .version = NPF_IOPT_VERSION,
-						    .start = (__u64)(uintptr_t)m,
-						    .npages = FIRST_PAGES,
-						    .pte_offset = sizeof(h),
-						    .owner_tgid = (__u32)getppid()};
-
-			iopt = memfd_create("npf-test-iopt", MFD_ALLOW_SEALING | MFD_CLOEXEC);
-			if (iopt < 0 || ftruncate(iopt, sizeof(h) + FIRST_PAGES * 8) ||
-			    pwrite(iopt, &h, sizeof(h), 0) != sizeof(h) ||
-			    fcntl(iopt, F_ADD_SEALS, F_SEAL_SHRINK))
-				child_fail(at.rep, "Q: the IO page table: %s", strerror(errno));
-			adv_hdr(&req.h, NPF_MSG_DEVICE_ATTACH, len = sizeof(req.attach));
-			req.attach.a.region_id = (__u32)id;
-		}
-		if (read(at.wgo, &go, 1) != 1 || go != 'e')
-			child_fail(at.rep, "Q: unexpected command");
-		t0 = th_now();
-		if (adv_send(conn, &req, len, iopt >= 0 ? &iopt : NULL, iopt >= 0) != (ssize_t)len)
-			child_fail(at.rep, "Q: send: %s", strerror(errno));
-		n = poll(&p, 1, 10000) == 1 ? recv(conn, buf, sizeof(buf), 0) : -1;
-		if (n < (ssize_t)(sizeof(struct npf_msg_hdr) + sizeof(*r)))
-			child_fail(at.rep, "Q: no answer to the request within 10 s (%zd)", n);
-		say(at.rep, "REQUEST status=%d ms=%d (%s)", r->status, (int)((th_now() - t0) * 1e3),
-		    r->error);
-		_exit(0);
-	}
+	if (!q)
+		q_request(conn, id, m, getppid(), probe);
 	say(at.rep, "ARMED region %d, Q %d", id, q);
 	if (cmd_read() != 'x')
 		child_fail(at.rep, "unexpected command");
@@ -1426,6 +1477,128 @@ static void phase_exec(int which)
 	TH_ASSERT(th_npfd_alive(&d), "npfd died");
 }
 
+/*
+ * PROBE: the attacker, no client of npfd, maps the test's executable (it
+ * runs it) and holds its own mmap_lock; then Q, a client of the same
+ * user, attaches a device. npfd's uprobe on that executable is its first
+ * (no process of it has one), and the kernel's uprobe_register() takes
+ * the mmap_lock of every process that maps the file: the attacker's.
+ * npfd must refuse the attach at its deadline (the attach is made on its
+ * worker) and serve a victim meanwhile. The kernel holds its dup_mmap_sem
+ * for as long as an attach waits, and no process on the machine can
+ * fork() then: the victim and Q are forked before Q asks, and nothing
+ * here forks until the release.
+ */
+static void phase_probe(void)
+{
+	struct chan ch = {.who = phase_name[PROBE]}, qch = {.who = "Q"};
+	struct victim_run v;
+	int cmd, wgo, qgo[2], qrep[2], st, rc, ms;
+	__u64 late0, late1;
+	pid_t pid, writer, reader, q;
+	double t_stuck;
+	char *l, state;
+
+	printf("\n== PROBE: a process that maps the test's executable holds its mmap_lock for %d "
+	       "s; another of its user attaches a device (npfd's uprobe on that executable)\n",
+	       HOLD_S);
+	fuse_mount(&fm);
+	late0 = late_now("before");
+	pid = attacker_start(PROBE, attacker, &cmd, &wgo, &ch);
+	writer = atoi(chan_expect(&ch, "ARMED writer=", 10000));
+	{
+		struct pollfd p = {.fd = fm.reads, .events = POLLIN};
+
+		TH_ASSERT(poll(&p, 1, 5000) == 1 && read(fm.reads, &reader, sizeof(reader)) == 4,
+			  "the FUSE server saw no READ of the attacker's page within 5 s");
+	}
+	TH_ASSERT(write(wgo, "w", 1) == 1, "write: %s", strerror(errno));
+	for (double t0 = th_now(); (state = task_state(pid, writer)) != 'D'; usleep(5000))
+		TH_ASSERT(th_now() - t0 < 3, "the attacker's mmap() did not wait within 3 s (%c)",
+			  state ? state : '?');
+	t_stuck = th_now();
+	printf("attacker %d: its READ (thread %d) waits in FUSE, its mmap() (thread %d) is "
+	       "queued behind it\n",
+	       pid, reader, writer);
+
+	TH_ASSERT(!pipe(qgo) && !pipe(qrep), "pipe: %s", strerror(errno));
+	fflush(stdout);
+	q = fork();
+	TH_ASSERT(q >= 0, "fork: %s", strerror(errno));
+	if (!q) {
+		NPF_OPTS(npf_client_opts, co, .socket_path = d.sock, .fallback_ms = 500,
+			 .timeout_ms = 5000);
+		struct npf_client *c;
+		uint64_t *m;
+		int id, conn;
+
+		signal(SIGALRM, SIG_DFL);
+		alarm(TEST_ALARM_S);
+		close(qgo[1]);
+		close(qrep[0]);
+		close(fm.reads);
+		at = (struct attack){.phase = PROBE, .cmd = -1, .wgo = qgo[0], .rep = qrep[1]};
+		adv_become_attacker();
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != test_pid)
+			_exit(1);
+		c = npf_client__connect(&co);
+		if (!c)
+			child_fail(at.rep, "Q: connect: %s", strerror(errno));
+		m = mmap(NULL, FIRST_PAGES * PG, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		id = npf_client__register(c, m, FIRST_PAGES * PG, NULL);
+		if (id < 0)
+			child_fail(at.rep, "Q: register: %s", npf_client__errmsg(c));
+		conn = npfd_connection();
+		if (conn < 0)
+			child_fail(at.rep, "Q: no connection to %s among the descriptors", d.sock);
+		say(at.rep, "READY");
+		q_request(conn, id, m, getpid(), -1);
+	}
+	th_child_started(q);
+	close(qgo[0]);
+	close(qrep[1]);
+	qch.fd = qrep[0];
+	chan_expect(&qch, "READY", 10000);
+	victim_start(&v);
+
+	TH_ASSERT(write(qgo[1], "e", 1) == 1, "write: %s", strerror(errno));
+	l = chan_expect(&qch, "REQUEST status=", ANSWER_MS + 500);
+	TH_ASSERT(sscanf(l, "%d ms=%d", &rc, &ms) == 2, "bad report: %s", l);
+	TH_ASSERT(rc < 0 && ms <= ANSWER_MS,
+		  "the device attach while a process that maps the executable is stuck: status "
+		  "%d after %d ms; expected npfd's refusal within %d ms",
+		  rc, ms, ANSWER_MS);
+	printf("Q's device attach refused after %d ms\n", ms);
+	victim_finish(&v);
+	late1 = late_now("while the attach waits");
+	TH_ASSERT(late1 == late0 + 1, "mm_calls_late grew by %llu: expected 1 (Q's attach)",
+		  (unsigned long long)(late1 - late0));
+
+	while (th_now() < t_stuck + HOLD_S)
+		usleep(20000);
+	state = task_state(pid, writer);
+	TH_ASSERT(state == 'D', "the attacker's mmap() no longer waits before the release (%c)",
+		  state ? state : '?');
+	fuse_release(&fm);
+	printf("released: the FUSE connection aborted after %.1f s\n", th_now() - t_stuck);
+	reap(fm.server, "the FUSE server", 5000);
+	close(fm.reads);
+	TH_ASSERT(write(cmd, "r", 1) == 1, "write: %s", strerror(errno));
+	chan_expect(&ch, "DONE", 5000);
+	st = reap(pid, "the attacker", 5000);
+	TH_ASSERT(WIFEXITED(st) && !WEXITSTATUS(st), "the attacker ended with status 0x%x", st);
+	attacker_end(cmd, wgo, &ch);
+	st = reap(q, "Q", 5000);
+	TH_ASSERT(WIFEXITED(st) && !WEXITSTATUS(st), "Q ended with status 0x%x", st);
+	close(qgo[1]);
+	close(qch.fd);
+	/* the attach came through late, on npfd's abandoned worker: its link is gone with it */
+	TH_ASSERT(late_now("after the release") == late1, "mm_calls_late grew after the release");
+	TH_ASSERT(th_npfd_alive(&d), "npfd died");
+}
+
 /* $ADV_STUCK_PHASES (e.g. "UNREG,EXEC") runs only those, to look at one; all by default */
 static bool phase_wanted(int which)
 {
@@ -1466,11 +1639,13 @@ int main(void)
 	printf("npfd %d, with --mm-call-timeout-ms %s\n", d.pid, MM_CALL_TIMEOUT);
 	late_start = late_now("at the start");
 
-	for (int which = LOCK; which <= EXECNIC; which++) {
+	for (int which = LOCK; which <= PROBE; which++) {
 		if (!phase_wanted(which))
 			continue;
 		if (which == EXEC || which == EXECNIC)
 			phase_exec(which);
+		else if (which == PROBE)
+			phase_probe();
 		else
 			phase(which);
 		phases++;

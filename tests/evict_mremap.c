@@ -9,6 +9,10 @@
  * a gate in the ring's io-wq worker, th_gate_close()): the batch is
  * abandoned, its victims' writers at the new place must not wait for
  * good, and npfd must not reach the pages' state by their old addresses.
+ * Last, a move with MREMAP_DONTUNMAP, which leaves the source mapped,
+ * empty and still registered with the userfaultfd (no unmap follows):
+ * the region follows its memory, and the source must become the
+ * process's own memory (zeros), not stay npfd's for good.
  */
 #include <pthread.h>
 #include <sys/mman.h>
@@ -78,6 +82,46 @@ static void move_while_evicting(struct npf_client *c, struct th_npfd *d)
 	TH_ASSERT(!th_wrong(moved, NPG, 2), "words wrong after the moved region was evicted");
 }
 
+/* MREMAP_DONTUNMAP of a region mostly evicted: its pages go, the source is the process's own. */
+static void move_dontunmap(struct npf_client *c)
+{
+	char *mem, *moved, *hint;
+	__u64 bad, nonzero = 0;
+	int id;
+
+	mem = th_budget_region(c, NPG, BUDGET, &id);
+	th_fill(mem, NPG, 1);
+	th_budget_settle(c, id);
+	hint = mmap(NULL, NPG * PG, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	TH_ASSERT(hint != MAP_FAILED, "mmap: %s", strerror(errno));
+	moved = mremap(mem, NPG * PG, NPG * PG, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP,
+		       hint);
+	if (moved == MAP_FAILED && errno == EINVAL) {
+		printf("MREMAP_DONTUNMAP: not supported here (EINVAL): not tested\n");
+		return;
+	}
+	TH_ASSERT(moved == hint, "mremap(MREMAP_DONTUNMAP): %s", strerror(errno));
+	bad = th_wrong(moved, NPG, 1);
+	TH_ASSERT(!bad, "MREMAP_DONTUNMAP: %llu words read wrong at the new address",
+		  (unsigned long long)bad);
+	for (double t0 = th_now();
+	     th_uffd_registered(mem, PG) || th_uffd_registered(mem + (NPG - 1) * PG, PG);
+	     usleep(10000))
+		TH_ASSERT(
+			th_now() - t0 < 5,
+			"MREMAP_DONTUNMAP: the source is still registered with the userfaultfd 5 s on");
+	for (__u64 i = 0; i < NPG * PG / 8; i++)
+		nonzero += ((volatile __u64 *)(void *)mem)[i] != 0;
+	TH_ASSERT(!nonzero, "MREMAP_DONTUNMAP: %llu words of the source do not read zeros",
+		  (unsigned long long)nonzero);
+	th_fill(mem, NPG, 3);
+	TH_ASSERT(!th_wrong(mem, NPG, 3), "MREMAP_DONTUNMAP: the source does not keep a write");
+	TH_ASSERT(!th_wrong(moved, NPG, 1), "MREMAP_DONTUNMAP: the moved region changed");
+	printf("MREMAP_DONTUNMAP: the region read right at its new place; the source is the "
+	       "process's own (unregistered, zeros, written)\n");
+	TH_ASSERT(!npf_client__unregister(c, (__u32)id), "unregister: %s", npf_client__errmsg(c));
+}
+
 int main(void)
 {
 	struct npf_budget_info bi;
@@ -120,6 +164,7 @@ int main(void)
 	bad = th_wrong(moved, NPG, 2);
 	TH_ASSERT(!bad, "%llu words wrong after the region was written and evicted again",
 		  (unsigned long long)bad);
+	move_dontunmap(c);
 	npf_client__close(c);
 	th_npfd_stop(&d);
 	printf("PASS\n");

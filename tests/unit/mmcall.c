@@ -18,7 +18,11 @@
  *    the loop's flush if no call comes;
  *  - a stuck process that exits is stuck no more;
  *  - a whole /proc file is read (mmcall_fopen()), and reads in one call
- *    (mmcall_preadv()) each give their own bytes.
+ *    (mmcall_preadv()) each give their own bytes;
+ *  - a function run on the thread (mmcall_run()) gets the job's own copy
+ *    of the caller's descriptor and argument, and gives the argument back
+ *    in time; late, its late() runs once it returns and undoes what it
+ *    made (here: closes the descriptor it opened).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -99,6 +103,34 @@ static int served_again(pid_t tgid)
 		if (!mmcall_refuses(tgid))
 			return 1;
 	return 0;
+}
+
+/* mmcall_run()'s function: opens the path in arg on the thread, and fstat()s the given fd */
+struct run_arg {
+	char path[96];
+	int fd_seen_ok; /* the job's descriptor names the caller's file */
+	int opened;
+};
+
+static _Atomic int late_ran = -2; /* what the late function got: the descriptor, or -2 (none yet) */
+
+static long run_open(int fd, void *arg)
+{
+	struct run_arg *r = arg;
+	struct stat st;
+
+	r->fd_seen_ok = fd >= 0 && !fstat(fd, &st) && S_ISREG(st.st_mode);
+	r->opened = open(r->path, O_RDONLY | O_CLOEXEC);
+	return r->opened;
+}
+
+static void run_open_late(int fd, void *arg, long ret)
+{
+	(void)fd;
+	(void)arg;
+	if (ret >= 0)
+		close((int)ret);
+	late_ran = (int)ret;
 }
 
 int main(void)
@@ -238,6 +270,37 @@ int main(void)
 	waitpid(c, NULL, 0);
 	UT_CHECK(!mmcall_refuses(c), "pid %d refused after it exited", c);
 	release(f3);
+
+	/* a function on the thread: in time, then late (undone by its late function) */
+	{
+		struct run_arg r = {.opened = -1};
+		long ret;
+		int exe = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+
+		snprintf(r.path, sizeof(r.path), "/proc/self/status");
+		ret = mmcall_run(other, exe, run_open, run_open_late, &r, sizeof(r));
+		UT_CHECK(ret >= 0 && r.opened == ret && r.fd_seen_ok,
+			 "mmcall_run in time: %ld, the argument back %d, the descriptor seen %d",
+			 ret, r.opened, r.fd_seen_ok);
+		if (ret >= 0)
+			close((int)ret);
+		fds0 = open_fds();
+		snprintf(r.path, sizeof(r.path), "%s", f3);
+		errno = 0;
+		ret = mmcall_run(other, exe, run_open, run_open_late, &r, sizeof(r));
+		UT_CHECK(ret == -1 && errno == ETIMEDOUT, "mmcall_run held: %ld (%s)", ret,
+			 strerror(errno));
+		UT_CHECK(mmcall_refuses(other), "pid %d not refused after its late run", other);
+		UT_EQ(late_ran, -2, "the late function ran before the call returned");
+		release(f3);
+		for (t0 = now_s(); late_ran == -2 && now_s() - t0 < 2; usleep(10000))
+			;
+		UT_CHECK(late_ran >= 0,
+			 "the late function got %d (want the descriptor opened late)", late_ran);
+		UT_CHECK(served_again(other), "pid %d refused after its late run returned", other);
+		close(exe);
+		UT_EQ(open_fds(), fds0 - 1, "descriptors open after the late run was undone");
+	}
 
 	kill(a, SIGKILL);
 	kill(b, SIGKILL);
