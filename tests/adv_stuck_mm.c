@@ -1289,6 +1289,29 @@ static void attacker_end(int cmd, int go, struct chan *ch)
 	close(ch->fd);
 }
 
+/*
+ * The attacker pid's holder waits in FUSE (the server saw its READ); then
+ * its writer (thread writer, told through wgo) queues its mmap() behind
+ * it. When its mmap_lock was held so.
+ */
+static double lock_held(pid_t pid, pid_t writer, int wgo)
+{
+	struct pollfd p = {.fd = fm.reads, .events = POLLIN};
+	pid_t reader;
+	char state;
+
+	TH_ASSERT(poll(&p, 1, 5000) == 1 && read(fm.reads, &reader, sizeof(reader)) == 4,
+		  "the FUSE server saw no READ of the attacker's page within 5 s");
+	TH_ASSERT(write(wgo, "w", 1) == 1, "write: %s", strerror(errno));
+	for (double t0 = th_now(); (state = task_state(pid, writer)) != 'D'; usleep(5000))
+		TH_ASSERT(th_now() - t0 < 3, "the attacker's mmap() did not wait within 3 s (%c)",
+			  state ? state : '?');
+	printf("attacker %d: its READ (thread %d) waits in FUSE, its mmap() (thread %d) is "
+	       "queued behind it\n",
+	       pid, reader, writer);
+	return th_now();
+}
+
 /* ---- one phase ---- */
 
 static void phase(int which)
@@ -1298,7 +1321,7 @@ static void phase(int which)
 	double t_stuck, t_send = 0;
 	__u64 late0, late1;
 	char *l, state;
-	pid_t pid, writer, reader;
+	pid_t pid, writer;
 
 	printf("\n== %s: the attacker %s while its mmap_lock is held for %d s\n", phase_name[which],
 	       which == LOCK  ? "registers a region" :
@@ -1315,21 +1338,7 @@ static void phase(int which)
 		chan_expect(&ch, "STORED", 30000);
 	writer = atoi(chan_expect(&ch, "ARMED writer=", 10000));
 
-	/* the holder waits in FUSE (the server saw its READ), then the writer queues */
-	{
-		struct pollfd p = {.fd = fm.reads, .events = POLLIN};
-
-		TH_ASSERT(poll(&p, 1, 5000) == 1 && read(fm.reads, &reader, sizeof(reader)) == 4,
-			  "the FUSE server saw no READ of the attacker's page within 5 s");
-	}
-	TH_ASSERT(write(wgo, "w", 1) == 1, "write: %s", strerror(errno));
-	for (double t0 = th_now(); (state = task_state(pid, writer)) != 'D'; usleep(5000))
-		TH_ASSERT(th_now() - t0 < 3, "the attacker's mmap() did not wait within 3 s (%c)",
-			  state ? state : '?');
-	t_stuck = th_now();
-	printf("attacker %d: its READ (thread %d) waits in FUSE, its mmap() (thread %d) is "
-	       "queued behind it\n",
-	       pid, reader, writer);
+	t_stuck = lock_held(pid, writer, wgo);
 	if (which == LOCK || which == WRITE || which == UNREG) {
 		TH_ASSERT(write(cmd, "g", 1) == 1, "write: %s", strerror(errno));
 		chan_expect(&ch, "SENDING", 2000);
@@ -1495,7 +1504,7 @@ static void phase_probe(void)
 	struct victim_run v;
 	int cmd, wgo, qgo[2], qrep[2], st, rc, ms;
 	__u64 late0, late1;
-	pid_t pid, writer, reader, q;
+	pid_t pid, writer, q;
 	double t_stuck;
 	char *l, state;
 
@@ -1506,20 +1515,7 @@ static void phase_probe(void)
 	late0 = late_now("before");
 	pid = attacker_start(PROBE, attacker, &cmd, &wgo, &ch);
 	writer = atoi(chan_expect(&ch, "ARMED writer=", 10000));
-	{
-		struct pollfd p = {.fd = fm.reads, .events = POLLIN};
-
-		TH_ASSERT(poll(&p, 1, 5000) == 1 && read(fm.reads, &reader, sizeof(reader)) == 4,
-			  "the FUSE server saw no READ of the attacker's page within 5 s");
-	}
-	TH_ASSERT(write(wgo, "w", 1) == 1, "write: %s", strerror(errno));
-	for (double t0 = th_now(); (state = task_state(pid, writer)) != 'D'; usleep(5000))
-		TH_ASSERT(th_now() - t0 < 3, "the attacker's mmap() did not wait within 3 s (%c)",
-			  state ? state : '?');
-	t_stuck = th_now();
-	printf("attacker %d: its READ (thread %d) waits in FUSE, its mmap() (thread %d) is "
-	       "queued behind it\n",
-	       pid, reader, writer);
+	t_stuck = lock_held(pid, writer, wgo);
 
 	TH_ASSERT(!pipe(qgo) && !pipe(qrep), "pipe: %s", strerror(errno));
 	fflush(stdout);
