@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 #include <dirent.h>
@@ -543,11 +544,10 @@ static long nic_attach(int fd, void *arg)
 }
 
 /* Late: nobody has the link. Its destroy waits for the same locks, on the same abandoned thread. */
-static void nic_attach_late(int fd, void *arg, long ret)
+static void nic_attach_late(void *arg, long ret)
 {
 	struct nic_attach *a = arg;
 
-	(void)fd;
 	if (!ret)
 		bpf_link__destroy(a->link);
 }
@@ -581,6 +581,18 @@ static void nic_link_destroy(struct bpf_link *link)
 		bpf_link__destroy(link);
 }
 
+/* fd's device and inode in st (nothing else), from what the kernel has cached: 0 or -1 (errno). */
+static int file_id(int fd, struct stat *st)
+{
+	struct statx sx;
+
+	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_INO, &sx))
+		return -1;
+	st->st_dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+	st->st_ino = sx.stx_ino;
+	return 0;
+}
+
 int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen)
 {
 	struct nic_attach a = {.prog = skel->progs.npf_nic_fault};
@@ -595,7 +607,7 @@ int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen)
 	memcpy(exe, cand[0], sizeof(exe));
 	for (i = 0; i < n; i++) {
 		if (fd >= 0)
-			close(fd);
+			mmcall_close(mm->tgid, fd);
 		/*
 		 * Each by a descriptor opened on mmcall.c's thread: the
 		 * probe's path lookups then never meet the process's locks
@@ -603,9 +615,10 @@ int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen)
 		 * library's map_files link under its mmap_lock).
 		 */
 		fd = mmcall_open(mm->tgid, cand[i], O_RDONLY);
-		if (fd >= 0 && fstat(fd, &st)) {
+		/* not fstat(): on FUSE its GETATTR is the server's to answer; DONT_SYNC asks nobody */
+		if (fd >= 0 && file_id(fd, &st)) {
 			e = errno;
-			close(fd);
+			mmcall_close(mm->tgid, fd);
 			fd = -1;
 			errno = e;
 		}
@@ -621,7 +634,7 @@ int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen)
 		p = calloc(1, sizeof(*p));
 		if (!p) {
 			if (fd >= 0)
-				close(fd);
+				mmcall_close(mm->tgid, fd);
 			return refuse(err, errlen, ENOMEM, "out of memory");
 		}
 		if (!mmcall_run(mm->tgid, fd, nic_attach, nic_attach_late, &a, sizeof(a))) {
@@ -633,7 +646,7 @@ int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen)
 		p = NULL;
 	}
 	if (!p && fd >= 0)
-		close(fd);
+		mmcall_close(mm->tgid, fd);
 	if (!p && e == ETIMEDOUT)
 		return refuse(
 			err, errlen, e,
@@ -649,7 +662,7 @@ int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen)
 	list_add_tail(&p->node, &nic_probes);
 found:
 	if (fd >= 0)
-		close(fd);
+		mmcall_close(mm->tgid, fd);
 	p->refs++;
 	mm->nic_probe = p;
 	return 0;

@@ -1155,10 +1155,13 @@ static void client_ready(void *arg)
 	} else {
 		rc = handle_message(c, buf, (size_t)n, mh.msg_flags, fds, nfds);
 	}
-	/* Descriptors a request did not keep are closed here, whatever happened. */
+	/*
+	 * Descriptors a request did not keep are closed here, whatever
+	 * happened: on mmcall.c's worker, as a file on the client's FUSE
+	 * mount waits in its close for the FLUSH it sends.
+	 */
 	for (i = 0; i < nfds; i++)
-		if (fds[i] >= 0)
-			close(fds[i]);
+		mmcall_close(c->pid, fds[i]);
 	if (rc) {
 		client_drop(c);
 		return;

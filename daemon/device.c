@@ -498,14 +498,11 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 			"device id %u is in use by another device of this process: the device must be attached again and told its new id",
 			adopt_id);
 	}
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (size_t)st.st_size < sizeof(hdr))
-		return refuse(
-			err, errlen, EINVAL,
-			"the descriptor is not an IO page table (a memfd of at least %zu bytes)",
-			sizeof(hdr));
 	/*
 	 * npfd maps the table and writes it from its event loop: a table the
-	 * client could shrink afterwards would make those writes SIGBUS.
+	 * client could shrink afterwards would make those writes SIGBUS. Asked
+	 * first: only a memfd answers, and an fstat() of a file on FUSE would
+	 * wait for its server's GETATTR.
 	 */
 	seals = fcntl(fd, F_GET_SEALS);
 	if (seals < 0 || !(seals & F_SEAL_SHRINK))
@@ -513,6 +510,11 @@ int device_attach(struct npfd_client *c, const struct npf_device_attach_req *req
 			err, errlen, EPERM,
 			"the IO page table is not sealed against shrinking (%s): create it with memfd_create(MFD_ALLOW_SEALING) and add F_SEAL_SHRINK with fcntl(F_ADD_SEALS) before attaching",
 			seals < 0 ? "not a sealable memfd" : "F_SEAL_SHRINK missing");
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (size_t)st.st_size < sizeof(hdr))
+		return refuse(
+			err, errlen, EINVAL,
+			"the descriptor is not an IO page table (a memfd of at least %zu bytes)",
+			sizeof(hdr));
 	if (pread(fd, &hdr, sizeof(hdr), 0) != sizeof(hdr))
 		return refuse(err, errlen, EINVAL, "cannot read the IO page table's header");
 	ret = wire_check_iopt(&hdr, (__u64)st.st_size, r->start, r->length, &need, err, errlen);

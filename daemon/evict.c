@@ -844,8 +844,7 @@ int evict_ring_adopt(struct npfd_client *c, const struct npf_evict_ring_req *req
 	}
 	if (ret) {
 		free(er);
-		if (fd >= 0)
-			close(fd);
+		mmcall_close(c->pid, fd); /* whatever the client named: a FUSE file's close waits */
 		return ret;
 	}
 	/*

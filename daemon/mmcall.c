@@ -57,6 +57,7 @@ enum op {
 	OP_SLURP,
 	OP_PREADV,
 	OP_RUN,
+	OP_CLOSE,
 	OP_INLINE
 };
 /*
@@ -90,9 +91,9 @@ struct job {
 	int err;
 	/* a registration npfd gave up waiting for is undone if it comes through late */
 	bool undo_register;
-	/* OP_RUN: fn(fd, arg) made, and late(fd, arg, ret) after it if it was late */
+	/* OP_RUN: fn(fd, arg) made, and late(arg, ret) after it if it was late */
 	long (*fn)(int fd, void *arg);
-	void (*late)(int fd, void *arg, long ret);
+	void (*late)(void *arg, long ret);
 	/* once abandoned (the loop's): whose process is stuck */
 	struct list_head node;
 	pid_t tgid;
@@ -139,6 +140,21 @@ __u64 mmcall_late(void)
 	return late;
 }
 
+/*
+ * The job's own descriptor, closed by the worker: a descriptor of a file
+ * on FUSE sends its server a FLUSH at every close(), a request it may
+ * never answer and nothing interrupts (measured on 6.18), and a client
+ * chooses the files npfd holds descriptors of (its executable, what it
+ * passes). A registration's userfaultfd is kept for its undo.
+ */
+static void job_fd_close(struct job *j)
+{
+	if (j->fd >= 0 && !j->undo_register) {
+		close(j->fd);
+		j->fd = -1;
+	}
+}
+
 /* What the worker does: the system call, into and out of the job's own memory. */
 static void run(struct job *j)
 {
@@ -169,6 +185,9 @@ static void run(struct job *j)
 		break;
 	case OP_RUN:
 		j->ret = j->fn(j->fd, j->arg);
+		break;
+	case OP_CLOSE: /* job_fd_close() closes it */
+		j->ret = 0;
 		break;
 	case OP_INLINE: /* never a worker's */
 		break;
@@ -259,6 +278,7 @@ static void *worker_main(void *arg)
 		ran = atomic_compare_exchange_strong(&j->state, &expect, J_RUNNING);
 		if (ran) {
 			run(j);
+			job_fd_close(j);
 			expect = J_RUNNING;
 			if (atomic_compare_exchange_strong(&j->state, &expect, J_DONE)) {
 				futex(&j->state, FUTEX_WAKE_PRIVATE, 1, NULL);
@@ -274,12 +294,14 @@ static void *worker_main(void *arg)
 		if (ran && (j->op == OP_OPEN || j->op == OP_GETFD) && j->ret >= 0)
 			close((int)j->ret);
 		if (ran && j->op == OP_RUN && j->late)
-			j->late(j->fd, j->arg, j->ret);
+			j->late(j->arg, j->ret);
 		if (ran && j->undo_register && !j->ret) {
 			struct uffdio_register *reg = (void *)j->arg;
 
 			ioctl(j->fd, UFFDIO_UNREGISTER, &reg->range);
 		}
+		j->undo_register = false;
+		job_fd_close(j);
 		atomic_store(&j->state, J_FINISHED_LATE);
 		free(w);
 		return NULL;
@@ -544,6 +566,7 @@ static void stuck_add(struct job *j)
 					   [OP_SLURP] = "a read of its /proc file",
 					   [OP_PREADV] = "reads",
 					   [OP_RUN] = "a call that meets its locks",
+					   [OP_CLOSE] = "a close of a file it chose",
 					   [OP_INLINE] = "on the fault path"};
 
 	late++;
@@ -711,8 +734,30 @@ ssize_t mmcall_pwrite(pid_t tgid, int fd, const void *buf, size_t len, off_t off
 	return call_result(j, NULL);
 }
 
+void mmcall_close(pid_t tgid, int fd)
+{
+	struct job *j;
+
+	if (fd < 0)
+		return;
+	/* a memfd (shmem: sealable) has no flush: closed at once */
+	if (fcntl(fd, F_GET_SEALS) >= 0) {
+		close(fd);
+		return;
+	}
+	/* not refused for a stuck process: the descriptor must go all the same */
+	j = job_alloc(tgid, OP_CLOSE, 0);
+	if (!j) {
+		close(fd);
+		return;
+	}
+	j->fd = fd;
+	if (!call(j))
+		job_free(j);
+}
+
 long mmcall_run(pid_t tgid, int fd, long (*fn)(int fd, void *arg),
-		void (*late)(int fd, void *arg, long ret), void *arg, size_t argsz)
+		void (*late)(void *arg, long ret), void *arg, size_t argsz)
 {
 	struct job *j;
 	long ret;

@@ -92,12 +92,21 @@ long mmcall_ioctl_out(pid_t tgid, int fd, unsigned long req, void *arg, size_t a
  * locks (or another process's) in ways the ones above do not cover: fd
  * is the job's own duplicate of the caller's (-1: none), arg a copy of
  * argsz bytes (at most 128), copied back when fn returns in time. Late,
- * late(fd, arg, ret) runs after it on the worker, to undo what it made
+ * late(arg, ret) runs after it on the worker, to undo what it made
  * (nobody else will). fn's return, errno as fn left it; -1 (ETIMEDOUT)
  * if late or tgid is refused.
  */
 long mmcall_run(pid_t tgid, int fd, long (*fn)(int fd, void *arg),
-		void (*late)(int fd, void *arg, long ret), void *arg, size_t argsz);
+		void (*late)(void *arg, long ret), void *arg, size_t argsz);
+/*
+ * close(fd), fd a descriptor of a file tgid chose: one it passed, or one
+ * npfd opened of its executable or libraries. A file on FUSE sends its
+ * server a FLUSH at every close, and the close waits for the answer,
+ * uninterruptibly: so it is made on the worker, with the deadline (late,
+ * tgid is stuck until it returns), even while tgid is refused. A memfd is
+ * closed at once.
+ */
+void mmcall_close(pid_t tgid, int fd);
 /* path read whole for tgid (a /proc text file), as a stream to parse; NULL (errno). */
 FILE *mmcall_fopen(pid_t tgid, const char *path);
 

@@ -638,6 +638,43 @@ static bool mount_visible(dev_t dev)
 }
 
 /*
+ * Is fd on a FUSE mount of npfd's own mount namespace, by its mount's
+ * type in mountinfo (which asks no server)? Such a mount may be one npfd
+ * is allowed to use (a user's `allow_other` mount): then its fstat() and
+ * fstatfs() below would send the server a GETATTR and a STATFS from the
+ * loop. A mount of another namespace is not listed; one made in a user
+ * namespace answers them at once without asking its server.
+ */
+static bool on_visible_fuse(int fd)
+{
+	char path[64], line[1024], *p;
+	int mnt_id = -1, id;
+	bool fuse = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/thread-self/fdinfo/%d", fd);
+	f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "mnt_id: %d", &id) == 1)
+			mnt_id = id;
+	if (f)
+		fclose(f);
+	if (mnt_id < 0)
+		return false;
+	f = fopen("/proc/thread-self/mountinfo", "re");
+	while (f && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%d", &id) != 1 || id != mnt_id)
+			continue;
+		p = strstr(line, " - ");
+		fuse = p && !strncmp(p + 3, "fuse", 4);
+		break;
+	}
+	if (f)
+		fclose(f);
+	return fuse;
+}
+
+/*
  * npfd reads backing files from its event loop, so a read that never
  * completes stalls every client. A file system whose reads another
  * process answers (FUSE: any user may mount one in a user namespace of
@@ -684,6 +721,10 @@ static int check_backing(int fd, __u64 off, __u64 len, char *err, size_t errlen)
 	if ((mode & O_ACCMODE) == O_WRONLY)
 		return refuse(err, errlen, EBADF,
 			      "the backing file is open write-only: open it O_RDONLY or O_RDWR");
+	if (on_visible_fuse(fd))
+		return refuse(
+			err, errlen, EXDEV,
+			"the backing file is on a FUSE file system, whose reads another process answers: npfd would wait for it with every other client");
 	if (fstat(fd, &st))
 		return refuse(err, errlen, errno, "cannot stat the backing file: %s",
 			      strerror(errno));

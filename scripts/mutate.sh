@@ -330,7 +330,9 @@ store-start-time-names-deleted @@ daemon/swapstore.c @@ s{if \(now && token == p
 mmcall-late-getfd-kept @@ daemon/mmcall.c @@ s{if \(ran && \(j->op == OP_OPEN \|\| j->op == OP_GETFD\) && j->ret >= 0\)}{if (ran && j->op == OP_OPEN && j->ret >= 0)} @@ adv_stuck_mm
 nic-exe-on-loop @@ daemon/collect.c @@ s{fd = mmcall_open\(mm->tgid, cand\[i\], O_RDONLY\);}{fd = open(cand[i], O_RDONLY \| O_CLOEXEC);} @@ adv_stuck_mm
 nic-attach-on-loop @@ daemon/collect.c @@ s{!mmcall_run\(mm->tgid, fd, nic_attach, nic_attach_late, &a, sizeof\(a\)\)}{!nic_attach(fd, &a)} @@ adv_stuck_mm
-mmcall-run-late-kept @@ daemon/mmcall.c @@ s{\t\tif \(ran && j->op == OP_RUN && j->late\)\n\t\t\tj->late\(j->fd, j->arg, j->ret\);\n}{} @@ unit-mmcall
+mmcall-run-late-kept @@ daemon/mmcall.c @@ s{\t\tif \(ran && j->op == OP_RUN && j->late\)\n\t\t\tj->late\(j->arg, j->ret\);\n}{} @@ unit-mmcall
+fuse-close-on-loop @@ daemon/control.c @@ s{\t\tmmcall_close\(c->pid, fds\[i\]\);}{\t\tif (fds[i] >= 0)\n\t\t\tclose(fds[i]);} @@ adv_stuck_mm
+backing-fuse-by-statfs @@ daemon/region.c @@ s{\tif \(on_visible_fuse\(fd\)\)\n}{\tif (0)\n} @@ adv_stuck_mm adv_backing
 unregister-refused-dropped @@ daemon/mmcall.c @@ s{\tif \(!mmcall_refuses\(tgid\)\)\n\t\treturn mmcall_ioctl}{\tif (1)\n\t\treturn mmcall_ioctl} @@ unit-mmcall
 unregister-pending-not-first @@ daemon/mmcall.c @@ s{return stuck_refuses\(tgid\) \|\|\s*\(!list_empty\(&unregister_pending\) && unregister_pending_run\(tgid\)\);}{return stuck_refuses(tgid);} @@ unit-mmcall
 unregister-pending-while-stuck @@ daemon/mmcall.c @@ s{\t\tif \(!stuck_refuses\(u->tgid\)\) \{}{\t\tif (1) \{} @@ unit-mmcall

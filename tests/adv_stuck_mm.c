@@ -17,7 +17,7 @@
  * calls are made on the loop itself (a hand-over costs too much there):
  * one that misses the deadline moves the loop to a watchdog thread.
  *
- * Seven phases, each with an attacker (uid 65534 in the socket's group) on a
+ * Eight phases, each with an attacker (uid 65534 in the socket's group) on a
  * FUSE mount of its own, stuck for HOLD_S seconds:
  *  - LOCK: the attacker registers a region while its lock is held: npfd
  *    must answer (an error) within ANSWER_MS;
@@ -44,7 +44,9 @@
  *  - PROBE: the attacker is no client, it only runs the test's executable
  *    while its lock is held; another process of its user attaches a
  *    device, and the kernel's uprobe attach waits for the lock of every
- *    process that maps the file (phase_probe()).
+ *    process that maps the file (phase_probe());
+ *  - CLOSE: the attacker passes its FUSE "hold" file as a device's IO page
+ *    table: npfd's close of it sends a FLUSH nobody answers (phase_close()).
  * Meanwhile a victim (another client) connects, registers 64 pages, writes
  * and reads back every one (each a fault that npfd serves: its fallback is
  * a minute away) and unregisters, all within VICTIM_MS; npfd answers a
@@ -91,9 +93,9 @@
 #define VICTIM_PAGES 64UL
 #define UR_PAGES 256UL /* UNREG: a region with a 64-page budget, most of it in the swap store */
 
-enum { LOCK, PASSIVE, WRITE, UNREG, EXEC, EXECNIC, PROBE };
+enum { LOCK, PASSIVE, WRITE, UNREG, EXEC, EXECNIC, PROBE, CLOSE };
 static const char *const phase_name[] = {"LOCK", "PASSIVE", "WRITE", "UNREG",
-					 "EXEC", "EXECNIC", "PROBE"};
+					 "EXEC", "EXECNIC", "PROBE", "CLOSE"};
 
 static struct th_npfd d;
 static pid_t test_pid;
@@ -212,6 +214,8 @@ static void __attribute__((noreturn)) fuse_serve(int fd, int reads)
 			/* a READ, hold's FLUSH: never answered, the caller waits for the abort */
 			if (write(reads, &ih->pid, sizeof(ih->pid)) < 0)
 				_exit(1);
+			break;
+		case FUSE_STATFS: /* never answered: npfd must not ask (CLOSE) */
 			break;
 		case FUSE_RELEASE:
 		case FUSE_RELEASEDIR:
@@ -1065,11 +1069,11 @@ static void __attribute__((noreturn)) attacker(void)
 #define PROBE_NAME "memfd:npf-test-getfd" /* what Q asks npfd to fetch (survives the exec) */
 
 /*
- * Does process pid hold the attacker's probe memfd? Asked of each of its
+ * Does process pid hold a descriptor whose link names name (the attacker's probe memfd)? Asked of each of its
  * threads: once npfd's loop has moved (WRITE), its first thread is gone,
  * and /proc/PID/fd, which is that thread's, lists nothing.
  */
-static bool holds_probe(pid_t pid)
+static bool holds_file(pid_t pid, const char *name)
 {
 	char path[64], fdpath[64 + 256 + 4], link[sizeof(fdpath) + 256], target[128];
 	struct dirent *t, *e;
@@ -1089,7 +1093,7 @@ static bool holds_probe(pid_t pid)
 
 			snprintf(link, sizeof(link), "%s/%s", fdpath, e->d_name);
 			n = readlink(link, target, sizeof(target) - 1);
-			found = n > 0 && (target[n] = 0, strstr(target, PROBE_NAME));
+			found = n > 0 && (target[n] = 0, strstr(target, name));
 		}
 		if (fds)
 			closedir(fds);
@@ -1137,11 +1141,12 @@ static void no_io_uring(void)
 /*
  * Q's request on connection conn, sent when the test writes 'e' to at.wgo:
  * EXEC's ring request (probe, to be fetched by npfd), or a device attach
- * to region id at m (FIRST_PAGES pages) of process owner. Reports
+ * to region id at m (FIRST_PAGES pages) of process owner, with table as
+ * its IO page table (-1: a right one is made). Reports
  * "REQUEST status=S ms=M (error)" and exits.
  */
 static void __attribute__((noreturn))
-q_request(int conn, int id, uint64_t *m, pid_t owner, int probe)
+q_request(int conn, int id, uint64_t *m, pid_t owner, int probe, int table)
 {
 	union {
 		struct npf_msg_hdr h;
@@ -1167,6 +1172,10 @@ q_request(int conn, int id, uint64_t *m, pid_t owner, int probe)
 	if (at.phase == EXEC) {
 		adv_hdr(&req.h, NPF_MSG_EVICT_RING, len = sizeof(req.ring));
 		req.ring.r.fd = probe;
+	} else if (table >= 0) {
+		iopt = table;
+		adv_hdr(&req.h, NPF_MSG_DEVICE_ATTACH, len = sizeof(req.attach));
+		req.attach.a.region_id = (__u32)id;
 	} else {
 		/* an IO page table for the region, as libnpfnic makes one */
 		struct npf_iopt_header h = {.magic = NPF_IOPT_MAGIC,
@@ -1233,7 +1242,7 @@ static void __attribute__((noreturn)) exec_attacker(void)
 	if (q < 0)
 		child_fail(at.rep, "clone: %s", strerror(errno));
 	if (!q)
-		q_request(conn, id, m, getppid(), probe);
+		q_request(conn, id, m, getppid(), probe, -1);
 	say(at.rep, "ARMED region %d, Q %d", id, q);
 	if (cmd_read() != 'x')
 		child_fail(at.rep, "unexpected command");
@@ -1246,6 +1255,65 @@ static void __attribute__((noreturn)) exec_attacker(void)
 	say(at.rep, "EXECING");
 	execlp("sleep", "sleep", "1", (char *)NULL);
 	child_fail(at.rep, "exec sleep: %s", strerror(errno));
+}
+
+/* CLOSE's attacker: a client with a region; Q, its child, passes the FUSE hold file as a table */
+static void __attribute__((noreturn)) close_attacker(void)
+{
+	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock, .fallback_ms = 500,
+		 .timeout_ms = 5000);
+	struct npf_client *c;
+	char path[96];
+	int id, conn, hold, ffd;
+	uint64_t *m;
+	pid_t q;
+
+	adv_become_attacker();
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != test_pid)
+		_exit(1);
+	c = npf_client__connect(&co);
+	if (!c)
+		child_fail(at.rep, "connect: %s", strerror(errno));
+	m = mmap(NULL, FIRST_PAGES * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		 0);
+	id = npf_client__register(c, m, FIRST_PAGES * PG, NULL);
+	if (id < 0)
+		child_fail(at.rep, "register: %s", npf_client__errmsg(c));
+	conn = npfd_connection();
+	if (conn < 0)
+		child_fail(at.rep, "no connection to %s among the descriptors", d.sock);
+	/* a backing file there: refused by its mount's type, before a STATFS nobody answers */
+	snprintf(path, sizeof(path), "%s/file", fm.dir);
+	ffd = open(path, O_RDONLY | O_CLOEXEC);
+	if (ffd < 0)
+		child_fail(at.rep, "open %s: %s", path, strerror(errno));
+	{
+		NPF_OPTS(npf_region_opts, o, .backing = NPF_BACKING_FILE, .backing_fd = ffd);
+		void *m2 = mmap(NULL, FIRST_PAGES * PG, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		double t0 = th_now();
+		int rc = npf_client__register(c, m2, FIRST_PAGES * PG, &o);
+
+		say(at.rep, "BACKING rc=%d ms=%d (%s)", rc, (int)((th_now() - t0) * 1e3),
+		    rc < 0 ? npf_client__errmsg(c) : "");
+	}
+	snprintf(path, sizeof(path), "%s/hold", fm.dir);
+	hold = open(path, O_RDONLY | O_CLOEXEC);
+	if (hold < 0)
+		child_fail(at.rep, "open %s: %s", path, strerror(errno));
+	/* Q, a raw clone (no libnpf fork handler), sends it; exits without closing it */
+	q = (pid_t)syscall(SYS_clone, SIGCHLD, 0, NULL, NULL, 0);
+	if (q < 0)
+		child_fail(at.rep, "clone: %s", strerror(errno));
+	if (!q) {
+		say(at.rep, "READY");
+		q_request(conn, id, m, getppid(), -1, hold);
+	}
+	if (cmd_read() != 'r')
+		child_fail(at.rep, "unexpected command");
+	say(at.rep, "DONE");
+	_exit(0); /* its own close of hold: the connection is aborted by now */
 }
 
 /*
@@ -1312,6 +1380,27 @@ static double lock_held(pid_t pid, pid_t writer, int wgo)
 	return th_now();
 }
 
+/*
+ * Kept stuck until HOLD_S s after t_stuck (what was asked meanwhile was not
+ * served by its letting go), still stuck then; then the FUSE connection is
+ * aborted, and the attacker told (cmd).
+ */
+static void release_held(pid_t pid, pid_t writer, double t_stuck, int cmd)
+{
+	char state;
+
+	while (th_now() < t_stuck + HOLD_S)
+		usleep(20000);
+	state = task_state(pid, writer);
+	TH_ASSERT(state == 'D', "the attacker's mmap() no longer waits before the release (%c)",
+		  state ? state : '?');
+	fuse_release(&fm);
+	printf("released: the FUSE connection aborted after %.1f s\n", th_now() - t_stuck);
+	reap(fm.server, "the FUSE server", 5000);
+	close(fm.reads);
+	TH_ASSERT(write(cmd, "r", 1) == 1, "write: %s", strerror(errno));
+}
+
 /* ---- one phase ---- */
 
 static void phase(int which)
@@ -1320,7 +1409,7 @@ static void phase(int which)
 	int cmd, wgo, st;
 	double t_stuck, t_send = 0;
 	__u64 late0, late1;
-	char *l, state;
+	char *l;
 	pid_t pid, writer;
 
 	printf("\n== %s: the attacker %s while its mmap_lock is held for %d s\n", phase_name[which],
@@ -1378,16 +1467,7 @@ static void phase(int which)
 	}
 
 	/* keep it stuck for HOLD_S s: the calls above were not served by its letting go */
-	while (th_now() < t_stuck + HOLD_S)
-		usleep(20000);
-	state = task_state(pid, writer);
-	TH_ASSERT(state == 'D', "the attacker's mmap() no longer waits before the release (%c)",
-		  state ? state : '?');
-	fuse_release(&fm);
-	printf("released: the FUSE connection aborted after %.1f s\n", th_now() - t_stuck);
-	reap(fm.server, "the FUSE server", 5000);
-	close(fm.reads);
-	TH_ASSERT(write(cmd, "r", 1) == 1, "write: %s", strerror(errno));
+	release_held(pid, writer, t_stuck, cmd);
 	if (which == PASSIVE || which == WRITE || which == UNREG)
 		chan_expect(&ch, "VERIFIED", 30000);
 	chan_expect(&ch, which == UNREG ? "UNREGISTERED" : "ADOPTED", 15000);
@@ -1428,7 +1508,7 @@ static void phase_exec(int which)
 	pid = attacker_start(which, exec_attacker, &cmd, &qgo, &ch);
 	chan_expect(&ch, "ARMED", 10000);
 	/* what tells, below, whether npfd kept it (read now: not once the exec waits) */
-	TH_ASSERT(holds_probe(pid), "the attacker holds no %s", PROBE_NAME);
+	TH_ASSERT(holds_file(pid, PROBE_NAME), "the attacker holds no %s", PROBE_NAME);
 
 	TH_ASSERT(!kill(d.pid, SIGSTOP), "SIGSTOP npfd: %s", strerror(errno));
 	npfd_stopped = 1;
@@ -1479,7 +1559,8 @@ static void phase_exec(int which)
 	attacker_end(cmd, qgo, &ch);
 	TH_ASSERT(late_now("after the release") == late1, "mm_calls_late grew after the release");
 	/* the late pidfd_getfd() came through while the exec'd sleep ran: what it got is not kept */
-	TH_ASSERT(!holds_probe(d.pid), "npfd keeps the attacker's %s, fetched late", PROBE_NAME);
+	TH_ASSERT(!holds_file(d.pid, PROBE_NAME), "npfd keeps the attacker's %s, fetched late",
+		  PROBE_NAME);
 	if (which == EXEC)
 		printf("npfd holds no %s: the late pidfd_getfd()'s descriptor was closed\n",
 		       PROBE_NAME);
@@ -1506,7 +1587,7 @@ static void phase_probe(void)
 	__u64 late0, late1;
 	pid_t pid, writer, q;
 	double t_stuck;
-	char *l, state;
+	char *l;
 
 	printf("\n== PROBE: a process that maps the test's executable holds its mmap_lock for %d "
 	       "s; another of its user attaches a device (npfd's uprobe on that executable)\n",
@@ -1550,7 +1631,7 @@ static void phase_probe(void)
 		if (conn < 0)
 			child_fail(at.rep, "Q: no connection to %s among the descriptors", d.sock);
 		say(at.rep, "READY");
-		q_request(conn, id, m, getpid(), -1);
+		q_request(conn, id, m, getpid(), -1, -1);
 	}
 	th_child_started(q);
 	close(qgo[0]);
@@ -1572,16 +1653,7 @@ static void phase_probe(void)
 	TH_ASSERT(late1 == late0 + 1, "mm_calls_late grew by %llu: expected 1 (Q's attach)",
 		  (unsigned long long)(late1 - late0));
 
-	while (th_now() < t_stuck + HOLD_S)
-		usleep(20000);
-	state = task_state(pid, writer);
-	TH_ASSERT(state == 'D', "the attacker's mmap() no longer waits before the release (%c)",
-		  state ? state : '?');
-	fuse_release(&fm);
-	printf("released: the FUSE connection aborted after %.1f s\n", th_now() - t_stuck);
-	reap(fm.server, "the FUSE server", 5000);
-	close(fm.reads);
-	TH_ASSERT(write(cmd, "r", 1) == 1, "write: %s", strerror(errno));
+	release_held(pid, writer, t_stuck, cmd);
 	chan_expect(&ch, "DONE", 5000);
 	st = reap(pid, "the attacker", 5000);
 	TH_ASSERT(WIFEXITED(st) && !WEXITSTATUS(st), "the attacker ended with status 0x%x", st);
@@ -1592,6 +1664,98 @@ static void phase_probe(void)
 	close(qch.fd);
 	/* the attach came through late, on npfd's abandoned worker: its link is gone with it */
 	TH_ASSERT(late_now("after the release") == late1, "mm_calls_late grew after the release");
+	TH_ASSERT(th_npfd_alive(&d), "npfd died");
+}
+
+/* The process thread tid belongs to (a FUSE request names the thread), 0 if unknown. No lock. */
+static pid_t tgid_of(pid_t tid)
+{
+	char path[64], buf[4096], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strstr(buf, "\nTgid:");
+	return p ? (pid_t)atoi(p + 6) : 0;
+}
+
+/*
+ * CLOSE: first the attacker registers a region backed by its FUSE "file",
+ * whose STATFS the server never answers: refused at once by its mount's
+ * type (npfd may use this mount: root made it, allow_other, and its
+ * fstatfs() would ask). Then it passes npfd a descriptor of its FUSE
+ * "hold" file as a device's IO page table. npfd refuses it and closes it, and a
+ * close of a file on FUSE sends its server a FLUSH and waits for the
+ * answer, uninterruptibly: never answered here. The close must be made
+ * off the loop (mmcall_close()): the refusal comes, a victim is served,
+ * one late call is counted, and after the release npfd holds no
+ * descriptor of the file.
+ */
+static void phase_close(void)
+{
+	struct chan ch = {.who = phase_name[CLOSE]};
+	int cmd, go, st, rc, ms;
+	__u64 late0, late1;
+	double t_send;
+	pid_t pid;
+	char *l;
+
+	printf("\n== CLOSE: the attacker passes a descriptor of a FUSE file whose FLUSH is "
+	       "never answered\n");
+	fuse_mount(&fm);
+	late0 = late_now("before");
+	pid = attacker_start(CLOSE, close_attacker, &cmd, &go, &ch);
+	l = chan_expect(&ch, "BACKING rc=", ANSWER_MS + 5000);
+	TH_ASSERT(sscanf(l, "%d ms=%d", &rc, &ms) == 2, "bad report: %s", l);
+	TH_ASSERT(rc == -EXDEV && ms <= ANSWER_MS,
+		  "a backing file on FUSE (its STATFS never answered): %d after %d ms; expected "
+		  "-EXDEV within %d ms",
+		  rc, ms, ANSWER_MS);
+	chan_expect(&ch, "READY", 10000);
+	TH_ASSERT(write(go, "e", 1) == 1, "write: %s", strerror(errno));
+	t_send = th_now();
+	l = chan_expect(&ch, "REQUEST status=", ANSWER_MS + 500);
+	TH_ASSERT(sscanf(l, "%d ms=%d", &rc, &ms) == 2, "bad report: %s", l);
+	TH_ASSERT(rc < 0, "a FUSE file taken for an IO page table: status %d", rc);
+	/* Q's own close of it, as it exits, sends one too: npfd's is looked for */
+	for (double t0 = th_now();;) {
+		struct pollfd p = {.fd = fm.reads, .events = POLLIN};
+		pid_t flusher = 0;
+
+		TH_ASSERT(poll(&p, 1, 200) >= 0, "poll: %s", strerror(errno));
+		if (p.revents && read(fm.reads, &flusher, sizeof(flusher)) == 4 &&
+		    tgid_of(flusher) == d.pid)
+			break;
+		TH_ASSERT(th_now() - t0 < 5, "the FUSE server saw no FLUSH of npfd's within 5 s");
+	}
+	printf("npfd refused it after %d ms; its close waits in the FLUSH\n", ms);
+	run_victim();
+	late1 = late_now("while npfd's close waits");
+	TH_ASSERT(late1 == late0 + 1, "mm_calls_late grew by %llu: expected 1 (the close)",
+		  (unsigned long long)(late1 - late0));
+	while (th_now() < t_send + HOLD_S)
+		usleep(20000);
+	fuse_release(&fm);
+	printf("released: the FUSE connection aborted after %.1f s\n", th_now() - t_send);
+	reap(fm.server, "the FUSE server", 5000);
+	close(fm.reads);
+	TH_ASSERT(write(cmd, "r", 1) == 1, "write: %s", strerror(errno));
+	chan_expect(&ch, "DONE", 5000);
+	st = reap(pid, "the attacker", 5000);
+	TH_ASSERT(WIFEXITED(st) && !WEXITSTATUS(st), "the attacker ended with status 0x%x", st);
+	attacker_end(cmd, go, &ch);
+	TH_ASSERT(late_now("after the release") == late1, "mm_calls_late grew after the release");
+	for (double t0 = th_now(); holds_file(d.pid, "/hold"); usleep(20000))
+		TH_ASSERT(th_now() - t0 < 2,
+			  "npfd still holds the hold file 2 s after the release");
 	TH_ASSERT(th_npfd_alive(&d), "npfd died");
 }
 
@@ -1635,13 +1799,15 @@ int main(void)
 	printf("npfd %d, with --mm-call-timeout-ms %s\n", d.pid, MM_CALL_TIMEOUT);
 	late_start = late_now("at the start");
 
-	for (int which = LOCK; which <= PROBE; which++) {
+	for (int which = LOCK; which <= CLOSE; which++) {
 		if (!phase_wanted(which))
 			continue;
 		if (which == EXEC || which == EXECNIC)
 			phase_exec(which);
 		else if (which == PROBE)
 			phase_probe();
+		else if (which == CLOSE)
+			phase_close();
 		else
 			phase(which);
 		phases++;

@@ -124,9 +124,8 @@ static long run_open(int fd, void *arg)
 	return r->opened;
 }
 
-static void run_open_late(int fd, void *arg, long ret)
+static void run_open_late(void *arg, long ret)
 {
-	(void)fd;
 	(void)arg;
 	if (ret >= 0)
 		close((int)ret);
