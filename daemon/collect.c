@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -531,6 +532,17 @@ struct nic_attach {
 	struct bpf_link *link;
 };
 
+/*
+ * Attaches that missed their deadline, and those of them that have
+ * returned since: while one waits, the next would wait the same (for the
+ * same lock, or for the kernel's dup_mmap_sem it holds), so it is refused
+ * at once. The client that asked is not to blame (any user that maps the
+ * file holds the attach), so it is not given up either: mmcall_run() is
+ * asked for nobody (tgid 0).
+ */
+static unsigned int attaches_late;
+static _Atomic unsigned int attaches_late_returned;
+
 static long nic_attach(int fd, void *arg)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "npf_nic_fault_report");
@@ -550,6 +562,7 @@ static void nic_attach_late(void *arg, long ret)
 
 	if (!ret)
 		bpf_link__destroy(a->link);
+	atomic_fetch_add(&attaches_late_returned, 1);
 }
 
 static void *nic_detach(void *link)
@@ -637,13 +650,24 @@ int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen)
 				mmcall_close(mm->tgid, fd);
 			return refuse(err, errlen, ENOMEM, "out of memory");
 		}
-		if (!mmcall_run(mm->tgid, fd, nic_attach, nic_attach_late, &a, sizeof(a))) {
+		if (attaches_late != atomic_load(&attaches_late_returned)) {
+			free(p);
+			mmcall_close(mm->tgid, fd);
+			return refuse(
+				err, errlen, EAGAIN,
+				"an earlier attach of the page request uprobe still waits for the mmap_lock of a process that maps its file: try again later");
+		}
+		if (!mmcall_run(0, fd, nic_attach, nic_attach_late, &a, sizeof(a))) {
 			p->link = a.link;
 			break;
 		}
 		e = errno;
 		free(p);
 		p = NULL;
+		if (e == ETIMEDOUT) {
+			attaches_late++;
+			break; /* the next file's attach would wait the same */
+		}
 	}
 	if (!p && fd >= 0)
 		mmcall_close(mm->tgid, fd);

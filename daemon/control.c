@@ -490,6 +490,7 @@ static void client_drop(struct npfd_client *c)
 void control_give_up_stuck(void)
 {
 	static __u64 seen;
+	struct npfd_client *c;
 	struct npfd_mm *mm;
 
 	if (!mmcall_failed_since(&seen))
@@ -510,6 +511,14 @@ again:
 		give_up_mms_of(mm->owner);
 		client_drop(mm->owner);
 		goto again; /* it freed mm, and maybe more */
+	}
+	/* a connection with no address space yet (its late call a close of a descriptor it sent) */
+	list_for_each_entry(c, &clients, node) {
+		if (c->dead || c->mm || (!mmcall_refuses(c->pid) && !mmcall_failed(c->pid)))
+			continue;
+		pr_warn("pid %d: npfd closes its connection until its late call returns", c->pid);
+		client_drop(c);
+		goto again;
 	}
 	mmcall_failed_forget();
 }
@@ -1117,6 +1126,7 @@ static void client_ready(void *arg)
 			    .msg_control = cbuf.buf,
 			    .msg_controllen = sizeof(cbuf.buf)};
 	int fds[MAX_FDS], nfds, i, rc;
+	bool gone;
 	ssize_t n;
 
 	if (c->wait) {
@@ -1147,7 +1157,8 @@ static void client_ready(void *arg)
 		client_drop(c);
 		return;
 	}
-	if (peer_exited(c)) {
+	gone = peer_exited(c);
+	if (gone) {
 		pr_warn_rl(
 			"pid %d has exited: its connection, held by another process now, is closed unserved (the pid may come to name another process)",
 			c->pid);
@@ -1161,7 +1172,7 @@ static void client_ready(void *arg)
 	 * mount waits in its close for the FLUSH it sends.
 	 */
 	for (i = 0; i < nfds; i++)
-		mmcall_close(c->pid, fds[i]);
+		mmcall_close(gone ? 0 : c->pid, fds[i]); /* gone: its pid may be another's */
 	if (rc) {
 		client_drop(c);
 		return;

@@ -293,8 +293,8 @@ static void *worker_main(void *arg)
 		 */
 		if (ran && (j->op == OP_OPEN || j->op == OP_GETFD) && j->ret >= 0)
 			close((int)j->ret);
-		if (ran && j->op == OP_RUN && j->late)
-			j->late(j->arg, j->ret);
+		if (j->op == OP_RUN && j->late)
+			j->late(j->arg, ran ? j->ret : -1); /* -1: never ran */
 		if (ran && j->undo_register && !j->ret) {
 			struct uffdio_register *reg = (void *)j->arg;
 
@@ -352,8 +352,9 @@ static void stuck_reap(void)
 
 	list_for_each_entry_safe(j, tmp, &stuck, node)
 		if (atomic_load(&j->state) == J_FINISHED_LATE) {
-			pr_info("pid %d: its late call into its address space has returned",
-				j->tgid);
+			if (j->tgid > 0)
+				pr_info("pid %d: its late call into its address space has returned",
+					j->tgid);
 			list_del_init(&j->node);
 			if (j->pidfd >= 0)
 				close(j->pidfd);
@@ -570,11 +571,20 @@ static void stuck_add(struct job *j)
 					   [OP_INLINE] = "on the fault path"};
 
 	late++;
+	j->pidfd = -1;
+	j->uid = (uid_t)-1;
+	list_add_tail(&j->node, &stuck);
+	if (j->tgid <= 0) {
+		/* nobody's: it waits for what npfd cannot tell a process by (mmcall_run()) */
+		failures++; /* the loop's cue to publish mm_calls_late; nobody is given up */
+		pr_warn("a call that meets other processes' locks (%s) did not return within %llu ms: it is left to finish alone",
+			what[j->op], (unsigned long long)(timeout_ns / 1000000));
+		return;
+	}
 	note_failed(j->tgid);
 	j->pidfd = (int)syscall(SYS_pidfd_open, j->tgid, 0);
 	if (!uid_of(j->tgid, &j->uid))
 		j->uid = (uid_t)-1;
-	list_add_tail(&j->node, &stuck);
 	cap_recompute();
 
 	pr_warn("pid %d: a call into its address space (%s) did not return within %llu ms: npfd gives the process up until it returns",
@@ -734,6 +744,72 @@ ssize_t mmcall_pwrite(pid_t tgid, int fd, const void *buf, size_t len, off_t off
 	return call_result(j, NULL);
 }
 
+/*
+ * Descriptors closed by a thread of their own, which nobody waits for: a
+ * stuck process's (its closes would each cost the loop a deadline, one
+ * more thread left in a FLUSH each time) and those no worker could take.
+ * One thread, in turn: if one close never returns, the others wait
+ * behind it (GRAVEYARD_MAX at most; past that a descriptor is kept open
+ * for good rather than closed on the loop).
+ */
+#define GRAVEYARD_MAX 4096
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t more;
+	int fd[GRAVEYARD_MAX];
+	unsigned int head, n;
+	bool started;
+} graveyard = {.lock = PTHREAD_MUTEX_INITIALIZER, .more = PTHREAD_COND_INITIALIZER};
+
+static void *graveyard_main(void *arg)
+{
+	for (;;) {
+		int fd;
+
+		pthread_mutex_lock(&graveyard.lock);
+		while (!graveyard.n)
+			pthread_cond_wait(&graveyard.more, &graveyard.lock);
+		fd = graveyard.fd[graveyard.head];
+		graveyard.head = (graveyard.head + 1) % GRAVEYARD_MAX;
+		graveyard.n--;
+		pthread_mutex_unlock(&graveyard.lock);
+		close(fd);
+	}
+	return arg;
+}
+
+static void graveyard_add(int fd)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	pthread_t th;
+	bool kept;
+
+	pthread_mutex_lock(&graveyard.lock);
+	if (!graveyard.started) {
+		pthread_attr_init(&attr);
+		pthread_attr_setstacksize(&attr, WORKER_STACK);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old); /* signals are the loop's */
+		graveyard.started = !pthread_create(&th, &attr, graveyard_main, NULL);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		pthread_attr_destroy(&attr);
+	}
+	kept = !graveyard.started || graveyard.n == GRAVEYARD_MAX;
+	if (!kept) {
+		graveyard.fd[(graveyard.head + graveyard.n) % GRAVEYARD_MAX] = fd;
+		graveyard.n++;
+		pthread_cond_signal(&graveyard.more);
+	}
+	pthread_mutex_unlock(&graveyard.lock);
+	if (kept)
+		pr_warn_rl(
+			"descriptor %d is kept open: the thread that closes descriptors of stuck processes is %s",
+			fd, graveyard.started ? "full" : "not running");
+}
+
 void mmcall_close(pid_t tgid, int fd)
 {
 	struct job *j;
@@ -745,14 +821,18 @@ void mmcall_close(pid_t tgid, int fd)
 		close(fd);
 		return;
 	}
-	/* not refused for a stuck process: the descriptor must go all the same */
-	j = job_alloc(tgid, OP_CLOSE, 0);
-	if (!j) {
-		close(fd);
+	/* a stuck process's, or none can be waited for: not waited for */
+	if (mmcall_refuses(tgid)) {
+		note_failed(tgid); /* the loop's cue: a connection it sent this on is closed */
+		graveyard_add(fd);
+		return;
+	}
+	if (!worker_get() || !(j = job_alloc(tgid, OP_CLOSE, 0))) {
+		graveyard_add(fd);
 		return;
 	}
 	j->fd = fd;
-	if (!call(j))
+	if (!call(j)) /* a worker is there: call() fails only late */
 		job_free(j);
 }
 
@@ -844,7 +924,7 @@ static void unregister_pending_free(struct unregister_pending *u)
 	if (u->pidfd >= 0)
 		close(u->pidfd);
 	if (u->uffd >= 0)
-		close(u->uffd);
+		graveyard_add(u->uffd); /* the last reference takes the process's mmap_lock */
 	free(u);
 }
 

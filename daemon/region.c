@@ -236,8 +236,12 @@ void mm_destroy(struct npfd_mm *mm, bool unregister_ranges)
 		close(mm->layout_fd);
 	if (mm->pidfd >= 0)
 		close(mm->pidfd);
-	/* Closing the last reference wakes every thread still blocked on it. */
-	close(mm->uffd);
+	/*
+	 * Closing the last reference wakes every thread still blocked on it,
+	 * and takes the process's mmap_lock, which a client may hold as long
+	 * as it likes: off the loop.
+	 */
+	mmcall_close(mm->tgid, mm->uffd);
 	if (mm->owner && mm->owner->mm == mm)
 		mm->owner->mm = NULL;
 	list_del_init(&mm->node);
@@ -624,14 +628,17 @@ static int adopt_uffd(struct npfd_client *c, int uffd, ino_t ino, char *err, siz
 /* Is dev the device of a mount in npfd's own mount namespace? */
 static bool mount_visible(dev_t dev)
 {
-	char line[1024];
 	unsigned int major, minor;
 	bool found = false;
+	char *line = NULL;
+	size_t cap = 0;
 	FILE *f = fopen("/proc/thread-self/mountinfo", "re");
 
-	while (f && !found && fgets(line, sizeof(line), f))
+	/* whole lines: a mount point's path is a user's to choose, and may be long */
+	while (f && !found && getline(&line, &cap, f) > 0)
 		found = sscanf(line, "%*d %*d %u:%u", &major, &minor) == 2 &&
 			makedev(major, minor) == dev;
+	free(line);
 	if (f)
 		fclose(f);
 	return found;
@@ -647,28 +654,29 @@ static bool mount_visible(dev_t dev)
  */
 static bool on_visible_fuse(int fd)
 {
-	char path[64], line[1024], *p;
+	char path[64], *line = NULL, *p;
 	int mnt_id = -1, id;
 	bool fuse = false;
+	size_t cap = 0;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/thread-self/fdinfo/%d", fd);
 	f = fopen(path, "re");
-	while (f && fgets(line, sizeof(line), f))
+	while (f && getline(&line, &cap, f) > 0)
 		if (sscanf(line, "mnt_id: %d", &id) == 1)
 			mnt_id = id;
 	if (f)
 		fclose(f);
-	if (mnt_id < 0)
-		return false;
-	f = fopen("/proc/thread-self/mountinfo", "re");
-	while (f && fgets(line, sizeof(line), f)) {
+	f = mnt_id < 0 ? NULL : fopen("/proc/thread-self/mountinfo", "re");
+	/* whole lines: a mount point's path is a user's to choose, and may be long */
+	while (f && getline(&line, &cap, f) > 0) {
 		if (sscanf(line, "%d", &id) != 1 || id != mnt_id)
 			continue;
 		p = strstr(line, " - ");
 		fuse = p && !strncmp(p + 3, "fuse", 4);
 		break;
 	}
+	free(line);
 	if (f)
 		fclose(f);
 	return fuse;
@@ -682,10 +690,19 @@ static bool on_visible_fuse(int fd)
  * (a user namespace's: its lower layer may be such a file system). Found
  * by an adversarial review.
  */
-static int check_backing_fs(int fd, const struct stat *st, char *err, size_t errlen)
+static int check_backing_fs(int fd, char *err, size_t errlen)
 {
 	struct statfs sfs;
+	struct statx sx;
 
+	/*
+	 * Its device from what the kernel has cached (DONT_SYNC asks no
+	 * server): on an overlay a user mounted over its own FUSE, an fstat()
+	 * is made with the mounter's credentials, and sends GETATTR.
+	 */
+	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE, &sx))
+		return refuse(err, errlen, errno, "cannot stat the backing file: %s",
+			      strerror(errno));
 	if (fstatfs(fd, &sfs))
 		return refuse(err, errlen, errno, "cannot stat the backing file's file system: %s",
 			      strerror(errno));
@@ -693,7 +710,8 @@ static int check_backing_fs(int fd, const struct stat *st, char *err, size_t err
 		return refuse(
 			err, errlen, EXDEV,
 			"the backing file is on a FUSE file system, whose reads another process answers: npfd would wait for it with every other client");
-	if (sfs.f_type == OVERLAYFS_SUPER_MAGIC && !mount_visible(st->st_dev))
+	if (sfs.f_type == OVERLAYFS_SUPER_MAGIC &&
+	    !mount_visible(makedev(sx.stx_dev_major, sx.stx_dev_minor)))
 		return refuse(
 			err, errlen, EXDEV,
 			"the backing file is on an overlay mounted outside npfd's mount namespace: its layers could be a file system whose reads another process answers");
@@ -725,15 +743,16 @@ static int check_backing(int fd, __u64 off, __u64 len, char *err, size_t errlen)
 		return refuse(
 			err, errlen, EXDEV,
 			"the backing file is on a FUSE file system, whose reads another process answers: npfd would wait for it with every other client");
+	/* its file system first: an fstat() there could ask a server */
+	ret = check_backing_fs(fd, err, errlen);
+	if (ret)
+		return ret;
 	if (fstat(fd, &st))
 		return refuse(err, errlen, errno, "cannot stat the backing file: %s",
 			      strerror(errno));
 	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
 		return refuse(err, errlen, EINVAL,
 			      "the backing descriptor is not a regular file or block device");
-	ret = check_backing_fs(fd, &st, err, errlen);
-	if (ret)
-		return ret;
 	if (S_ISREG(st.st_mode) && (__u64)st.st_size < end)
 		return refuse(
 			err, errlen, EINVAL,

@@ -234,7 +234,7 @@ device-requests-unbounded @@ daemon/device.c @@ s{if \(d->info.requests_waiting 
 device-request-pages-unbounded @@ daemon/device.c @@ s{if \(last - first >= DEVICE_REQUEST_MAX_PAGES\)}{if (0)} @@ dev_iopt
 table-holes-read @@ daemon/device.c @@ s{if \(data < 0 \|\| hole < 0\) \{}{if (1) \{} @@ dev_iopt
 backing-fuse-accepted @@ daemon/region.c @@ s{if \(sfs.f_type == FUSE_SUPER_MAGIC\)}{if (0)} @@ adv_backing
-backing-foreign-overlay-accepted @@ daemon/region.c @@ s{if \(sfs.f_type == OVERLAYFS_SUPER_MAGIC && !mount_visible\(st->st_dev\)\)}{if (0)} @@ adv_backing
+backing-foreign-overlay-accepted @@ daemon/region.c @@ s{if \(sfs.f_type == OVERLAYFS_SUPER_MAGIC &&\n\s+!mount_visible\(makedev\(sx.stx_dev_major, sx.stx_dev_minor\)\)\)}{if (0)} @@ adv_backing
 udp-any-port @@ nic/nic_wire.c @@ s{from.sin_port != w->peer.sin_port\)\n}{0)\n} @@ nic_udp_spoof
 shm-rx-header-believed @@ nic/nic_wire.c @@ s{pkt = ring_slot\(r, w->rx_nslots, w->rx_slot_size, head\);}{pkt = ring_slot(r, r->nslots, r->slot_size, head);} @@ nic_shm_header
 ws-record-shared-by-users @@ daemon/wsstore.c @@ s{"%s/%u.%s.ws", ws_dir, \(unsigned int\)r->mm->uid, r->name\)}{"%s/%s.ws", ws_dir, r->name)} @@ policy_load
@@ -286,7 +286,7 @@ put-back-step-not-asked-again @@ client/libnpf.c @@ s{\t\tif \(err == -EINPROGRE
 store-short-read-drops-run @@ daemon/evict.c @@ s{\t\t\tk \+= n > 0 \? \(__u32\)\(n / NPF_PAGE_SIZE\) : 0;\n}{} @@ evict_store_lost
 store-read-head-poisoned @@ daemon/evict.c @@ s{(\t\t\tif \()k(\) \{\n\t\t\t\tstruct run head = \*rn;)}{${1}0$2} @@ evict_store_lost
 store-read-failure-not-poisoned @@ daemon/evict.c @@ s{(\t\t\tif \(ret != -EAGAIN\) \{\n)\t\t\t\trn->unservable = true;\n\t\t\t\trn->valid_pages = 0;\n}{$1} @@ evict_store_lost
-exited-peer-served @@ daemon/control.c @@ s{(\tif \()(peer_exited\(c\)\) \{)}{${1}0 && $2} @@ adv_orphan_conn
+exited-peer-served @@ daemon/control.c @@ s{\tgone = peer_exited\(c\);}{\tgone = 0 && peer_exited(c);} @@ adv_orphan_conn
 bitmap-shift-carry-lost @@ daemon/bitmap.c @@ s{w = \(w >> r\) \| \(word_at\(m, j \+ q \+ 8\) << \(64 - r\)\);}{w = w >> r;} @@ unit-bitmap
 bitmap-next-skips-word @@ daemon/bitmap.c @@ s{for \(k = i / 64; k \* 64 < end && k \* 64 < lim; k\+\+\) \{}{for (k = i / 64; k * 64 < end && k * 64 < lim; k += 2) \{} @@ unit-bitmap
 bitmap-summary-not-set @@ daemon/bitmap.h @@ s{\tif \(!\(\(m->sum\[b / 64\] >> \(b % 64\)\) & 1\)\)\n\t\tm->sum\[b / 64\] \|= 1ULL << \(b % 64\);\n}{} @@ unit-bitmap
@@ -329,9 +329,10 @@ token-not-pidfs @@ daemon/util.c @@ s{\t\ttoken = st.st_ino;}{\t\ttoken = start_
 store-start-time-names-deleted @@ daemon/swapstore.c @@ s{if \(now && token == process_start_time\(pid\) &&}{if (0 &&} @@ evict_crash
 mmcall-late-getfd-kept @@ daemon/mmcall.c @@ s{if \(ran && \(j->op == OP_OPEN \|\| j->op == OP_GETFD\) && j->ret >= 0\)}{if (ran && j->op == OP_OPEN && j->ret >= 0)} @@ adv_stuck_mm
 nic-exe-on-loop @@ daemon/collect.c @@ s{fd = mmcall_open\(mm->tgid, cand\[i\], O_RDONLY\);}{fd = open(cand[i], O_RDONLY \| O_CLOEXEC);} @@ adv_stuck_mm
-nic-attach-on-loop @@ daemon/collect.c @@ s{!mmcall_run\(mm->tgid, fd, nic_attach, nic_attach_late, &a, sizeof\(a\)\)}{!nic_attach(fd, &a)} @@ adv_stuck_mm
-mmcall-run-late-kept @@ daemon/mmcall.c @@ s{\t\tif \(ran && j->op == OP_RUN && j->late\)\n\t\t\tj->late\(j->arg, j->ret\);\n}{} @@ unit-mmcall
-fuse-close-on-loop @@ daemon/control.c @@ s{\t\tmmcall_close\(c->pid, fds\[i\]\);}{\t\tif (fds[i] >= 0)\n\t\t\tclose(fds[i]);} @@ adv_stuck_mm
+nic-attach-on-loop @@ daemon/collect.c @@ s{!mmcall_run\(0, fd, nic_attach, nic_attach_late, &a, sizeof\(a\)\)}{!nic_attach(fd, &a)} @@ adv_stuck_mm
+nic-attach-late-not-gated @@ daemon/collect.c @@ s{if \(attaches_late != atomic_load\(&attaches_late_returned\)\) \{}{if (0) \{} @@ adv_stuck_mm
+mmcall-run-late-kept @@ daemon/mmcall.c @@ s{\t\tif \(j->op == OP_RUN && j->late\)\n\t\t\tj->late\(j->arg, ran \? j->ret : -1\); \/\* -1: never ran \*\/\n}{} @@ unit-mmcall
+fuse-close-on-loop @@ daemon/control.c @@ s{\t\tmmcall_close\(gone \? 0 : c->pid, fds\[i\]\);}{\t\tif (fds[i] >= 0)\n\t\t\tclose(fds[i]);} @@ adv_stuck_mm
 backing-fuse-by-statfs @@ daemon/region.c @@ s{\tif \(on_visible_fuse\(fd\)\)\n}{\tif (0)\n} @@ adv_stuck_mm adv_backing
 unregister-refused-dropped @@ daemon/mmcall.c @@ s{\tif \(!mmcall_refuses\(tgid\)\)\n\t\treturn mmcall_ioctl}{\tif (1)\n\t\treturn mmcall_ioctl} @@ unit-mmcall
 unregister-pending-not-first @@ daemon/mmcall.c @@ s{return stuck_refuses\(tgid\) \|\|\s*\(!list_empty\(&unregister_pending\) && unregister_pending_run\(tgid\)\);}{return stuck_refuses(tgid);} @@ unit-mmcall

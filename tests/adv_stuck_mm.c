@@ -1142,11 +1142,11 @@ static void no_io_uring(void)
  * Q's request on connection conn, sent when the test writes 'e' to at.wgo:
  * EXEC's ring request (probe, to be fetched by npfd), or a device attach
  * to region id at m (FIRST_PAGES pages) of process owner, with table as
- * its IO page table (-1: a right one is made). Reports
- * "REQUEST status=S ms=M (error)" and exits.
+ * its IO page table (-1: a right one is made), times times in a row.
+ * Reports "REQUEST status=S ms=M (error)" for each, and exits.
  */
 static void __attribute__((noreturn))
-q_request(int conn, int id, uint64_t *m, pid_t owner, int probe, int table)
+q_request(int conn, int id, uint64_t *m, pid_t owner, int probe, int table, int times)
 {
 	union {
 		struct npf_msg_hdr h;
@@ -1195,14 +1195,16 @@ q_request(int conn, int id, uint64_t *m, pid_t owner, int probe, int table)
 	}
 	if (read(at.wgo, &go, 1) != 1 || go != 'e')
 		child_fail(at.rep, "Q: unexpected command");
-	t0 = th_now();
-	if (adv_send(conn, &req, len, iopt >= 0 ? &iopt : NULL, iopt >= 0) != (ssize_t)len)
-		child_fail(at.rep, "Q: send: %s", strerror(errno));
-	n = poll(&p, 1, 10000) == 1 ? recv(conn, buf, sizeof(buf), 0) : -1;
-	if (n < (ssize_t)(sizeof(struct npf_msg_hdr) + sizeof(*r)))
-		child_fail(at.rep, "Q: no answer to the request within 10 s (%zd)", n);
-	say(at.rep, "REQUEST status=%d ms=%d (%s)", r->status, (int)((th_now() - t0) * 1e3),
-	    r->error);
+	while (times--) {
+		t0 = th_now();
+		if (adv_send(conn, &req, len, iopt >= 0 ? &iopt : NULL, iopt >= 0) != (ssize_t)len)
+			child_fail(at.rep, "Q: send: %s", strerror(errno));
+		n = poll(&p, 1, 10000) == 1 ? recv(conn, buf, sizeof(buf), 0) : -1;
+		if (n < (ssize_t)(sizeof(struct npf_msg_hdr) + sizeof(*r)))
+			child_fail(at.rep, "Q: no answer to the request within 10 s (%zd)", n);
+		say(at.rep, "REQUEST status=%d ms=%d (%s)", r->status, (int)((th_now() - t0) * 1e3),
+		    r->error);
+	}
 	_exit(0);
 }
 
@@ -1242,7 +1244,7 @@ static void __attribute__((noreturn)) exec_attacker(void)
 	if (q < 0)
 		child_fail(at.rep, "clone: %s", strerror(errno));
 	if (!q)
-		q_request(conn, id, m, getppid(), probe, -1);
+		q_request(conn, id, m, getppid(), probe, -1, 1);
 	say(at.rep, "ARMED region %d, Q %d", id, q);
 	if (cmd_read() != 'x')
 		child_fail(at.rep, "unexpected command");
@@ -1308,7 +1310,7 @@ static void __attribute__((noreturn)) close_attacker(void)
 		child_fail(at.rep, "clone: %s", strerror(errno));
 	if (!q) {
 		say(at.rep, "READY");
-		q_request(conn, id, m, getppid(), -1, hold);
+		q_request(conn, id, m, getppid(), -1, hold, 1);
 	}
 	if (cmd_read() != 'r')
 		child_fail(at.rep, "unexpected command");
@@ -1574,7 +1576,9 @@ static void phase_exec(int which)
  * (no process of it has one), and the kernel's uprobe_register() takes
  * the mmap_lock of every process that maps the file: the attacker's.
  * npfd must refuse the attach at its deadline (the attach is made on its
- * worker) and serve a victim meanwhile. The kernel holds its dup_mmap_sem
+ * worker), refuse Q's next at once while the first waits (not another
+ * deadline), and serve a victim meanwhile. Q is not given up: any user
+ * that maps the file holds the attach. The kernel holds its dup_mmap_sem
  * for as long as an attach waits, and no process on the machine can
  * fork() then: the victim and Q are forked before Q asks, and nothing
  * here forks until the release.
@@ -1631,7 +1635,7 @@ static void phase_probe(void)
 		if (conn < 0)
 			child_fail(at.rep, "Q: no connection to %s among the descriptors", d.sock);
 		say(at.rep, "READY");
-		q_request(conn, id, m, getpid(), -1, -1);
+		q_request(conn, id, m, getpid(), -1, -1, 2);
 	}
 	th_child_started(q);
 	close(qgo[0]);
@@ -1648,6 +1652,14 @@ static void phase_probe(void)
 		  "%d after %d ms; expected npfd's refusal within %d ms",
 		  rc, ms, ANSWER_MS);
 	printf("Q's device attach refused after %d ms\n", ms);
+	/* the next waits no deadline more: refused at once while the first waits (EAGAIN) */
+	l = chan_expect(&qch, "REQUEST status=", ANSWER_MS + 500);
+	TH_ASSERT(sscanf(l, "%d ms=%d", &rc, &ms) == 2, "bad report: %s", l);
+	TH_ASSERT(rc == -EAGAIN && ms < 100,
+		  "a second attach while the first waits: status %d after %d ms; expected "
+		  "-EAGAIN at once",
+		  rc, ms);
+	printf("Q's second attach refused at once (%d ms)\n", ms);
 	victim_finish(&v);
 	late1 = late_now("while the attach waits");
 	TH_ASSERT(late1 == late0 + 1, "mm_calls_late grew by %llu: expected 1 (Q's attach)",
