@@ -15,7 +15,11 @@
  *    own is refused (EXDEV: its lower layer could be a FUSE file system
  *    whose reads never end, stalling npfd for every client), the same
  *    file through the lower directory accepted.
- * And as root: a file on a FUSE file system (bindfs) is refused (EXDEV).
+ * And as root: a file on a FUSE file system (bindfs) is refused (EXDEV),
+ * found by its mount's type in npfd's mountinfo (before an fstat() that
+ * could ask the server); and the same on a bindfs the client mounted in a
+ * mount namespace of its own, which npfd's mountinfo does not list: found
+ * by fstatfs().
  */
 #include <sched.h>
 #include <setjmp.h>
@@ -143,6 +147,46 @@ static void overlay_attacker(void *arg)
 	close(sock);
 }
 
+/* The same bindfs, mounted by a client in a mount namespace of its own (not in npfd's mountinfo). */
+static void fuse_backing_unlisted(const char *src, const char *mnt)
+{
+	char path[128], cmd[256];
+	struct npf_client *c;
+	int fd, rc, st;
+	char *mem;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	TH_ASSERT(pid >= 0, "fork: %s", strerror(errno));
+	if (!pid) {
+		TH_ASSERT(!unshare(CLONE_NEWNS) &&
+				  !mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL),
+			  "a mount namespace: %s", strerror(errno));
+		snprintf(cmd, sizeof(cmd), "bindfs %s %s", src, mnt);
+		TH_ASSERT(!system(cmd), "'%s' failed in a mount namespace of its own", cmd);
+		snprintf(path, sizeof(path), "%s/f", mnt);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		TH_ASSERT(fd >= 0, "open %s: %s", path, strerror(errno));
+		c = npf_client__connect(NULL);
+		TH_ASSERT(c, "connect: %s", strerror(errno));
+		mem = mmap(NULL, 16 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+			   0);
+		NPF_OPTS(npf_region_opts, fo, .backing = NPF_BACKING_FILE, .backing_fd = fd);
+		rc = npf_client__register(c, mem, 16 * PG, &fo);
+		expect_refused("FUSE mounted where npfd does not see it", rc, -EXDEV,
+			       npf_client__errmsg(c));
+		npf_client__close(c);
+		close(fd);
+		snprintf(cmd, sizeof(cmd), "umount %s", mnt);
+		TH_ASSERT(!system(cmd), "%s failed", cmd);
+		fflush(stdout);
+		_exit(0);
+	}
+	TH_ASSERT(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && !WEXITSTATUS(st),
+		  "the client in a mount namespace of its own failed (0x%x)", st);
+}
+
 /* As root: a file on a FUSE file system (bindfs of a directory). */
 static void fuse_backing(void)
 {
@@ -180,6 +224,7 @@ static void fuse_backing(void)
 	close(fd);
 	snprintf(cmd, sizeof(cmd), "umount %s", mnt);
 	TH_ASSERT(!system(cmd), "%s failed", cmd);
+	fuse_backing_unlisted(src, mnt);
 }
 
 static void attacker(void *arg)
