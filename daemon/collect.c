@@ -455,11 +455,31 @@ int collect_open(const char *bpffs)
 	return 0;
 }
 
+/*
+ * Attaches that missed their deadline, and those of them that have
+ * returned since: while one waits, the next would wait the same (for the
+ * same lock, or for the kernel's dup_mmap_sem it holds), so it is refused
+ * at once. The client that asked is not to blame (any user that maps the
+ * file holds the attach), so it is not given up either: mmcall_run() is
+ * asked for nobody (tgid 0).
+ */
+static unsigned int attaches_late;
+static _Atomic unsigned int attaches_late_returned;
+
 void collect_close(void)
 {
 	ring_buffer__free(rb);
 	rb = NULL;
 	unpin_maps();
+	/*
+	 * An attach that missed its deadline may still be in libbpf, on its
+	 * abandoned thread, with the skeleton's program: the skeleton is left
+	 * to the exit then (its links and maps go with npfd's descriptors).
+	 */
+	if (attaches_late != atomic_load(&attaches_late_returned)) {
+		pr_warn("a late uprobe attach is still waiting: the BPF objects are left to npfd's exit");
+		return;
+	}
 	npf_collect_bpf__destroy(skel);
 	skel = NULL;
 }
@@ -531,17 +551,6 @@ struct nic_attach {
 	struct bpf_program *prog;
 	struct bpf_link *link;
 };
-
-/*
- * Attaches that missed their deadline, and those of them that have
- * returned since: while one waits, the next would wait the same (for the
- * same lock, or for the kernel's dup_mmap_sem it holds), so it is refused
- * at once. The client that asked is not to blame (any user that maps the
- * file holds the attach), so it is not given up either: mmcall_run() is
- * asked for nobody (tgid 0).
- */
-static unsigned int attaches_late;
-static _Atomic unsigned int attaches_late_returned;
 
 static long nic_attach(int fd, void *arg)
 {

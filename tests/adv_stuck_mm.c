@@ -1139,6 +1139,42 @@ static void no_io_uring(void)
 }
 
 /*
+ * An attacker's start as a client: uid 65534, killed with the test, a
+ * region of FIRST_PAGES pages registered through libnpf (*m, *id); its
+ * connection to npfd, found among its descriptors (raw requests go on it).
+ * no_ring: libnpf gives npfd no eviction ring (no_io_uring()). The
+ * client in *cp if cp.
+ */
+static int attacker_client(uint64_t **m, int *id, bool no_ring, struct npf_client **cp)
+{
+	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock, .fallback_ms = 500,
+		 .timeout_ms = 5000);
+	struct npf_client *c;
+	int conn;
+
+	adv_become_attacker();
+	prctl(PR_SET_PDEATHSIG, SIGKILL); /* after the setuid(), which clears it */
+	if (getppid() != test_pid)
+		_exit(1);
+	if (no_ring)
+		no_io_uring();
+	c = npf_client__connect(&co);
+	if (!c)
+		child_fail(at.rep, "connect: %s", strerror(errno));
+	*m = mmap(NULL, FIRST_PAGES * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		  0);
+	*id = npf_client__register(c, *m, FIRST_PAGES * PG, NULL);
+	if (*id < 0)
+		child_fail(at.rep, "register: %s", npf_client__errmsg(c));
+	conn = npfd_connection();
+	if (conn < 0)
+		child_fail(at.rep, "no connection to %s among the descriptors", d.sock);
+	if (cp)
+		*cp = c;
+	return conn;
+}
+
+/*
  * Q's request on connection conn, sent when the test writes 'e' to at.wgo:
  * EXEC's ring request (probe, to be fetched by npfd), or a device attach
  * to region id at m (FIRST_PAGES pages) of process owner, with table as
@@ -1210,32 +1246,14 @@ q_request(int conn, int id, uint64_t *m, pid_t owner, int probe, int table, int 
 
 static void __attribute__((noreturn)) exec_attacker(void)
 {
-	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock, .fallback_ms = 500,
-		 .timeout_ms = 5000);
-	struct npf_client *c;
 	char path[96];
 	int conn, hold, id, probe;
 	uint64_t *m;
 	pid_t q;
 
-	adv_become_attacker();
-	prctl(PR_SET_PDEATHSIG, SIGKILL); /* after the setuid(), which clears it */
-	if (getppid() != test_pid)
-		_exit(1);
-	no_io_uring();
-	c = npf_client__connect(&co);
-	if (!c)
-		child_fail(at.rep, "connect: %s", strerror(errno));
-	m = mmap(NULL, FIRST_PAGES * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-		 0);
-	id = npf_client__register(c, m, FIRST_PAGES * PG, NULL);
-	if (id < 0)
-		child_fail(at.rep, "register: %s", npf_client__errmsg(c));
+	conn = attacker_client(&m, &id, true, NULL);
 	for (uint64_t i = 0; i < FIRST_PAGES * PG / 8; i++)
 		m[i] = word(9, i / 512, i % 512);
-	conn = npfd_connection();
-	if (conn < 0)
-		child_fail(at.rep, "no connection to %s among the descriptors", d.sock);
 	probe = memfd_create(PROBE_NAME + strlen("memfd:"), 0); /* kept across the exec */
 	if (probe < 0)
 		child_fail(at.rep, "memfd_create: %s", strerror(errno));
@@ -1262,29 +1280,13 @@ static void __attribute__((noreturn)) exec_attacker(void)
 /* CLOSE's attacker: a client with a region; Q, its child, passes the FUSE hold file as a table */
 static void __attribute__((noreturn)) close_attacker(void)
 {
-	NPF_OPTS(npf_client_opts, co, .socket_path = d.sock, .fallback_ms = 500,
-		 .timeout_ms = 5000);
 	struct npf_client *c;
 	char path[96];
 	int id, conn, hold, ffd;
 	uint64_t *m;
 	pid_t q;
 
-	adv_become_attacker();
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != test_pid)
-		_exit(1);
-	c = npf_client__connect(&co);
-	if (!c)
-		child_fail(at.rep, "connect: %s", strerror(errno));
-	m = mmap(NULL, FIRST_PAGES * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-		 0);
-	id = npf_client__register(c, m, FIRST_PAGES * PG, NULL);
-	if (id < 0)
-		child_fail(at.rep, "register: %s", npf_client__errmsg(c));
-	conn = npfd_connection();
-	if (conn < 0)
-		child_fail(at.rep, "no connection to %s among the descriptors", d.sock);
+	conn = attacker_client(&m, &id, false, &c);
 	/* a backing file there: refused by its mount's type, before a STATFS nobody answers */
 	snprintf(path, sizeof(path), "%s/file", fm.dir);
 	ffd = open(path, O_RDONLY | O_CLOEXEC);
@@ -1607,9 +1609,6 @@ static void phase_probe(void)
 	q = fork();
 	TH_ASSERT(q >= 0, "fork: %s", strerror(errno));
 	if (!q) {
-		NPF_OPTS(npf_client_opts, co, .socket_path = d.sock, .fallback_ms = 500,
-			 .timeout_ms = 5000);
-		struct npf_client *c;
 		uint64_t *m;
 		int id, conn;
 
@@ -1619,21 +1618,7 @@ static void phase_probe(void)
 		close(qrep[0]);
 		close(fm.reads);
 		at = (struct attack){.phase = PROBE, .cmd = -1, .wgo = qgo[0], .rep = qrep[1]};
-		adv_become_attacker();
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != test_pid)
-			_exit(1);
-		c = npf_client__connect(&co);
-		if (!c)
-			child_fail(at.rep, "Q: connect: %s", strerror(errno));
-		m = mmap(NULL, FIRST_PAGES * PG, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		id = npf_client__register(c, m, FIRST_PAGES * PG, NULL);
-		if (id < 0)
-			child_fail(at.rep, "Q: register: %s", npf_client__errmsg(c));
-		conn = npfd_connection();
-		if (conn < 0)
-			child_fail(at.rep, "Q: no connection to %s among the descriptors", d.sock);
+		conn = attacker_client(&m, &id, false, NULL);
 		say(at.rep, "READY");
 		q_request(conn, id, m, getpid(), -1, -1, 2);
 	}
@@ -1683,18 +1668,9 @@ static void phase_probe(void)
 static pid_t tgid_of(pid_t tid)
 {
 	char path[64], buf[4096], *p;
-	ssize_t n;
-	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
+	th_read_text(path, buf, sizeof(buf));
 	p = strstr(buf, "\nTgid:");
 	return p ? (pid_t)atoi(p + 6) : 0;
 }
