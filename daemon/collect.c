@@ -466,6 +466,11 @@ int collect_open(const char *bpffs)
 static unsigned int attaches_late;
 static _Atomic unsigned int attaches_late_returned;
 
+static bool attach_waiting(void)
+{
+	return attaches_late != atomic_load(&attaches_late_returned);
+}
+
 void collect_close(void)
 {
 	ring_buffer__free(rb);
@@ -476,7 +481,7 @@ void collect_close(void)
 	 * abandoned thread, with the skeleton's program: the skeleton is left
 	 * to the exit then (its links and maps go with npfd's descriptors).
 	 */
-	if (attaches_late != atomic_load(&attaches_late_returned)) {
+	if (attach_waiting()) {
 		pr_warn("a late uprobe attach is still waiting: the BPF objects are left to npfd's exit");
 		return;
 	}
@@ -659,7 +664,7 @@ int collect_nic_uprobe(struct npfd_mm *mm, char *err, size_t errlen)
 				mmcall_close(mm->tgid, fd);
 			return refuse(err, errlen, ENOMEM, "out of memory");
 		}
-		if (attaches_late != atomic_load(&attaches_late_returned)) {
+		if (attach_waiting()) {
 			free(p);
 			mmcall_close(mm->tgid, fd);
 			return refuse(

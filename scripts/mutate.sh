@@ -330,7 +330,7 @@ store-start-time-names-deleted @@ daemon/swapstore.c @@ s{if \(now && token == p
 mmcall-late-getfd-kept @@ daemon/mmcall.c @@ s{if \(ran && \(j->op == OP_OPEN \|\| j->op == OP_GETFD\) && j->ret >= 0\)}{if (ran && j->op == OP_OPEN && j->ret >= 0)} @@ adv_stuck_mm
 nic-exe-on-loop @@ daemon/collect.c @@ s{fd = mmcall_open\(mm->tgid, cand\[i\], O_RDONLY\);}{fd = open(cand[i], O_RDONLY \| O_CLOEXEC);} @@ adv_stuck_mm
 nic-attach-on-loop @@ daemon/collect.c @@ s{!mmcall_run\(0, fd, nic_attach, nic_attach_late, &a, sizeof\(a\)\)}{!nic_attach(fd, &a)} @@ adv_stuck_mm
-nic-attach-late-not-gated @@ daemon/collect.c @@ s{if \(attaches_late != atomic_load\(&attaches_late_returned\)\) \{}{if (0) \{} @@ adv_stuck_mm
+nic-attach-late-not-gated @@ daemon/collect.c @@ s{\t\tif \(attach_waiting\(\)\) \{\n\t\t\tfree\(p\);}{\t\tif (0) \{\n\t\t\tfree(p);} @@ adv_stuck_mm
 mmcall-run-late-kept @@ daemon/mmcall.c @@ s{\t\tif \(j->op == OP_RUN && j->late\)\n\t\t\tj->late\(j->arg, ran \? j->ret : -1\); \/\* -1: never ran \*\/\n}{} @@ unit-mmcall
 fuse-close-on-loop @@ daemon/control.c @@ s{\t\tmmcall_close\(gone \? 0 : c->pid, fds\[i\]\);}{\t\tif (fds[i] >= 0)\n\t\t\tclose(fds[i]);} @@ adv_stuck_mm
 backing-fuse-by-statfs @@ daemon/region.c @@ s{\tif \(on_visible_fuse\(fd\)\)\n}{\tif (0)\n} @@ adv_stuck_mm adv_backing
