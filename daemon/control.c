@@ -37,7 +37,14 @@
 #include "wait.h"
 #include "wire_check.h"
 
-#define MAX_FDS NPF_FDPASS_MAX
+/*
+ * Room for every descriptor a message can carry (the kernel's SCM_MAX_FD):
+ * those a buffer has no room for, the kernel closes itself in recvmsg(),
+ * on the loop -- and a TCP socket with SO_LINGER closes only when its
+ * data is sent or the linger ends (adversarial probe). Requests use at
+ * most NPF_FDPASS_MAX; the others are closed as any left over.
+ */
+#define MAX_FDS 253
 
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static char *reply_buf;
@@ -1117,7 +1124,7 @@ static void client_ready(void *arg)
 	struct npfd_client *c = arg;
 	char buf[NPF_REQ_MAX];
 	union {
-		char buf[NPF_FDPASS_SPACE];
+		char buf[CMSG_SPACE(MAX_FDS * sizeof(int))];
 		struct cmsghdr align;
 	} cbuf;
 	struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};

@@ -821,7 +821,15 @@ void mmcall_close(pid_t tgid, int fd)
 		close(fd);
 		return;
 	}
-	/* a stuck process's, or none can be waited for: not waited for */
+	/*
+	 * A process gone (tgid 0: nobody to give up, so each late close would
+	 * cost the loop a deadline; adversarial probe: 16 descriptors of 4
+	 * exited senders, 4.8 s) or stuck: not waited for.
+	 */
+	if (tgid <= 0) {
+		graveyard_add(fd);
+		return;
+	}
 	if (mmcall_refuses(tgid)) {
 		note_failed(tgid); /* the loop's cue: a connection it sent this on is closed */
 		graveyard_add(fd);

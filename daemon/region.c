@@ -690,8 +690,15 @@ static bool on_visible_fuse(int fd)
  * (a user namespace's: its lower layer may be such a file system). Found
  * by an adversarial review.
  */
-static int check_backing_fs(int fd, char *err, size_t errlen)
+/* What check_backing_fs() asks of a file, on mmcall.c's worker. */
+struct backing_fs {
+	__s64 f_type;
+	__u32 dev_major, dev_minor;
+};
+
+static long backing_fs_ask(int fd, void *arg)
 {
+	struct backing_fs *b = arg;
 	struct statfs sfs;
 	struct statx sx;
 
@@ -700,25 +707,42 @@ static int check_backing_fs(int fd, char *err, size_t errlen)
 	 * server): on an overlay a user mounted over its own FUSE, an fstat()
 	 * is made with the mounter's credentials, and sends GETATTR.
 	 */
-	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE, &sx))
-		return refuse(err, errlen, errno, "cannot stat the backing file: %s",
-			      strerror(errno));
-	if (fstatfs(fd, &sfs))
-		return refuse(err, errlen, errno, "cannot stat the backing file's file system: %s",
-			      strerror(errno));
-	if (sfs.f_type == FUSE_SUPER_MAGIC)
+	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE, &sx) || fstatfs(fd, &sfs))
+		return -1;
+	b->f_type = (__s64)sfs.f_type;
+	b->dev_major = sx.stx_dev_major;
+	b->dev_minor = sx.stx_dev_minor;
+	return 0;
+}
+
+/*
+ * The file system of tgid's backing file. Asked on mmcall.c's worker: a
+ * FUSE mount npfd may use that its mountinfo does not list (another mount
+ * namespace's, or one unmounted lazily while the file stays open) answers
+ * fstatfs() only when its server does (adversarial probe: the loop waited
+ * 14 s, until the connection was aborted).
+ */
+static int check_backing_fs(pid_t tgid, int fd, char *err, size_t errlen)
+{
+	struct backing_fs b = {0};
+
+	if (mmcall_run(tgid, fd, backing_fs_ask, NULL, &b, sizeof(b)))
+		return refuse(
+			err, errlen, errno, "cannot stat the backing file's file system: %s%s",
+			strerror(errno),
+			errno == ETIMEDOUT ? " (it did not answer within mm-call-timeout-ms)" : "");
+	if (b.f_type == FUSE_SUPER_MAGIC)
 		return refuse(
 			err, errlen, EXDEV,
 			"the backing file is on a FUSE file system, whose reads another process answers: npfd would wait for it with every other client");
-	if (sfs.f_type == OVERLAYFS_SUPER_MAGIC &&
-	    !mount_visible(makedev(sx.stx_dev_major, sx.stx_dev_minor)))
+	if (b.f_type == OVERLAYFS_SUPER_MAGIC && !mount_visible(makedev(b.dev_major, b.dev_minor)))
 		return refuse(
 			err, errlen, EXDEV,
 			"the backing file is on an overlay mounted outside npfd's mount namespace: its layers could be a file system whose reads another process answers");
 	return 0;
 }
 
-static int check_backing(int fd, __u64 off, __u64 len, char *err, size_t errlen)
+static int check_backing(pid_t tgid, int fd, __u64 off, __u64 len, char *err, size_t errlen)
 {
 	int mode = fcntl(fd, F_GETFL), ret;
 	/* page-aligned, as an O_DIRECT descriptor needs its buffer (npfd is one thread) */
@@ -744,7 +768,7 @@ static int check_backing(int fd, __u64 off, __u64 len, char *err, size_t errlen)
 			err, errlen, EXDEV,
 			"the backing file is on a FUSE file system, whose reads another process answers: npfd would wait for it with every other client");
 	/* its file system first: an fstat() there could ask a server */
-	ret = check_backing_fs(fd, err, errlen);
+	ret = check_backing_fs(tgid, fd, err, errlen);
 	if (ret)
 		return ret;
 	if (fstat(fd, &st))
@@ -1198,7 +1222,7 @@ int region_register(struct npfd_client *c, const struct npf_region_req *req, int
 			      (unsigned long long)end, c->pid, what);
 
 	if (want_fds == 2) {
-		ret = check_backing(fds[1], req->file_offset, len, err, errlen);
+		ret = check_backing(c->pid, fds[1], req->file_offset, len, err, errlen);
 		if (ret)
 			goto out_holes;
 	}

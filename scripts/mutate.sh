@@ -233,8 +233,8 @@ page-request-range-wraps @@ daemon/device.c @@ s{rec->addr >= d_end\(d\) \|\|\n\
 device-requests-unbounded @@ daemon/device.c @@ s{if \(d->info.requests_waiting >= DEVICE_GROUPS_MAX\)}{if (0)} @@ dev_iopt
 device-request-pages-unbounded @@ daemon/device.c @@ s{if \(last - first >= DEVICE_REQUEST_MAX_PAGES\)}{if (0)} @@ dev_iopt
 table-holes-read @@ daemon/device.c @@ s{if \(data < 0 \|\| hole < 0\) \{}{if (1) \{} @@ dev_iopt
-backing-fuse-accepted @@ daemon/region.c @@ s{if \(sfs.f_type == FUSE_SUPER_MAGIC\)}{if (0)} @@ adv_backing
-backing-foreign-overlay-accepted @@ daemon/region.c @@ s{if \(sfs.f_type == OVERLAYFS_SUPER_MAGIC &&\n\s+!mount_visible\(makedev\(sx.stx_dev_major, sx.stx_dev_minor\)\)\)}{if (0)} @@ adv_backing
+backing-fuse-accepted @@ daemon/region.c @@ s{if \(b.f_type == FUSE_SUPER_MAGIC\)}{if (0)} @@ adv_backing
+backing-foreign-overlay-accepted @@ daemon/region.c @@ s{if \(b.f_type == OVERLAYFS_SUPER_MAGIC && !mount_visible\(makedev\(b.dev_major, b.dev_minor\)\)\)}{if (0)} @@ adv_backing
 udp-any-port @@ nic/nic_wire.c @@ s{from.sin_port != w->peer.sin_port\)\n}{0)\n} @@ nic_udp_spoof
 shm-rx-header-believed @@ nic/nic_wire.c @@ s{pkt = ring_slot\(r, w->rx_nslots, w->rx_slot_size, head\);}{pkt = ring_slot(r, r->nslots, r->slot_size, head);} @@ nic_shm_header
 ws-record-shared-by-users @@ daemon/wsstore.c @@ s{"%s/%u.%s.ws", ws_dir, \(unsigned int\)r->mm->uid, r->name\)}{"%s/%s.ws", ws_dir, r->name)} @@ policy_load
@@ -333,6 +333,7 @@ nic-attach-on-loop @@ daemon/collect.c @@ s{!mmcall_run\(0, fd, nic_attach, nic_
 nic-attach-late-not-gated @@ daemon/collect.c @@ s{\t\tif \(attach_waiting\(\)\) \{\n\t\t\tfree\(p\);}{\t\tif (0) \{\n\t\t\tfree(p);} @@ adv_stuck_mm
 mmcall-run-late-kept @@ daemon/mmcall.c @@ s{\t\tif \(j->op == OP_RUN && j->late\)\n\t\t\tj->late\(j->arg, ran \? j->ret : -1\); \/\* -1: never ran \*\/\n}{} @@ unit-mmcall
 fuse-close-on-loop @@ daemon/control.c @@ s{\t\tmmcall_close\(gone \? 0 : c->pid, fds\[i\]\);}{\t\tif (fds[i] >= 0)\n\t\t\tclose(fds[i]);} @@ adv_stuck_mm
+fds-no-room @@ daemon/control.c @@ s{#define MAX_FDS 253}{#define MAX_FDS NPF_FDPASS_MAX} @@ adv_fds
 backing-fuse-by-statfs @@ daemon/region.c @@ s{\tif \(on_visible_fuse\(fd\)\)\n}{\tif (0)\n} @@ adv_stuck_mm adv_backing
 unregister-refused-dropped @@ daemon/mmcall.c @@ s{\tif \(!mmcall_refuses\(tgid\)\)\n\t\treturn mmcall_ioctl}{\tif (1)\n\t\treturn mmcall_ioctl} @@ unit-mmcall
 unregister-pending-not-first @@ daemon/mmcall.c @@ s{return stuck_refuses\(tgid\) \|\|\s*\(!list_empty\(&unregister_pending\) && unregister_pending_run\(tgid\)\);}{return stuck_refuses(tgid);} @@ unit-mmcall

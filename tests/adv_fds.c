@@ -10,9 +10,15 @@
  *  - a client npfd drops sees the end of the connection (POLLRDHUP) at
  *    once (it used to take 30 s and more: a poll request whose removal
  *    missed it kept npfd's end of the socket open), and no poll request
- *    outlives the 40 clients dropped.
+ *    outlives the 40 clients dropped;
+ *  - a TCP socket with SO_LINGER of an hour and data its peer never reads,
+ *    sent as the 8th descriptor of a message: npfd closes it off its loop
+ *    (had it no room for it, the kernel would close it in npfd's
+ *    recvmsg(), on the loop, and wait the linger out there), and answers
+ *    another client's status request within a second.
  */
 #include <stdint.h>
+#include <netinet/in.h>
 #include <sys/mman.h>
 #include "adv.h"
 #include "npf.h"
@@ -203,6 +209,83 @@ static int count_polls(pid_t pid)
 	return n;
 }
 
+/* A socket that lingers: SO_LINGER of an hour, and data queued that the peer (listener, never read) will not take. */
+static int lingering_socket(const struct sockaddr_in *to)
+{
+	static char junk[65536];
+	struct linger l = {.l_onoff = 1, .l_linger = 3600};
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), small = 4096, queued = 0;
+
+	TH_ASSERT(s >= 0 && !setsockopt(s, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)) &&
+			  !connect(s, (const struct sockaddr *)to, sizeof(*to)),
+		  "TCP connect: %s", strerror(errno));
+	/* fill the peer's window and our own buffer */
+	for (int i = 0; i < 100 && send(s, junk, sizeof(junk), MSG_DONTWAIT | MSG_NOSIGNAL) > 0;
+	     i++)
+		;
+	TH_ASSERT(!setsockopt(s, SOL_SOCKET, SO_LINGER, &l, sizeof(l)), "SO_LINGER: %s",
+		  strerror(errno));
+	ioctl(s, TIOCOUTQ, &queued);
+	TH_ASSERT(queued > 0, "no data queued on the TCP socket: it would not linger");
+	return s;
+}
+
+static struct sockaddr_in listener_addr;
+
+/* The attacker's message: a status request with 8 descriptors, the 8th the lingering socket. */
+static void linger(void *arg)
+{
+	int fds[8], i, sock = adv_connect(d.sock);
+	char buf[512];
+	size_t len;
+
+	(void)arg;
+	TH_ASSERT(sock >= 0, "connect: %s", strerror(errno));
+	for (i = 0; i < 7; i++)
+		fds[i] = memfd_create("adv-fd", MFD_CLOEXEC);
+	fds[7] = lingering_socket(&listener_addr);
+	adv_hdr((struct npf_msg_hdr *)buf, NPF_MSG_STATUS, sizeof(struct npf_msg_hdr));
+	len = sizeof(struct npf_msg_hdr);
+	TH_ASSERT(send_fds(sock, buf, len, fds, 8) == (ssize_t)len, "send: %s", strerror(errno));
+	/*
+	 * Its own copies go as it exits, without lingering (a task that
+	 * exits does not wait): npfd's, received after, is the last.
+	 */
+}
+
+/* After the lingering socket: another client's status request is answered within a second. */
+static void linger_check(void)
+{
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), small = 4096, sock, st;
+	socklen_t alen = sizeof(listener_addr);
+	struct npf_msg_hdr h;
+	double t0;
+
+	listener_addr = (struct sockaddr_in){.sin_family = AF_INET,
+					     .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	TH_ASSERT(l >= 0 && !setsockopt(l, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)) &&
+			  !bind(l, (struct sockaddr *)&listener_addr, sizeof(listener_addr)) &&
+			  !listen(l, 4) &&
+			  !getsockname(l, (struct sockaddr *)&listener_addr, &alen),
+		  "listener: %s", strerror(errno));
+	/* npfd reads the message only once the attacker is gone */
+	TH_ASSERT(!kill(d.pid, SIGSTOP), "SIGSTOP npfd: %s", strerror(errno));
+	st = adv_run_as_attacker(linger, NULL, 30);
+	TH_ASSERT(!kill(d.pid, SIGCONT), "SIGCONT npfd: %s", strerror(errno));
+	TH_ASSERT(st == 0, "the lingering attacker failed (exit %d)", st);
+	sock = adv_connect(d.sock);
+	TH_ASSERT(sock >= 0, "connect: %s", strerror(errno));
+	adv_hdr(&h, NPF_MSG_STATUS, sizeof(h));
+	t0 = th_now();
+	TH_ASSERT(adv_send(sock, &h, sizeof(h), NULL, 0) == sizeof(h), "send: %s", strerror(errno));
+	TH_ASSERT(adv_reply(sock, NULL, 0, NULL, 0, 1000) == 0,
+		  "status refused after the lingering socket");
+	printf("a status request after an 8th descriptor that lingers: answered in %.0f ms\n",
+	       (th_now() - t0) * 1e3);
+	close(sock);
+	close(l); /* the lingering connection is reset: npfd's close ends */
+}
+
 int main(void)
 {
 	int before, after, st;
@@ -229,6 +312,8 @@ int main(void)
 	printf("npfd's poll requests: %d before 40 dropped clients, %d after\n", before, after);
 	TH_ASSERT(before > 0 && after <= before, "%d poll requests outlived their clients",
 		  after - before);
+	linger_check();
+	TH_ASSERT(th_npfd_alive(&d), "npfd died");
 	th_npfd_stop(&d);
 	printf("PASS\n");
 	return 0;
