@@ -592,19 +592,7 @@ static void *nic_detach(void *link)
  */
 static void nic_link_destroy(struct bpf_link *link)
 {
-	pthread_attr_t attr;
-	sigset_t all, old;
-	pthread_t th;
-	int err;
-
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old); /* signals are the loop's */
-	err = pthread_create(&th, &attr, nic_detach, link);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
-	if (err)
+	if (thread_start_detached(nic_detach, link, 0))
 		bpf_link__destroy(link);
 }
 

@@ -102,7 +102,6 @@ struct job {
 };
 
 struct worker {
-	pthread_t thread;
 	_Atomic __u32 seq;	 /* bumped by the loop with each job: the worker's futex */
 	_Atomic __u32 sleeping;	 /* the worker waits on seq: wake it */
 	struct job *_Atomic job; /* the job handed over, taken by the worker */
@@ -310,8 +309,6 @@ static void *worker_main(void *arg)
 
 static struct worker *worker_get(void)
 {
-	pthread_attr_t attr;
-	sigset_t all, old;
 	struct worker *w;
 	int err;
 
@@ -320,15 +317,7 @@ static struct worker *worker_get(void)
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return NULL;
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, WORKER_STACK);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	/* signals are the loop's (its signalfd): none is delivered to a worker */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(&w->thread, &attr, worker_main, w);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
+	err = thread_start_detached(worker_main, w, WORKER_STACK);
 	if (err) {
 		pr_warn_rl("cannot start a thread for calls into client address spaces: %s",
 			   strerror(err));
@@ -781,22 +770,11 @@ static void *graveyard_main(void *arg)
 
 static void graveyard_add(int fd)
 {
-	pthread_attr_t attr;
-	sigset_t all, old;
-	pthread_t th;
 	bool kept;
 
 	pthread_mutex_lock(&graveyard.lock);
-	if (!graveyard.started) {
-		pthread_attr_init(&attr);
-		pthread_attr_setstacksize(&attr, WORKER_STACK);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old); /* signals are the loop's */
-		graveyard.started = !pthread_create(&th, &attr, graveyard_main, NULL);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		pthread_attr_destroy(&attr);
-	}
+	if (!graveyard.started)
+		graveyard.started = !thread_start_detached(graveyard_main, NULL, WORKER_STACK);
 	kept = !graveyard.started || graveyard.n == GRAVEYARD_MAX;
 	if (!kept) {
 		graveyard.fd[(graveyard.head + graveyard.n) % GRAVEYARD_MAX] = fd;
@@ -1222,18 +1200,9 @@ static void *watchdog_main(void *arg)
 
 static int watchdog_start(void)
 {
-	pthread_attr_t attr;
-	sigset_t all, old;
-	pthread_t t;
 	int err;
 
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(&t, &attr, watchdog_main, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
+	err = thread_start_detached(watchdog_main, NULL, 0);
 	if (err) {
 		/* no watchdog: calls on the fault path are not watched (inline_cur NULL) */
 		atomic_store(&inline_cur, NULL);

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -157,4 +158,23 @@ void *buffer_renew(void *old, size_t len)
 		return old;
 	buffer_retire(old, len);
 	return p;
+}
+
+int thread_start_detached(void *(*fn)(void *), void *arg, size_t stack_size)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	pthread_t th;
+	int err;
+
+	pthread_attr_init(&attr);
+	if (stack_size)
+		pthread_attr_setstacksize(&attr, stack_size);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = pthread_create(&th, &attr, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	return err;
 }

@@ -41,4 +41,11 @@ int buffer_retire(void *p, size_t len); /* 0 or -errno */
 /* A fresh buffer of len bytes in place of old, which is retired; old if none can be had. */
 void *buffer_renew(void *old, size_t len);
 
+/*
+ * Start fn(arg) on a detached thread of stack_size bytes (0: the default)
+ * that no signal is delivered to (they are the loop's, by its signalfd):
+ * 0 or an error number (pthread_create()'s).
+ */
+int thread_start_detached(void *(*fn)(void *), void *arg, size_t stack_size);
+
 #endif
