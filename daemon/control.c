@@ -1018,7 +1018,7 @@ static int handle_message(struct npfd_client *c, char *buf, size_t n, int flags,
 			rc = evict_fork_done(c, body, err, sizeof(err));
 			break;
 		case NPF_MSG_LAYOUT: {
-			struct npf_layout_info li = {.entries = NPF_MAX_RANGES_PER_PROC,
+			struct npf_layout_info li = {.entries = NPF_LAYOUT_ENTRIES,
 						     .entry_size = sizeof(struct npf_layout_entry)};
 
 			if (!c->mm || c->mm->tgid != c->pid) {

@@ -1083,6 +1083,34 @@ void evict_region_gone(struct npfd_region *r, bool stopping, struct npfd_wait *w
  * The pages r's store (r->store_fd) holds, from its first data at data
  * on: stored (SEEK_DATA / SEEK_HOLE say where). How many were not yet.
  */
+/*
+ * Pages [i, end) of r have data in its store: stored, but in a hole of
+ * the region (check_adopted() found them) no copy is the region's. Such
+ * copies are a part's that libnpf put back after the earlier npfd died
+ * (its store is read-only to the process): punched, not counted.
+ */
+static __u64 store_scan_run(struct npfd_region *r, struct evict_region *e, __u64 i, __u64 end)
+{
+	__u64 found = 0, at = r->start + (i << NPF_PAGE_SHIFT),
+	      hi = r->start + (end << NPF_PAGE_SHIFT);
+	__u64 lo, pe;
+
+	for (lo = at; lo < hi; lo = pe) {
+		if (!holes_piece(&r->holes, &lo, hi, &pe))
+			lo = pe = hi;
+		if (lo > at)
+			swapstore_punch_range(r->store_fd, store_offset(e, page_index(r, at)),
+					      lo - at);
+		for (i = page_index(r, lo); i < page_index(r, pe); i++)
+			if (!bitmap_test(e->stored, i)) {
+				bitmap_assign(e->stored, i, true);
+				found++;
+			}
+		at = pe;
+	}
+	return found;
+}
+
 static __u64 store_scan(struct npfd_region *r, struct evict_region *e, off_t data)
 {
 	__u64 found = 0;
@@ -1099,11 +1127,8 @@ static __u64 store_scan(struct npfd_region *r, struct evict_region *e, off_t dat
 		i = i > e->store_base ? i - e->store_base : 0;
 		end = ((__u64)hole + NPF_PAGE_SIZE - 1) >> NPF_PAGE_SHIFT;
 		end = end > e->store_base ? end - e->store_base : 0;
-		for (; i < end && i < e->npages; i++)
-			if (!bitmap_test(e->stored, i)) {
-				bitmap_assign(e->stored, i, true);
-				found++;
-			}
+		end = end < e->npages ? end : e->npages;
+		found += store_scan_run(r, e, i, end);
 	}
 	if (r->budget_info)
 		r->budget_info->stored_pages += found;

@@ -11,6 +11,13 @@
  * The store's slots or the file's pages it reads are its own: eviction
  * handed them over (evict_part_leaving()) before the region's cut or hole
  * would have punched them.
+ *
+ * Each part is one range, with an entry in its process's layout journal
+ * (layout.h) while it is not all back: if npfd dies or stops first, the
+ * process puts back the rest itself (libnpf). So a part never keeps a gap:
+ * when its middle is unmapped or moved, what is above becomes a part of
+ * its own (part_cut()), or libnpf would put the part's pages into
+ * whatever the process put in the gap since.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,8 +29,10 @@
 #include <unistd.h>
 #include <linux/userfaultfd.h>
 #include "bitmap.h"
+#include "layout.h"
 #include "list.h"
 #include "log.h"
+#include "loop.h"
 #include "mmcall.h"
 #include "moved.h"
 #include "swapstore.h"
@@ -57,6 +66,7 @@ struct part {
 	 */
 	__u64 data_end;
 	__u64 put, failed;
+	int slot; /* its layout journal entry, or -1 (none free) */
 };
 
 static struct list_head parts = LIST_HEAD_INIT(parts);
@@ -71,8 +81,25 @@ static bool wanted(const struct part *pt, __u64 j)
 	return pt->map_lists_wanted ? map_bit(pt, j) : !map_bit(pt, j);
 }
 
-static void part_free(struct part *pt)
+/* Its journal entry says where it is and what is left to put back (npf_abi.h NPF_LAYOUT_PART). */
+static void part_journal(const struct part *pt)
 {
+	struct npf_layout_entry e = {.region_id = pt->region_id,
+				     .flags = NPF_LAYOUT_PART,
+				     .start = pt->dst,
+				     .length = pt->npages << NPF_PAGE_SHIFT,
+				     .offset = pt->off0};
+
+	layout_write(pt->mm, pt->slot, &e);
+}
+
+/*
+ * clear: its journal entry too. Not when npfd stops or gives the process
+ * up: the range stays registered and the process puts the rest back.
+ */
+static void part_free(struct part *pt, bool clear)
+{
+	layout_part_slot_put(pt->mm, pt->slot, clear);
 	list_del_init(&pt->node);
 	if (pt->fd >= 0)
 		close(pt->fd);
@@ -86,7 +113,8 @@ static void part_done(struct part *pt)
 	struct uffdio_range range = {.start = pt->dst, .len = pt->npages << NPF_PAGE_SHIFT};
 
 	/* ENOMEM: the mm is gone, or a mapping could not be split (then it stays registered) */
-	if (mmcall_ioctl(pt->mm->tgid, pt->mm->uffd, UFFDIO_UNREGISTER, &range, sizeof(range)) &&
+	if (pt->npages &&
+	    mmcall_ioctl(pt->mm->tgid, pt->mm->uffd, UFFDIO_UNREGISTER, &range, sizeof(range)) &&
 	    errno != ENOENT && errno != ESRCH && errno != EINVAL)
 		pr_warn("pid %d: cannot unregister the part of region %u moved to 0x%llx: %s",
 			pt->mm->tgid, pt->region_id, (unsigned long long)pt->dst, strerror(errno));
@@ -97,7 +125,7 @@ static void part_done(struct part *pt)
 	pr_info("pid %d: the part of region %u moved to 0x%llx (%llu pages) is the process's own now: %llu pages put back",
 		pt->mm->tgid, pt->region_id, (unsigned long long)pt->dst,
 		(unsigned long long)pt->npages, (unsigned long long)pt->put);
-	part_free(pt);
+	part_free(pt, true);
 }
 
 static char *page_buf; /* put_page()'s source */
@@ -253,9 +281,27 @@ static void part_run(struct part *pt, unsigned int *budget)
 	int rc = part_step(pt, budget);
 
 	if (rc == -ESRCH)
-		part_free(pt); /* the process is gone */
+		part_free(pt, true); /* the process is gone */
 	else if (!rc)
 		part_done(pt);
+}
+
+/*
+ * A store's part: the copies there of pages it will not put back (present
+ * when they moved) go, so that the store holds a copy of exactly the pages
+ * still to put back -- what libnpf reads, finishing the part after npfd's
+ * death (npf_abi.h NPF_LAYOUT_PART). One punch per run of such pages.
+ */
+static void punch_unwanted(const struct part *pt)
+{
+	__u64 a = 0, j;
+
+	while (a < pt->npages) {
+		j = bitmap_next(pt->map, a, pt->npages);
+		swapstore_punch_range(pt->fd, pt->off0 + (a << NPF_PAGE_SHIFT),
+				      (j - a) << NPF_PAGE_SHIFT);
+		a = j + 1;
+	}
 }
 
 void moved_start(struct npfd_mm *mm, __u32 region_id, __u64 dst, __u64 npages, int fd, __u64 off0,
@@ -281,7 +327,15 @@ void moved_start(struct npfd_mm *mm, __u32 region_id, __u64 dst, __u64 npages, i
 			    .map_lists_wanted = wanted != NULL,
 			    .punch = punch,
 			    /* nothing to put back: unregistered at once */
-			    .next = fd >= 0 ? 0 : npages};
+			    .next = fd >= 0 ? 0 : npages,
+			    .slot = fd >= 0 ? layout_part_slot_take(mm) : -1};
+	if (fd >= 0 && pt->slot < 0)
+		pr_warn_rl(
+			"pid %d: the part of region %u moved to 0x%llx has no entry in the layout journal (every one is taken): if npfd dies before it is all back, it reads zeros where it is not",
+			mm->tgid, region_id, (unsigned long long)dst);
+	if (punch && wanted)
+		punch_unwanted(pt);
+	part_journal(pt);
 	list_add_tail(&pt->node, &parts);
 	part_run(pt, &(unsigned int){MOVED_STEP_PAGES});
 }
@@ -340,12 +394,12 @@ static void part_forget(struct part *pt, __u64 lo, __u64 hi, bool punch)
 
 	if (pt->map_lists_wanted) {
 		/* the pages to put back there, found by the map: a part may be terabytes */
-		for (j = bitmap_next(pt->map, lo, hi); j < hi;
-		     j = bitmap_next(pt->map, j + 1, hi)) {
+		for (j = bitmap_next(pt->map, lo, hi); j < hi; j = bitmap_next(pt->map, j + 1, hi))
 			bitmap_clear(pt->map, j);
-			if (punch && pt->punch)
-				swapstore_punch(pt->fd, pt->off0 + (j << NPF_PAGE_SHIFT));
-		}
+		/* with one punch: the store keeps copies only of what is still to put back */
+		if (punch && pt->punch)
+			swapstore_punch_range(pt->fd, pt->off0 + (lo << NPF_PAGE_SHIFT),
+					      (hi - lo) << NPF_PAGE_SHIFT);
 		return;
 	}
 	if (lo <= pt->next && hi == pt->npages) {
@@ -359,25 +413,6 @@ static void part_forget(struct part *pt, __u64 lo, __u64 hi, bool punch)
 	}
 	/* a file's part: its map lists the pages not to put back */
 	bitmap_set_range(pt->map, lo, hi);
-}
-
-void moved_removed(struct npfd_mm *mm, __u64 start, __u64 end, bool unmapped)
-{
-	struct part *pt;
-
-	list_for_each_entry(pt, &parts, node) {
-		__u64 pend = pt->dst + (pt->npages << NPF_PAGE_SHIFT), lo, hi;
-
-		if (pt->mm != mm || end <= pt->dst || start >= pend)
-			continue;
-		/* a file's page dropped reads its file again, as in a region */
-		if (!pt->map_lists_wanted && !unmapped)
-			continue;
-		lo = ((start > pt->dst ? start : pt->dst) - pt->dst) >> NPF_PAGE_SHIFT;
-		hi = end < pend ? (end - pt->dst + NPF_PAGE_SIZE - 1) >> NPF_PAGE_SHIFT :
-				  pt->npages;
-		part_forget(pt, lo, hi, true);
-	}
 }
 
 /*
@@ -404,7 +439,8 @@ static bool part_split(struct part *pt, __u64 lo, __u64 hi, __u64 delta)
 			    .map_lists_wanted = pt->map_lists_wanted,
 			    .punch = pt->punch,
 			    /* the pages pt put back before the move moved present: not again */
-			    .next = pt->next > lo ? (pt->next < hi ? pt->next : hi) - lo : 0};
+			    .next = pt->next > lo ? (pt->next < hi ? pt->next : hi) - lo : 0,
+			    .slot = -1};
 	if (np->fd < 0 || (pt->map && !(np->map = bitmap_new(hi - lo)))) {
 		if (np->fd >= 0)
 			close(np->fd);
@@ -414,9 +450,59 @@ static bool part_split(struct part *pt, __u64 lo, __u64 hi, __u64 delta)
 	for (j = bitmap_next(pt->map, lo, hi); j < hi; j = bitmap_next(pt->map, j + 1, hi))
 		bitmap_set(np->map, j - lo);
 	part_forget(pt, lo, hi, false);
+	np->slot = layout_part_slot_take(np->mm);
+	if (np->slot < 0)
+		pr_warn_rl(
+			"pid %d: a part moved to 0x%llx has no entry in the layout journal (every one is taken): if npfd dies before it is all back, it reads zeros where it is not",
+			np->mm->tgid, (unsigned long long)np->dst);
+	part_journal(np);
 	/* at the tail, and never met again by the caller's walk: the ranges of one mremap never overlap */
 	list_add_tail(&np->node, &parts);
 	return true;
+}
+
+/*
+ * Pages [lo, hi) of pt left it (unmapped or moved; the caller forgot them
+ * or handed them over): pt keeps what is below lo, and what is above hi
+ * becomes a part of its own at the same place. A part is one range, as its
+ * journal entry says: with a gap, libnpf finishing it after npfd's death
+ * would put its pages into whatever the process mapped or moved there.
+ */
+static void part_cut(struct part *pt, __u64 lo, __u64 hi)
+{
+	if (hi < pt->npages && !part_split(pt, hi, pt->npages, 0)) {
+		pr_warn_rl(
+			"pid %d: the part at 0x%llx keeps a gap: %s (if npfd dies before it is all back, the process may put pages of it into the gap)",
+			pt->mm->tgid, (unsigned long long)pt->dst, strerror(errno));
+		return;
+	}
+	pt->npages = lo;
+	if (pt->next > lo)
+		pt->next = lo; /* nothing left: done at its next turn */
+	if (pt->data_end > lo)
+		pt->data_end = lo;
+	part_journal(pt);
+}
+
+void moved_removed(struct npfd_mm *mm, __u64 start, __u64 end, bool unmapped)
+{
+	struct part *pt;
+
+	list_for_each_entry(pt, &parts, node) {
+		__u64 pend = pt->dst + (pt->npages << NPF_PAGE_SHIFT), lo, hi;
+
+		if (pt->mm != mm || end <= pt->dst || start >= pend)
+			continue;
+		/* a file's page dropped reads its file again, as in a region */
+		if (!pt->map_lists_wanted && !unmapped)
+			continue;
+		lo = ((start > pt->dst ? start : pt->dst) - pt->dst) >> NPF_PAGE_SHIFT;
+		hi = end < pend ? (end - pt->dst + NPF_PAGE_SIZE - 1) >> NPF_PAGE_SHIFT :
+				  pt->npages;
+		part_forget(pt, lo, hi, true);
+		if (unmapped)
+			part_cut(pt, lo, hi);
+	}
 }
 
 void moved_remapped(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len)
@@ -430,18 +516,20 @@ void moved_remapped(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len)
 			continue;
 		if (from <= pt->dst && pend <= from + len) {
 			pt->dst += to - from;
+			part_journal(pt);
 			continue;
 		}
 		lo = ((from > pt->dst ? from : pt->dst) - pt->dst) >> NPF_PAGE_SHIFT;
 		hi = from + len < pend ?
 			     (from + len - pt->dst + NPF_PAGE_SIZE - 1) >> NPF_PAGE_SHIFT :
 			     pt->npages;
-		if (pt->fd >= 0 && part_split(pt, lo, hi, to - from))
-			continue;
-		pr_err("pid %d: part of the range 0x%llx-0x%llx moved again before npfd put its pages back, and npfd cannot follow it: they read zeros there: %s",
-		       mm->tgid, (unsigned long long)pt->dst, (unsigned long long)pend,
-		       strerror(errno));
-		part_forget(pt, lo, hi, true);
+		if (pt->fd < 0 || !part_split(pt, lo, hi, to - from)) {
+			pr_err("pid %d: part of the range 0x%llx-0x%llx moved again before npfd put its pages back, and npfd cannot follow it: they read zeros there: %s",
+			       mm->tgid, (unsigned long long)pt->dst, (unsigned long long)pend,
+			       strerror(errno));
+			part_forget(pt, lo, hi, true);
+		}
+		part_cut(pt, lo, hi);
 	}
 }
 
@@ -454,6 +542,14 @@ void moved_stop(void)
 	     usleep(1000))
 		moved_step();
 	list_for_each_entry_safe(pt, tmp, &parts, node) {
+		/* in the journal the process reads (libnpf): it puts back the rest itself */
+		if (pt->slot >= 0 && pt->mm->layout_fd >= 0) {
+			pr_warn("pid %d: npfd stops with the part of region %u moved to 0x%llx not all put back (page %llu of %llu): the process puts back the rest",
+				pt->mm->tgid, pt->region_id, (unsigned long long)pt->dst,
+				(unsigned long long)pt->next, (unsigned long long)pt->npages);
+			part_free(pt, false);
+			continue;
+		}
 		pr_err("pid %d: npfd stops with the part of region %u moved to 0x%llx not all put back: from page %llu of %llu on it reads zeros",
 		       pt->mm->tgid, pt->region_id, (unsigned long long)pt->dst,
 		       (unsigned long long)pt->next, (unsigned long long)pt->npages);
@@ -462,11 +558,21 @@ void moved_stop(void)
 	}
 }
 
+void moved_journal_all(struct npfd_mm *mm)
+{
+	struct part *pt;
+
+	list_for_each_entry(pt, &parts, node)
+		if (pt->mm == mm)
+			part_journal(pt);
+}
+
 void moved_mm_gone(struct npfd_mm *mm)
 {
 	struct part *pt, *tmp;
 
+	/* given up, or npfd stopping: the process puts back the rest (its entries stay) */
 	list_for_each_entry_safe(pt, tmp, &parts, node)
 		if (pt->mm == mm)
-			part_free(pt);
+			part_free(pt, !(loop_stopping() || mm->given_up));
 }

@@ -39,12 +39,16 @@ void moved_removed(struct npfd_mm *mm, __u64 start, __u64 end, bool unmapped);
 void moved_remapped(struct npfd_mm *mm, __u64 from, __u64 to, __u64 len);
 /*
  * npfd stops: the parts are finished if they can be (2 s at most); the
- * others are unregistered (their faults wake to the kernel's zeros).
+ * others stay registered with their journal entries, for the process to
+ * finish (libnpf), or are unregistered if it has no journal (their faults
+ * wake to the kernel's zeros).
  */
 void moved_stop(void);
+/* mm's journal was just made: every part of it written there. */
+void moved_journal_all(struct npfd_mm *mm);
 /* Descriptors npfd holds for mm's parts (one each): per-uid limits. */
 unsigned int moved_fds(const struct npfd_mm *mm);
-/* mm is torn down: its parts are forgotten. */
+/* mm is torn down: its parts are forgotten (their entries stay if npfd stops or gave it up). */
 void moved_mm_gone(struct npfd_mm *mm);
 
 /* A late install may still read the put-back page: a new one (mmcall.h). */

@@ -27,6 +27,8 @@ struct evict_fork;
 
 /* A swap store's file name (swapstore.c): BOOT.PID.START.REGION */
 #define SWAPSTORE_NAME_LEN 96
+/* The layout journal's slots for moved parts (layout.h): what the regions' leave. */
+#define LAYOUT_PART_SLOTS (NPF_LAYOUT_ENTRIES - NPF_MAX_RANGES_PER_PROC)
 
 struct npfd_region {
 	struct list_head node; /* in npfd_mm.regions */
@@ -101,9 +103,10 @@ struct npfd_mm {
 	/* a fork() under way: no eviction until then, copies of its stores for the child (evict.c) */
 	__u64 fork_hold_until;
 	struct evict_fork *fork;
-	/* the layout journal (npf_abi.h NPF_MSG_LAYOUT), or -1; its slots in use */
+	/* the layout journal (npf_abi.h NPF_MSG_LAYOUT), or -1; its slots in use (layout.h) */
 	int layout_fd;
-	__u32 layout_slots;
+	__u32 layout_slots;					/* the regions' */
+	__u64 layout_part_slots[(LAYOUT_PART_SLOTS + 63) / 64]; /* the moved parts' */
 };
 
 struct npfd_client {

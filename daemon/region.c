@@ -29,6 +29,7 @@
 #include "bitmap.h"
 #include "collect.h"
 #include "ids.h"
+#include "layout.h"
 #include "log.h"
 #include "loop.h"
 #include "moved.h"
@@ -86,17 +87,6 @@ struct npfd_mm *mm_new(int uffd, ino_t ino, pid_t tgid, struct npfd_client *owne
 
 _Static_assert(NPF_MAX_RANGES_PER_PROC <= 32, "a region's journal slot is a bit of a __u32");
 
-static void layout_put_entry(struct npfd_mm *mm, int slot, const struct npf_layout_entry *e)
-{
-	if (mm->layout_fd < 0)
-		return;
-	/* one pwrite(): an entry is never seen half written, npfd dead or not */
-	if (pwrite(mm->layout_fd, e, sizeof(*e), (off_t)slot * (off_t)sizeof(*e)) !=
-	    (ssize_t)sizeof(*e))
-		pr_warn_rl("pid %d: cannot write its layout journal: %s", mm->tgid,
-			   strerror(errno));
-}
-
 /* r was registered, moved or cut: its process reads where it is now. */
 static void layout_put(struct npfd_region *r)
 {
@@ -105,12 +95,11 @@ static void layout_put(struct npfd_region *r)
 				     .length = r->length,
 				     .offset = r->file_offset};
 
-	layout_put_entry(r->mm, r->layout_slot, &e);
+	layout_write(r->mm, r->layout_slot, &e);
 }
 
 int mm_layout_reader(struct npfd_mm *mm, char *err, size_t errlen)
 {
-	const size_t size = NPF_MAX_RANGES_PER_PROC * sizeof(struct npf_layout_entry);
 	struct npfd_region *r;
 	char path[32];
 	int fd;
@@ -122,7 +111,7 @@ int mm_layout_reader(struct npfd_mm *mm, char *err, size_t errlen)
 		 * it again for writing were its mode to allow it; sealed, so
 		 * that it can neither shrink it under npfd nor seal npfd out.
 		 */
-		if (fd < 0 || ftruncate(fd, (off_t)size) || fchmod(fd, 0444) ||
+		if (fd < 0 || ftruncate(fd, (off_t)LAYOUT_SIZE) || fchmod(fd, 0444) ||
 		    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
 			int e = errno;
 
@@ -134,6 +123,7 @@ int mm_layout_reader(struct npfd_mm *mm, char *err, size_t errlen)
 		mm->layout_fd = fd;
 		list_for_each_entry(r, &mm->regions, node)
 			layout_put(r);
+		moved_journal_all(mm);
 	}
 	snprintf(path, sizeof(path), "/proc/thread-self/fd/%d", mm->layout_fd);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -185,7 +175,7 @@ static void region_drop(struct npfd_region *r, bool unregister_range, struct npf
 		hooks.going(r, stopping, !stopping && unregister_range && mm_alive(mm), w);
 	/* npfd stopping: the entry stays, for the process to hand the region to the next one */
 	if (!stopping)
-		layout_put_entry(mm, r->layout_slot, &(struct npf_layout_entry){0});
+		layout_write(mm, r->layout_slot, &(struct npf_layout_entry){0});
 	mm->layout_slots &= ~(1U << r->layout_slot);
 	list_del_init(&r->node);
 	mm->nr_regions--;

@@ -288,10 +288,16 @@ void swapstore_remove(const char *name)
 		pr_warn_rl("swap store: cannot delete %s/%s: %s", store_dir, name, strerror(errno));
 }
 
+void swapstore_punch_range(int fd, __u64 off, __u64 len)
+{
+	if (len &&
+	    fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len))
+		pr_warn_rl(
+			"swap store: cannot free the pages at 0x%llx+0x%llx: %s (a restarted npfd, or the process after npfd's death, would take a stale copy for an evicted page)",
+			(unsigned long long)off, (unsigned long long)len, strerror(errno));
+}
+
 void swapstore_punch(int fd, __u64 off)
 {
-	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, 4096))
-		pr_warn_rl(
-			"swap store: cannot free the page at 0x%llx: %s (a restarted npfd would take its stale copy for an evicted page)",
-			(unsigned long long)off, strerror(errno));
+	swapstore_punch_range(fd, off, 4096);
 }

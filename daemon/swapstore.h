@@ -44,5 +44,7 @@ int swapstore_link(int fd, pid_t pid, __u32 id, char name[SWAPSTORE_NAME_LEN]);
 void swapstore_remove(const char *name);
 /* The page at off is not stored any more: its blocks go back (a hole reads zeros). */
 void swapstore_punch(int fd, __u64 off);
+/* The same for the pages of [off, off + len). */
+void swapstore_punch_range(int fd, __u64 off, __u64 len);
 
 #endif

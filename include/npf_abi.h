@@ -435,7 +435,7 @@ struct npf_region_req {
  * never sees them; if npfd dies, the process hands its regions to the
  * next npfd (NPF_MSG_REGION_ADOPT) and serves them itself meanwhile as
  * the journal says, not as they were registered. A memfd npfd writes, one
- * entry per slot (NPF_MAX_RANGES_PER_PROC of them), each entry with one
+ * entry per slot (NPF_LAYOUT_ENTRIES of them), each entry with one
  * pwrite() (never torn by npfd's death); the process gets it read-only.
  * An adopt names a region as its entry says: start, length, and in
  * region.file_offset its offset -- for an anonymous region the swap
@@ -444,11 +444,31 @@ struct npf_region_req {
  */
 struct npf_layout_entry {
 	__u32 region_id; /* npfd's id; 0: a free slot */
-	__u32 pad;
+	__u32 flags;	 /* NPF_LAYOUT_PART, or 0: a region */
 	__u64 start;
 	__u64 length;
 	__u64 offset; /* file-backed: the file offset of start; anonymous: the store's */
 };
+
+/*
+ * The journal's slots: the first NPF_MAX_RANGES_PER_PROC are the regions',
+ * the others the parts' (an npfd before parts were journaled had only the
+ * regions' slots: a reader that reads those alone reads no part).
+ */
+#define NPF_LAYOUT_ENTRIES 256
+/*
+ * An entry of a part of region region_id that mremap() moved away, whose
+ * pages npfd is still putting at their new place, [start, start + length):
+ * the page at start + i pages is at byte offset + i pages of the region's
+ * swap store (anonymous) or file (file-backed) -- in the store, a page is
+ * to be put back iff it holds data there; from the file, every page that
+ * holds data. The range stays registered with the userfaultfd, and its
+ * faults wait, until the part is all back; then npfd unregisters it and
+ * clears the entry. Not cleared when npfd stops or dies: the process puts
+ * back what is left itself (libnpf: its fallback serves the range, and it
+ * finishes the part before it hands its regions to the next npfd).
+ */
+#define NPF_LAYOUT_PART 0x1
 
 struct npf_layout_info {
 	__u32 entries;	  /* slots in the journal */

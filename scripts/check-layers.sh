@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 LAYERS='
 list log holes bitmap
 util objects
-ids wait verifier_log policy_object wire_check swapstore mmcall
+ids wait verifier_log policy_object wire_check swapstore mmcall layout
 config
 loop
 busypoll
