@@ -98,6 +98,24 @@ struct lib_region {
 	__u64 known_start, known_length, known_offset;
 };
 
+/*
+ * A part of a region that mremap() moved away, whose pages only npfd held
+ * (npf_abi.h NPF_LAYOUT_PART): npfd's, from its journal, not all put back
+ * when it died or stopped; or one the fallback saw move itself. Its range
+ * is still registered with the userfaultfd: the fallback serves it, and
+ * before the regions go to the next npfd, which knows nothing of it, it is
+ * put back in full and unregistered (parts_finish()). Only the monitor
+ * thread changes the parts.
+ */
+struct lib_part {
+	__u64 start, length;
+	__u64 offset; /* fd's byte offset of the page at start */
+	int fd;	      /* a duplicate of the region's store or file; -1: nothing to read */
+	bool store;   /* a store: a page is there to put back iff it holds data, unless dropped */
+	int slot;     /* its npfd's journal slot, or -1 (the fallback's own) */
+	struct npf_layout_entry known; /* that slot's entry when it was taken */
+};
+
 struct lib_device {
 	__u32 id;	 /* the device's id: in every page request it makes */
 	__u32 region_id; /* the caller's region id */
@@ -127,6 +145,8 @@ struct npf_client {
 	size_t nregions, regions_cap;
 	struct lib_device *devices;
 	size_t ndevices, devices_cap;
+	struct lib_part *parts;
+	size_t nparts, parts_cap;
 
 	pthread_t monitor;
 	bool monitor_running;
@@ -643,6 +663,9 @@ static struct npf_region_req region_req_of(const struct lib_region *r)
 	return req;
 }
 
+static void parts_take(struct npf_client *c, const struct npf_layout_entry *e, size_t n);
+static int parts_finish(struct npf_client *c, bool npfds_too);
+
 /*
  * Where npfd says this process's regions are now (npf_abi.h
  * NPF_MSG_LAYOUT): it followed their moves (mremap) and cuts (munmap of an
@@ -651,33 +674,38 @@ static struct npf_region_req region_req_of(const struct lib_region *r)
  * serves them: adopted where it was registered, a region moved or cut was
  * refused, and its memory, still registered with nobody to serve it, left
  * its threads waiting for good. A region with no entry (an npfd before
- * the journal) keeps what it was registered as.
+ * the journal) keeps what it was registered as. parts: also the parts of
+ * regions that npfd had not put back (parts_take()): when npfd is away.
  */
-static void layout_sync(struct npf_client *c)
+static void layout_sync(struct npf_client *c, bool parts)
 {
-	struct npf_layout_entry e[NPF_MAX_RANGES_PER_PROC];
+	static const size_t size = NPF_LAYOUT_ENTRIES * sizeof(struct npf_layout_entry);
+	struct npf_layout_entry *e = malloc(size), *again = malloc(size);
 	size_t i, k, n;
 	ssize_t got;
 
 	pthread_mutex_lock(&c->tab_lock);
 	/* npfd may be writing an entry (alive, stalled): read until two reads agree */
 	got = -1;
-	for (int tries = 0; c->layout_fd >= 0 && tries < 8; tries++) {
-		struct npf_layout_entry again[NPF_MAX_RANGES_PER_PROC];
-
-		got = pread(c->layout_fd, e, sizeof(e), 0);
-		if (got <= 0 || pread(c->layout_fd, again, sizeof(again), 0) != got ||
+	for (int tries = 0; e && again && c->layout_fd >= 0 && tries < 8; tries++) {
+		got = pread(c->layout_fd, e, size, 0);
+		if (got <= 0 || pread(c->layout_fd, again, size, 0) != got ||
 		    !memcmp(e, again, (size_t)got))
 			break;
 	}
+	if (!e || !again)
+		pr_warn("out of memory: npfd's layout journal is not read");
 	n = got > 0 ? (size_t)got / sizeof(e[0]) : 0;
 	for (i = 0; i < c->nregions; i++) {
 		struct lib_region *r = &c->regions[i];
 
-		for (k = 0; k < n && e[k].region_id != r->npfd_id; k++)
+		/* the regions' slots (after them, the parts') */
+		for (k = 0; k < n && k < NPF_MAX_RANGES_PER_PROC && e[k].region_id != r->npfd_id;
+		     k++)
 			;
 		/* npfd's own file, read-only here: still, nothing odd is taken */
-		if (k == n || !e[k].length || ((e[k].start | e[k].length | e[k].offset) & 4095) ||
+		if (k == n || k == NPF_MAX_RANGES_PER_PROC || e[k].flags || !e[k].length ||
+		    ((e[k].start | e[k].length | e[k].offset) & 4095) ||
 		    (e[k].start == r->known_start && e[k].length == r->known_length &&
 		     e[k].offset == r->known_offset))
 			continue;
@@ -694,7 +722,11 @@ static void layout_sync(struct npf_client *c)
 		r->start = e[k].start;
 		r->length = e[k].length;
 	}
+	if (parts)
+		parts_take(c, e, n);
 	pthread_mutex_unlock(&c->tab_lock);
+	free(e);
+	free(again);
 }
 
 /* With c->lock held: the current npfd's journal, once per connection (an older npfd has none). */
@@ -801,12 +833,20 @@ static int reconnect(struct npf_client *c)
 			c, -fd,
 			"npfd at %s is not running (%s); this process's regions are kept and handed to npfd when it is back",
 			c->path, strerror(-fd));
+	layout_sync(c, true); /* the earlier npfd's journal */
+	/* the next npfd knows nothing of the parts: all back first, before it reads a fault */
+	if (parts_finish(c, true)) {
+		close(fd);
+		return set_err(
+			c, EAGAIN,
+			"a part of a region moved by mremap() cannot be put back yet (an mm event of this process is not complete): npfd at %s gets the regions later",
+			c->path);
+	}
 	close(c->sock);
 	c->sock = fd;
 	c->conn_gen++;
 	__atomic_store_n(&c->connected, 1, __ATOMIC_RELEASE);
 
-	layout_sync(c); /* the earlier npfd's journal */
 	fallback_settle_drops(c);
 	/*
 	 * Shortest first: a region in a hole of another lies inside that
@@ -1187,7 +1227,7 @@ static bool dropped(const struct npf_client *c, __u64 addr)
  * A REMOVE event read by the fallback (MADV_DONTNEED of [start, end)):
  * the process's own drop, whose pages read zeros from now on, not what
  * npfd's store holds -- unless it may be one of npfd's zaps (zaps: see
- * fallback_serve()), whose page was stored first. The cost: a page the
+ * fallback_read()), whose page was stored first. The cost: a page the
  * process drops itself while zaps are in flight reads its stored copy, not
  * zeros, as after an adoption (docs/design.md).
  */
@@ -1247,6 +1287,329 @@ static void fallback_settle_drops(struct npf_client *c)
 	pthread_mutex_unlock(&c->tab_lock);
 }
 
+/* ---- parts of regions moved away (struct lib_part) ---- */
+
+#define PARTS_EAGAIN_MS 2000 /* parts_finish(): the most it waits for an mm event to complete */
+
+static void fallback_read(struct npf_client *c, bool serve);
+static void fallback_unmap(struct npf_client *c, __u64 start, __u64 end);
+
+/* With tab_lock: a part of [start, start + length) more; fd is taken. NULL: no memory (fd closed). */
+static struct lib_part *part_add(struct npf_client *c, __u64 start, __u64 length, __u64 offset,
+				 int fd, bool store, int slot)
+{
+	struct lib_part *t = grow(c->parts, &c->parts_cap, c->nparts, sizeof(*t));
+
+	if (!t) {
+		pr_warn("out of memory: the pages moved to %p+0x%llx that only npfd held read zeros",
+			(void *)(unsigned long)start, (unsigned long long)length);
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	c->parts = t;
+	t = &c->parts[c->nparts++];
+	*t = (struct lib_part){.start = start,
+			       .length = length,
+			       .offset = offset,
+			       .fd = fd,
+			       .store = store,
+			       .slot = slot};
+	return t;
+}
+
+/* With tab_lock. In order: a walk that adds parts at the end goes on over the others. */
+static void part_drop(struct npf_client *c, size_t i)
+{
+	if (c->parts[i].fd >= 0)
+		close(c->parts[i].fd);
+	memmove(&c->parts[i], &c->parts[i + 1], (--c->nparts - i) * sizeof(*c->parts));
+}
+
+static int dup_or_none(int fd)
+{
+	return fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+}
+
+/*
+ * With tab_lock: the parts in npfd's journal e[0..n) (npf_abi.h
+ * NPF_LAYOUT_PART), read from the regions' stores and files. An entry is
+ * taken only if it changed since it was last taken: the fallback follows a
+ * part's moves and cuts itself while npfd is away, and the dead npfd's
+ * entry must not undo them.
+ */
+static void parts_take(struct npf_client *c, const struct npf_layout_entry *e, size_t n)
+{
+	for (size_t k = NPF_MAX_RANGES_PER_PROC; k < n; k++) {
+		bool valid = e[k].region_id && (e[k].flags & NPF_LAYOUT_PART) && e[k].length &&
+			     !((e[k].start | e[k].length | e[k].offset) & 4095) &&
+			     e[k].start + e[k].length > e[k].start;
+		const struct lib_region *r = NULL;
+		size_t i;
+
+		for (i = 0; i < c->nparts && c->parts[i].slot != (int)k; i++)
+			;
+		if (i < c->nparts) {
+			if (!memcmp(&c->parts[i].known, &e[k], sizeof(e[k])))
+				continue;
+			part_drop(c, i); /* npfd finished it, or the slot is another part's now */
+		}
+		if (!valid)
+			continue;
+		for (i = 0; i < c->nregions && c->regions[i].npfd_id != e[k].region_id; i++)
+			;
+		if (i < c->nregions)
+			r = &c->regions[i];
+		if (!r || (r->backing == NPF_BACKING_ANON ? r->store_fd : r->fd) < 0) {
+			pr_warn("the part of region %u moved to %p+0x%llx: npfd did not put it all back, and %s: its pages not back read zeros",
+				e[k].region_id, (void *)(unsigned long)e[k].start,
+				(unsigned long long)e[k].length,
+				r ? "npfd's copies of them cannot be read here" :
+				    "its region is not registered any more");
+			continue;
+		}
+		{
+			int fd = dup_or_none(r->backing == NPF_BACKING_ANON ? r->store_fd : r->fd);
+			struct lib_part *p =
+				fd < 0 ? NULL :
+					 part_add(c, e[k].start, e[k].length, e[k].offset, fd,
+						  r->backing == NPF_BACKING_ANON, (int)k);
+
+			if (p) {
+				p->known = e[k];
+				pr_info("the part of region %u moved to %p+0x%llx is not all back: served here, and put back before the regions go to the next npfd",
+					r->id, (void *)(unsigned long)p->start,
+					(unsigned long long)p->length);
+			}
+		}
+	}
+}
+
+/* With tab_lock: the part addr is in, or NULL. */
+static const struct lib_part *part_at(const struct npf_client *c, __u64 addr)
+{
+	for (size_t i = 0; i < c->nparts; i++)
+		if (addr >= c->parts[i].start && addr - c->parts[i].start < c->parts[i].length)
+			return &c->parts[i];
+	return NULL;
+}
+
+/* Is addr in a part (which the fallback serves whatever its mode: no region's)? */
+static bool in_part(struct npf_client *c, __u64 addr)
+{
+	bool in;
+
+	pthread_mutex_lock(&c->tab_lock);
+	in = part_at(c, addr) != NULL;
+	pthread_mutex_unlock(&c->tab_lock);
+	return in;
+}
+
+/*
+ * The page of part p at addr into buf: what is to be put there. false:
+ * nothing is (a store's page it does not hold, or one the process dropped
+ * since: the kernel's zeros; a file's page past its end: zeros too, as npfd
+ * puts none there). With tab_lock (dropped()).
+ */
+static bool part_page(const struct npf_client *c, const struct lib_part *p, __u64 addr, char *buf)
+{
+	off_t off = (off_t)(p->offset + (addr - p->start));
+	ssize_t got;
+
+	if (p->fd < 0 || (p->store && (dropped(c, addr) || lseek(p->fd, off, SEEK_DATA) != off)))
+		return false;
+	got = pread(p->fd, buf, NPF_PAGE_SIZE, off);
+	if (got <= 0)
+		return false;
+	if (got < (ssize_t)NPF_PAGE_SIZE)
+		memset(buf + got, 0, NPF_PAGE_SIZE - (size_t)got);
+	return true;
+}
+
+/* With tab_lock: [start, end) was unmapped. The parts there go; a part cut in its middle becomes two. */
+static void parts_unmapped(struct npf_client *c, __u64 start, __u64 end)
+{
+	size_t i, n = c->nparts; /* a part added here is above end: not met again */
+
+	for (i = 0; i < n;) {
+		struct lib_part *p = &c->parts[i];
+		__u64 ps = p->start, pe = p->start + p->length;
+
+		if (end <= ps || start >= pe) {
+			i++;
+			continue;
+		}
+		if (start <= ps && end >= pe) {
+			part_drop(c, i);
+			n--;
+			continue;
+		}
+		if (start > ps && end < pe) {
+			struct lib_part q = *p;
+
+			/* the piece above: a part of its own (the fallback's: no slot) */
+			part_add(c, end, pe - end, q.offset + (end - ps), dup_or_none(q.fd),
+				 q.store, -1);
+			p = &c->parts[i];
+		}
+		if (start <= ps) {
+			p->offset += end - ps;
+			p->start = end;
+			p->length = pe - end;
+		} else {
+			p->length = start - ps;
+		}
+		i++;
+	}
+}
+
+/*
+ * mremap() of [from, from + len) to to, read by the fallback (npfd away):
+ * what npfd would have done. A region or part that moved whole follows its
+ * memory (its evicted pages are in the store at the same offsets); a piece
+ * of one becomes a part at its new place, served from the region's store or
+ * file and put back before the next npfd adopts the regions. What is left
+ * at the old place is as if unmapped. Before, the fallback dropped what
+ * moved, and its evicted pages read zeros at the new place.
+ */
+static void fallback_moved(struct npf_client *c, __u64 from, __u64 to, __u64 len)
+{
+	__u64 end = from + len, delta = to - from;
+	struct uffdio_range source = {.start = from, .len = len};
+	size_t i, n;
+
+	pthread_mutex_lock(&c->tab_lock);
+	for (i = 0, n = c->nparts; i < n; i++) {
+		struct lib_part p = c->parts[i];
+		__u64 lo = from > p.start ? from : p.start;
+		__u64 hi = end < p.start + p.length ? end : p.start + p.length;
+
+		if (lo >= hi)
+			continue;
+		if (lo == p.start && hi == p.start + p.length)
+			c->parts[i].start += delta;
+		else
+			part_add(c, lo + delta, hi - lo, p.offset + (lo - p.start),
+				 dup_or_none(p.fd), p.store, -1);
+	}
+	for (i = 0; i < c->nregions; i++) {
+		struct lib_region *r = &c->regions[i];
+		__u64 lo = from > r->start ? from : r->start;
+		__u64 hi = end < r->start + r->length ? end : r->start + r->length;
+		bool anon = r->backing == NPF_BACKING_ANON;
+
+		if (lo >= hi)
+			continue;
+		if (lo == r->start && hi == r->start + r->length) {
+			pr_info("region %u moved to %p while npfd was away", r->id,
+				(void *)(unsigned long)(r->start + delta));
+			r->start += delta;
+			if (anon)
+				r->store_origin += delta;
+			continue;
+		}
+		pr_info("pages %p+0x%llx of region %u moved to %p while npfd was away: they leave the region",
+			(void *)(unsigned long)lo, (unsigned long long)(hi - lo), r->id,
+			(void *)(unsigned long)(lo + delta));
+		part_add(c, lo + delta, hi - lo,
+			 anon ? lo - r->store_origin : r->file_offset + (lo - r->start),
+			 dup_or_none(anon ? r->store_fd : r->fd), anon, -1);
+	}
+	parts_unmapped(c, from, end);
+	pthread_mutex_unlock(&c->tab_lock);
+	fallback_unmap(c, from, end); /* the regions cut there (those moved whole are at to now) */
+	/* MREMAP_DONTUNMAP left the old place mapped, empty and registered: the process's own now */
+	if (ioctl(c->uffd, UFFDIO_UNREGISTER, &source) && errno != EINVAL)
+		pr_debug("cannot unregister %p+0x%llx, moved away: %s", (void *)(unsigned long)from,
+			 (unsigned long long)len, strerror(errno));
+}
+
+/*
+ * Put part i back in full: every page it is to put there and is not there
+ * yet. 0, or -EAGAIN: an mm event of the process is not complete (the
+ * kernel refuses UFFDIO_COPY until it is). Only the monitor thread changes
+ * the parts, and it is here: i stays part i.
+ */
+static int part_put_back(struct npf_client *c, size_t i)
+{
+	struct lib_part p = c->parts[i];
+	__u64 off = p.offset, end = p.offset + p.length, failed = 0;
+	struct uffdio_copy cp = {.src = (__u64)(unsigned long)c->page, .len = NPF_PAGE_SIZE};
+
+	while (p.fd >= 0 && off < end) {
+		off_t data = lseek(p.fd, (off_t)off, SEEK_DATA), hole;
+		bool have;
+
+		if (data < 0 && errno == ENXIO)
+			break; /* no data from here on */
+		if (data < 0)
+			data = (off_t)off; /* it cannot say: data everywhere */
+		hole = lseek(p.fd, data, SEEK_HOLE);
+		for (off = (__u64)data & ~(NPF_PAGE_SIZE - 1);
+		     off < end && (hole < 0 || off < (__u64)hole); off += NPF_PAGE_SIZE) {
+			cp.dst = p.start + (off - p.offset);
+			cp.copy = 0;
+			pthread_mutex_lock(&c->tab_lock);
+			have = part_page(c, &p, cp.dst, c->page);
+			pthread_mutex_unlock(&c->tab_lock);
+			if (!have || !ioctl(c->uffd, UFFDIO_COPY, &cp))
+				continue;
+			if (errno == EAGAIN)
+				return -EAGAIN;
+			/* EEXIST: there already (moved present, or written since); ENOENT: unmapped */
+			if (errno != EEXIST && errno != ENOENT && !failed++)
+				pr_warn("cannot put page %p back: UFFDIO_COPY: %s",
+					(void *)(unsigned long)cp.dst, strerror(errno));
+		}
+	}
+	if (failed)
+		pr_warn("the part at %p+0x%llx: %llu pages could not be put back, and read zeros",
+			(void *)(unsigned long)p.start, (unsigned long long)p.length,
+			(unsigned long long)failed);
+	return 0;
+}
+
+/*
+ * Put every part back in full and unregister it: it is the process's own
+ * memory then, as npfd would have left it. Before the regions go to the
+ * next npfd, which knows nothing of the parts (a fault there would be
+ * zero-filled as outside every region). npfds_too false: npfd is back on
+ * the same connection and still puts its own parts back; only the
+ * fallback's own are finished here. -EAGAIN: an mm event stood in the way
+ * for PARTS_EAGAIN_MS (the events read meanwhile are followed).
+ */
+static int parts_finish(struct npf_client *c, bool npfds_too)
+{
+	__u64 deadline = now_ms() + PARTS_EAGAIN_MS;
+
+	while (c->nparts) {
+		size_t i = c->nparts - 1;
+		struct lib_part p = c->parts[i];
+
+		if (p.slot >= 0 && !npfds_too) {
+			pthread_mutex_lock(&c->tab_lock);
+			part_drop(c, i);
+			pthread_mutex_unlock(&c->tab_lock);
+			continue;
+		}
+		if (part_put_back(c, i) == -EAGAIN) {
+			if (now_ms() >= deadline)
+				return -EAGAIN;
+			/* the event read, its process goes on; the part may have moved or been cut */
+			fallback_read(c, c->serving);
+			usleep(1000);
+			continue;
+		}
+		unregister_lenient(c->uffd, p.start, p.start + p.length);
+		pr_info("the part at %p+0x%llx moved out of a region is all back: the process's own memory now",
+			(void *)(unsigned long)p.start, (unsigned long long)p.length);
+		pthread_mutex_lock(&c->tab_lock);
+		part_drop(c, i);
+		pthread_mutex_unlock(&c->tab_lock);
+	}
+	return 0;
+}
+
 /* A whole page at off of fd into buf: 0, or -errno (-EIO: the file ends). */
 static int read_page(int fd, char *buf, off_t off)
 {
@@ -1264,6 +1627,45 @@ static int read_page(int fd, char *buf, off_t off)
 	return 0;
 }
 
+/* c->page installed at addr (the monitor's fallback): 0, or -errno to SIGBUS. */
+static int fallback_install(struct npf_client *c, __u64 addr, char *why, size_t whylen)
+{
+	struct uffdio_copy cp = {
+		.dst = addr, .src = (__u64)(unsigned long)c->page, .len = NPF_PAGE_SIZE};
+
+	/*
+	 * A zap of npfd's may still drop this page: the REMOVE that let it
+	 * fault may have been the process's own drop, not the zap's. Then it
+	 * is installed write-protected, so that a write waits (fallback_hold())
+	 * until no zap can run, or the zap would drop it. EINVAL: a region npfd
+	 * never registered for write-protect faults (no budget: no zaps).
+	 */
+	if (zaps_in_flight(c))
+		cp.mode = UFFDIO_COPY_MODE_WP;
+	if (!ioctl(c->uffd, UFFDIO_COPY, &cp))
+		return 0;
+	if (errno == EINVAL && cp.mode) {
+		cp.mode = 0;
+		cp.copy = 0;
+		if (!ioctl(c->uffd, UFFDIO_COPY, &cp))
+			return 0;
+	}
+	if (errno == EEXIST || errno == EAGAIN || errno == ENOENT || errno == ESRCH) {
+		/*
+		 * There already (npfd was quicker: nothing is overwritten), or
+		 * an mm event is pending (EAGAIN): wake the thread, it faults
+		 * again if it must and is served after the event.
+		 */
+		struct uffdio_range range = {.start = addr, .len = NPF_PAGE_SIZE};
+
+		ioctl(c->uffd, UFFDIO_WAKE, &range);
+		return 0;
+	}
+	snprintf(why, whylen, "cannot install page 0x%llx: UFFDIO_COPY: %s",
+		 (unsigned long long)addr, strerror(errno));
+	return -errno;
+}
+
 /*
  * Install one page at addr: zeros, the backing file's bytes, or the copy
  * npfd evicted to its swap store. 0, or -errno to SIGBUS.
@@ -1271,13 +1673,19 @@ static int read_page(int fd, char *buf, off_t off)
 static int fallback_page(struct npf_client *c, __u64 addr, char *why, size_t whylen)
 {
 	struct lib_region r = {.fd = -1};
-	struct uffdio_copy cp = {
-		.dst = addr, .src = (__u64)(unsigned long)c->page, .len = NPF_PAGE_SIZE};
 	const struct lib_region *at;
+	const struct lib_part *part;
 	bool found = false;
 	int fd = -1, store = -1;
 
 	pthread_mutex_lock(&c->tab_lock);
+	if ((part = part_at(c, addr))) {
+		/* a part moved out of a region: what npfd would put there, or zeros */
+		if (!part_page(c, part, addr, c->page))
+			memset(c->page, 0, NPF_PAGE_SIZE);
+		pthread_mutex_unlock(&c->tab_lock);
+		return fallback_install(c, addr, why, whylen);
+	}
 	if ((at = region_at(c, addr))) {
 		r = *at;
 		found = true;
@@ -1323,37 +1731,7 @@ static int fallback_page(struct npf_client *c, __u64 addr, char *why, size_t why
 			return err;
 		}
 	}
-	/*
-	 * A zap of npfd's may still drop this page: the REMOVE that let it
-	 * fault may have been the process's own drop, not the zap's. Then it
-	 * is installed write-protected, so that a write waits (fallback_hold())
-	 * until no zap can run, or the zap would drop it. EINVAL: a region npfd
-	 * never registered for write-protect faults (no budget: no zaps).
-	 */
-	if (zaps_in_flight(c))
-		cp.mode = UFFDIO_COPY_MODE_WP;
-	if (!ioctl(c->uffd, UFFDIO_COPY, &cp))
-		return 0;
-	if (errno == EINVAL && cp.mode) {
-		cp.mode = 0;
-		cp.copy = 0;
-		if (!ioctl(c->uffd, UFFDIO_COPY, &cp))
-			return 0;
-	}
-	if (errno == EEXIST || errno == EAGAIN || errno == ENOENT || errno == ESRCH) {
-		/*
-		 * There already (npfd was quicker: nothing is overwritten), or
-		 * an mm event is pending (EAGAIN): wake the thread, it faults
-		 * again if it must and is served after the event.
-		 */
-		struct uffdio_range range = {.start = addr, .len = NPF_PAGE_SIZE};
-
-		ioctl(c->uffd, UFFDIO_WAKE, &range);
-		return 0;
-	}
-	snprintf(why, whylen, "cannot install page 0x%llx: UFFDIO_COPY: %s",
-		 (unsigned long long)addr, strerror(errno));
-	return -errno;
+	return fallback_install(c, addr, why, whylen);
 }
 
 static void fallback_sigbus(struct npf_client *c, __u32 tid, __u64 addr, const char *why)
@@ -1456,7 +1834,7 @@ static void fallback_unmap(struct npf_client *c, __u64 start, __u64 end)
 
 /*
  * A write fault of a page npfd write-protected while a zap of npfd's may
- * still run (zaps: see fallback_serve()): the page may be a victim npfd
+ * still run (zaps: see fallback_read()): the page may be a victim npfd
  * handed to the zap before it died -- frozen with its copy stored, or
  * clean with no copy at all (installed as zeros, dropped as such). Made
  * writable now, the write would be dropped by that zap and the page read
@@ -1514,8 +1892,13 @@ static void fallback_release(struct npf_client *c, bool unprotect)
 	c->nheld = 0;
 }
 
-/* Read and handle what the userfaultfd holds now (the monitor, in fallback). */
-static void fallback_serve(struct npf_client *c)
+/*
+ * Read and handle what the userfaultfd holds now (the monitor). serve:
+ * faults are served (the fallback); else their threads sleep on, until
+ * the parts' unregister or reconnect()'s wake_all() (parts_finish() reads
+ * the events that keep it from putting a part back).
+ */
+static void fallback_read(struct npf_client *c, bool serve)
 {
 	struct uffd_msg msgs[16];
 
@@ -1542,6 +1925,8 @@ static void fallback_serve(struct npf_client *c)
 				__u64 addr = m->arg.pagefault.address & ~(NPF_PAGE_SIZE - 1);
 				__u32 tid = m->arg.pagefault.feat.ptid;
 
+				if (!serve)
+					break;
 				if (m->arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) {
 					/*
 					 * A page npfd write-protected to see its first
@@ -1557,7 +1942,7 @@ static void fallback_serve(struct npf_client *c)
 						ioctl(c->uffd, UFFDIO_WAKE, &wp.range);
 					break;
 				}
-				if (c->fallback == NPF_FALLBACK_SIGBUS) {
+				if (c->fallback == NPF_FALLBACK_SIGBUS && !in_part(c, addr)) {
 					snprintf(
 						why, sizeof(why),
 						"npfd at %s is away and this client's fallback is SIGBUS",
@@ -1570,6 +1955,9 @@ static void fallback_serve(struct npf_client *c)
 			}
 			case UFFD_EVENT_UNMAP:
 				fallback_removed(c, m->arg.remove.start, m->arg.remove.end);
+				pthread_mutex_lock(&c->tab_lock);
+				parts_unmapped(c, m->arg.remove.start, m->arg.remove.end);
+				pthread_mutex_unlock(&c->tab_lock);
 				fallback_unmap(c, m->arg.remove.start, m->arg.remove.end);
 				fallback_held_gone(c, m->arg.remove.start, m->arg.remove.end);
 				break;
@@ -1581,11 +1969,10 @@ static void fallback_serve(struct npf_client *c)
 			case UFFD_EVENT_REMAP:
 				fallback_removed(c, m->arg.remap.from,
 						 m->arg.remap.from + m->arg.remap.len);
-				fallback_unmap(c, m->arg.remap.from,
-					       m->arg.remap.from + m->arg.remap.len);
+				fallback_moved(c, m->arg.remap.from, m->arg.remap.to,
+					       m->arg.remap.len);
 				fallback_held_gone(c, m->arg.remap.from,
 						   m->arg.remap.from + m->arg.remap.len);
-				pr_warn("a registered range moved (mremap) while npfd was away: it is no longer served");
 				break;
 			default:
 				break;
@@ -1625,7 +2012,7 @@ static void fallback_start(struct npf_client *c, const char *why)
 {
 	if (c->serving)
 		return;
-	layout_sync(c);
+	layout_sync(c, true);
 	c->serving = 1;
 	pr_warn("%s: %s until npfd is back", why,
 		c->fallback == NPF_FALLBACK_SIGBUS ?
@@ -1636,7 +2023,8 @@ static void fallback_start(struct npf_client *c, const char *why)
 
 static void fallback_stop(struct npf_client *c, const char *why)
 {
-	if (!c->serving)
+	/* npfd back on the same connection puts back its own parts; the fallback's are finished here */
+	if (!c->serving || parts_finish(c, false))
 		return;
 	fallback_release(c, false);
 	c->serving = 0;
@@ -1729,7 +2117,7 @@ static void *monitor(void *arg)
 		if (p[iw].revents)
 			break; /* npf_client__close() */
 		if (c->serving) {
-			fallback_serve(c);
+			fallback_read(c, true);
 			fallback_release(c, true);
 		}
 		if (!up)
@@ -1862,7 +2250,7 @@ static void fork_prepare(void)
 		c->forking = c->nregions && c->fork_mode == NPF_FORK_COPY &&
 			     __atomic_load_n(&c->connected, __ATOMIC_ACQUIRE) && !fork_ask(c);
 		regions |= c->nregions && c->fork_mode == NPF_FORK_COPY;
-		layout_sync(c); /* the child claims its regions where they are */
+		layout_sync(c, false); /* the child claims its regions where they are */
 		pthread_mutex_lock(&c->tab_lock);
 	}
 	if (regions && pipe2(fork_pipe, O_CLOEXEC))
@@ -2032,6 +2420,8 @@ static void fork_child_client(struct npf_client *c)
 	c->layout_gen = 0;
 	while (c->ndevices)
 		device_forget(c, c->ndevices - 1);
+	while (c->nparts) /* the parent's: the child's copy of a part is not registered */
+		part_drop(c, c->nparts - 1);
 	c->nheld = 0;
 	c->uffd = -1;
 	if (parent_uffd >= 0)
@@ -2164,6 +2554,8 @@ void npf_client__close(struct npf_client *c)
 	}
 	for (i = 0; i < c->ndevices; i++)
 		device_put(&c->devices[i]);
+	while (c->nparts) /* not put back: as npfd, close() puts nothing back */
+		part_drop(c, c->nparts - 1);
 	close(c->sock);
 	if (c->uffd >= 0)
 		close(c->uffd);
@@ -2181,6 +2573,7 @@ void npf_client__close(struct npf_client *c)
 	pthread_mutex_destroy(&c->tab_lock);
 	free(c->regions);
 	free(c->devices);
+	free(c->parts);
 	free(c->dropped);
 	free(c->held);
 	free(c->page);
