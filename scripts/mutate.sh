@@ -207,10 +207,16 @@ abandon-leaves-frozen @@ daemon/evict.c @@ s{\t\tunfreeze\(r->mm, NULL, b\.page\
 moved-part-not-put-back @@ daemon/moved.c @@ s{\tif \(got <= 0\)\n}{\tif (1)\n} @@ evict_mremap_part
 moved-faults-not-held @@ daemon/resolve.c @@ s{if \(!rn->region &&\n\s+moved_waits\(rn->mm, rn->start, \(__u64\)rn->npages \* NPF_PAGE_SIZE\)\)}{if (0)} @@ evict_mremap_part
 moved-slots-not-handed-over @@ daemon/evict.c @@ s{\t\tbitmap_assign\(e->stored, first \+ j, false\);\n}{} @@ evict_mremap_part
-moved-part-stays-registered @@ daemon/moved.c @@ s{\tif \(mmcall_ioctl\(pt->mm->tgid, pt->mm->uffd, UFFDIO_UNREGISTER,}{\tif (0 && mmcall_ioctl(pt->mm->tgid, pt->mm->uffd, UFFDIO_UNREGISTER,} @@ evict_mremap_part
-moved-again-forgotten @@ daemon/moved.c @@ s{if \(pt->fd >= 0 && part_split\(pt, lo, hi, to - from\)\)}{if (0)} @@ evict_mremap_part
+moved-part-stays-registered @@ daemon/moved.c @@ s{\tif \(pt->npages &&\n}{\tif (0 \&\&\n} @@ evict_mremap_part
+moved-again-forgotten @@ daemon/moved.c @@ s{if \(pt->fd < 0 \|\| !part_split\(pt, lo, hi, to - from\)\)}{if (1)} @@ evict_mremap_part
 moved-again-copies-punched @@ daemon/moved.c @@ s{\tpart_forget\(pt, lo, hi, false\);}{\tpart_forget(pt, lo, hi, true);} @@ evict_mremap_part
 dontunmap-source-kept @@ daemon/region.c @@ s{\tsource_unregister\(mm, from, len\);\n}{} @@ evict_mremap
+part-not-journaled @@ daemon/moved.c @@ s{\tlayout_write\(pt->mm, pt->slot, &e\);\n}{} @@ evict_moved_restart
+parts-not-taken @@ client/libnpf.c @@ s{\tif \(parts\)\n\t\tparts_take\(c, e, n\);\n}{} @@ evict_moved_restart
+parts-not-finished @@ client/libnpf.c @@ s{\tif \(parts_finish\(c, true\)\) \{}{\tif (0) \{} @@ evict_moved_restart
+fallback-move-not-followed @@ client/libnpf.c @@ s{\t\t\tr->start \+= delta;\n}{} @@ evict_moved_restart
+fallback-moved-piece-dropped @@ client/libnpf.c @@ s{\t\tpart_add\(c, lo \+ delta, hi - lo,\n\t\t\t anon}{\t\tif (0) part_add(c, lo + delta, hi - lo,\n\t\t\t anon} @@ evict_moved_restart
+hole-copies-counted @@ daemon/evict.c @@ s{\t\tif \(!holes_piece\(&r->holes, &lo, hi, &pe\)\)\n\t\t\tlo = pe = hi;\n}{\t\tpe = hi;\n} @@ evict_moved_restart
 old-ranges-missed @@ daemon/evict.c @@ s{\t\ter->n_old_ranges\+\+;\n}{} @@ evict_adopt_dropped evict_adopt_unstored
 wp-fault-waits-any-page @@ daemon/evict.c @@ s{if \(r && r->ev && old_victim\(r, page_index\(r, page\), old_zaps_pending\(mm\)\)\)}{if (r && r->ev && old_zaps_pending(mm))} @@ evict_adopt_unstored
 layout-not-synced @@ client/libnpf.c @@ s{n = got > 0 \? \(size_t\)got / sizeof\(e\[0\]\) : 0;}{n = 0;} @@ evict_restart_layout
