@@ -66,10 +66,14 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <stddef.h>
 #include <linux/filter.h>
 #include <linux/fuse.h>
+#include <linux/magic.h>
+
+#define FUSECTL_SUPER_MAGIC 0x65735543 /* fs/fuse/control.c: not in linux/magic.h */
 #include <linux/seccomp.h>
 #include <bpf/bpf.h>
 #include "adv.h"
@@ -233,6 +237,7 @@ static void __attribute__((noreturn)) fuse_serve(int fd, int reads)
 
 static void fuse_check(void)
 {
+	struct statfs sfs;
 	char fs[4096];
 
 	if (access("/dev/fuse", R_OK | W_OK))
@@ -243,6 +248,17 @@ static void fuse_check(void)
 	if (access("/sys/fs/fuse/connections", F_OK))
 		th_skip("no /sys/fs/fuse/connections (fusectl): a stuck FUSE read could not be "
 			"aborted");
+	/*
+	 * The directory is there once fuse is loaded, its file system only if
+	 * someone mounted it (systemd does; a machine without systemd at boot
+	 * does not): every abort would fail.
+	 */
+	if (statfs("/sys/fs/fuse/connections", &sfs) || sfs.f_type != FUSECTL_SUPER_MAGIC) {
+		if (mount("fusectl", "/sys/fs/fuse/connections", "fusectl", 0, NULL))
+			th_skip("fusectl is not mounted at /sys/fs/fuse/connections and cannot be (%s): a stuck FUSE read could not be aborted",
+				strerror(errno));
+		printf("mounted fusectl at /sys/fs/fuse/connections (nothing had)\n");
+	}
 }
 
 /* Mount a FUSE filesystem served by a child of ours (it dies with us: the mount is aborted). */
