@@ -114,6 +114,7 @@ struct lib_part {
 	bool store;   /* a store: a page is there to put back iff it holds data, unless dropped */
 	int slot;     /* its npfd's journal slot, or -1 (the fallback's own) */
 	struct npf_layout_entry known; /* that slot's entry when it was taken */
+	__u64 done;		       /* parts_finish(): bytes from start put back so far */
 };
 
 struct lib_device {
@@ -147,6 +148,8 @@ struct npf_client {
 	size_t ndevices, devices_cap;
 	struct lib_part *parts;
 	size_t nparts, parts_cap;
+	/* the journal's part entries taken (parts_take()), by slot past the regions', or NULL */
+	struct npf_layout_entry *parts_known;
 
 	pthread_t monitor;
 	bool monitor_running;
@@ -664,6 +667,7 @@ static struct npf_region_req region_req_of(const struct lib_region *r)
 }
 
 static void parts_take(struct npf_client *c, const struct npf_layout_entry *e, size_t n);
+static void parts_known_forget(struct npf_client *c);
 static int parts_finish(struct npf_client *c, bool npfds_too);
 
 /*
@@ -751,6 +755,7 @@ static void layout_fetch(struct npf_client *c)
 	if (c->layout_fd >= 0)
 		close(c->layout_fd);
 	c->layout_fd = fd;
+	parts_known_forget(c); /* another npfd's journal */
 	pthread_mutex_unlock(&c->tab_lock);
 }
 
@@ -1223,6 +1228,20 @@ static bool dropped(const struct npf_client *c, __u64 addr)
 	return false;
 }
 
+/* With tab_lock: [start, end) is recorded dropped. */
+static void drop_add(struct npf_client *c, __u64 start, __u64 end)
+{
+	struct drop *d = grow(c->dropped, &c->dropped_cap, c->ndropped, sizeof(*d));
+
+	if (d) {
+		c->dropped = d;
+		d[c->ndropped++] = (struct drop){start, end};
+	} else {
+		pr_warn("out of memory: pages dropped at 0x%llx may read npfd's stored copy",
+			(unsigned long long)start);
+	}
+}
+
 /*
  * A REMOVE event read by the fallback (MADV_DONTNEED of [start, end)):
  * the process's own drop, whose pages read zeros from now on, not what
@@ -1233,18 +1252,18 @@ static bool dropped(const struct npf_client *c, __u64 addr)
  */
 static void fallback_dropped(struct npf_client *c, __u64 start, __u64 end, bool zaps)
 {
-	struct drop *d;
-
-	if (zaps)
-		return;
 	pthread_mutex_lock(&c->tab_lock);
-	d = grow(c->dropped, &c->dropped_cap, c->ndropped, sizeof(*d));
-	if (d) {
-		c->dropped = d;
-		d[c->ndropped++] = (struct drop){start, end};
+	if (!zaps) {
+		drop_add(c, start, end);
 	} else {
-		pr_warn("out of memory: pages dropped at 0x%llx may read npfd's stored copy",
-			(unsigned long long)start);
+		/* no zap of npfd's drops a part's page: there, it is the process's own drop */
+		for (size_t i = 0; i < c->nparts; i++) {
+			__u64 ps = c->parts[i].start, pe = ps + c->parts[i].length;
+			__u64 lo = start > ps ? start : ps, hi = end < pe ? end : pe;
+
+			if (lo < hi)
+				drop_add(c, lo, hi);
+		}
 	}
 	pthread_mutex_unlock(&c->tab_lock);
 }
@@ -1253,7 +1272,8 @@ static void fallback_dropped(struct npf_client *c, __u64 start, __u64 end, bool 
  * Before a new npfd adopts the regions: the pages dropped while the
  * fallback served and never touched since get the zero page, so that the
  * new npfd, which reads its store on a missing fault, does not serve them
- * their evicted copy. Called with c->lock held, by the monitor.
+ * their evicted copy; and before npfd, back on the same connection, serves
+ * them again (it did not read those drops). By the monitor.
  */
 static void fallback_settle_drops(struct npf_client *c)
 {
@@ -1289,7 +1309,7 @@ static void fallback_settle_drops(struct npf_client *c)
 
 /* ---- parts of regions moved away (struct lib_part) ---- */
 
-#define PARTS_EAGAIN_MS 2000 /* parts_finish(): the most it waits for an mm event to complete */
+#define PARTS_EAGAIN_MS 2000 /* parts_finish(): how long it waits with no progress */
 
 static void fallback_read(struct npf_client *c, bool serve);
 static void fallback_unmap(struct npf_client *c, __u64 start, __u64 end);
@@ -1300,12 +1320,15 @@ static struct lib_part *part_add(struct npf_client *c, __u64 start, __u64 length
 {
 	struct lib_part *t = grow(c->parts, &c->parts_cap, c->nparts, sizeof(*t));
 
-	if (!t) {
-		pr_warn("out of memory: the pages moved to %p+0x%llx that only npfd held read zeros",
+	if (!t || (fd < 0 && store)) {
+		pr_warn("%s: the pages moved to %p+0x%llx that only npfd held read zeros",
+			t ? "no descriptor of the store" : "out of memory",
 			(void *)(unsigned long)start, (unsigned long long)length);
-		if (fd >= 0)
-			close(fd);
-		return NULL;
+		if (!t) {
+			if (fd >= 0)
+				close(fd);
+			return NULL;
+		}
 	}
 	c->parts = t;
 	t = &c->parts[c->nparts++];
@@ -1331,58 +1354,81 @@ static int dup_or_none(int fd)
 	return fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
 }
 
+/* Where part p is, as npfd's journal says it (unchanged since it was taken). */
+static bool part_is_npfds(const struct lib_part *p)
+{
+	return p->slot >= 0 && p->start == p->known.start && p->length == p->known.length &&
+	       p->offset == p->known.offset;
+}
+
 /*
  * With tab_lock: the parts in npfd's journal e[0..n) (npf_abi.h
  * NPF_LAYOUT_PART), read from the regions' stores and files. An entry is
- * taken only if it changed since it was last taken: the fallback follows a
- * part's moves and cuts itself while npfd is away, and the dead npfd's
- * entry must not undo them.
+ * taken only if it changed since it was last taken (c->parts_known, per
+ * slot, for as long as the journal is the same npfd's): the fallback
+ * follows a part's moves and cuts itself while npfd is away, and drops it
+ * once it is unmapped or finished; the dead npfd's entry must not bring it
+ * back where it was -- into memory that may be another region's by now.
  */
 static void parts_take(struct npf_client *c, const struct npf_layout_entry *e, size_t n)
 {
-	for (size_t k = NPF_MAX_RANGES_PER_PROC; k < n; k++) {
+	if (n > NPF_MAX_RANGES_PER_PROC && !c->parts_known &&
+	    !(c->parts_known = calloc(NPF_LAYOUT_ENTRIES - NPF_MAX_RANGES_PER_PROC,
+				      sizeof(*c->parts_known)))) {
+		pr_warn("out of memory: the parts of regions npfd did not put back read zeros");
+		return;
+	}
+	for (size_t k = NPF_MAX_RANGES_PER_PROC; k < n && k < NPF_LAYOUT_ENTRIES; k++) {
+		struct npf_layout_entry *known = &c->parts_known[k - NPF_MAX_RANGES_PER_PROC];
 		bool valid = e[k].region_id && (e[k].flags & NPF_LAYOUT_PART) && e[k].length &&
 			     !((e[k].start | e[k].length | e[k].offset) & 4095) &&
-			     e[k].start + e[k].length > e[k].start;
+			     e[k].start + e[k].length > e[k].start &&
+			     e[k].offset + e[k].length > e[k].offset;
 		const struct lib_region *r = NULL;
 		size_t i;
+		int fd;
 
+		if (!memcmp(known, &e[k], sizeof(e[k])))
+			continue;
+		*known = e[k];
 		for (i = 0; i < c->nparts && c->parts[i].slot != (int)k; i++)
 			;
-		if (i < c->nparts) {
-			if (!memcmp(&c->parts[i].known, &e[k], sizeof(e[k])))
-				continue;
+		if (i < c->nparts)
 			part_drop(c, i); /* npfd finished it, or the slot is another part's now */
-		}
 		if (!valid)
 			continue;
 		for (i = 0; i < c->nregions && c->regions[i].npfd_id != e[k].region_id; i++)
 			;
 		if (i < c->nregions)
 			r = &c->regions[i];
-		if (!r || (r->backing == NPF_BACKING_ANON ? r->store_fd : r->fd) < 0) {
+		fd = r ? dup_or_none(r->backing == NPF_BACKING_ANON ? r->store_fd : r->fd) : -1;
+		if (fd < 0) {
 			pr_warn("the part of region %u moved to %p+0x%llx: npfd did not put it all back, and %s: its pages not back read zeros",
 				e[k].region_id, (void *)(unsigned long)e[k].start,
 				(unsigned long long)e[k].length,
 				r ? "npfd's copies of them cannot be read here" :
 				    "its region is not registered any more");
-			continue;
+			/* still a part: unregistered before the next npfd, which would not know it */
 		}
 		{
-			int fd = dup_or_none(r->backing == NPF_BACKING_ANON ? r->store_fd : r->fd);
-			struct lib_part *p =
-				fd < 0 ? NULL :
-					 part_add(c, e[k].start, e[k].length, e[k].offset, fd,
-						  r->backing == NPF_BACKING_ANON, (int)k);
+			struct lib_part *p = part_add(c, e[k].start, e[k].length, e[k].offset, fd,
+						      r && r->backing == NPF_BACKING_ANON, (int)k);
 
 			if (p) {
 				p->known = e[k];
 				pr_info("the part of region %u moved to %p+0x%llx is not all back: served here, and put back before the regions go to the next npfd",
-					r->id, (void *)(unsigned long)p->start,
+					e[k].region_id, (void *)(unsigned long)p->start,
 					(unsigned long long)p->length);
 			}
 		}
 	}
+}
+
+/* With tab_lock: the parts taken so far are npfd's to take again (a new journal, or npfd back). */
+static void parts_known_forget(struct npf_client *c)
+{
+	free(c->parts_known);
+	c->parts_known = NULL;
 }
 
 /* With tab_lock: the part addr is in, or NULL. */
@@ -1408,15 +1454,16 @@ static bool in_part(struct npf_client *c, __u64 addr)
 /*
  * The page of part p at addr into buf: what is to be put there. false:
  * nothing is (a store's page it does not hold, or one the process dropped
- * since: the kernel's zeros; a file's page past its end: zeros too, as npfd
- * puts none there). With tab_lock (dropped()).
+ * since -- dropped, found with tab_lock: the kernel's zeros; a file's page
+ * past its end: zeros too, as npfd puts none there). Without tab_lock: the
+ * descriptor is the part's, and only the monitor, the caller, closes it.
  */
-static bool part_page(const struct npf_client *c, const struct lib_part *p, __u64 addr, char *buf)
+static bool part_page(const struct lib_part *p, __u64 addr, bool dropped, char *buf)
 {
 	off_t off = (off_t)(p->offset + (addr - p->start));
 	ssize_t got;
 
-	if (p->fd < 0 || (p->store && (dropped(c, addr) || lseek(p->fd, off, SEEK_DATA) != off)))
+	if (p->fd < 0 || (p->store && (dropped || lseek(p->fd, off, SEEK_DATA) != off)))
 		return false;
 	got = pread(p->fd, buf, NPF_PAGE_SIZE, off);
 	if (got <= 0)
@@ -1459,8 +1506,73 @@ static void parts_unmapped(struct npf_client *c, __u64 start, __u64 end)
 		} else {
 			p->length = start - ps;
 		}
+		p->done = 0;
 		i++;
 	}
+}
+
+/* A range of addresses [start, end). */
+struct span {
+	__u64 start, end;
+};
+
+/* The next piece of [*lo, hi) that no span of s[0..n) covers; false when none is left. */
+static bool piece_uncovered(const struct span *s, size_t n, __u64 *lo, __u64 hi, __u64 *pe)
+{
+	for (bool moved = true; moved;) {
+		moved = false;
+		for (size_t i = 0; i < n; i++)
+			if (s[i].start <= *lo && *lo < s[i].end) {
+				*lo = s[i].end;
+				moved = true;
+			}
+	}
+	if (*lo >= hi)
+		return false;
+	*pe = hi;
+	for (size_t i = 0; i < n; i++)
+		if (s[i].start > *lo && s[i].start < *pe)
+			*pe = s[i].start;
+	return true;
+}
+
+/*
+ * With tab_lock: the process's drops recorded in [start, end) (fallback_dropped())
+ * go (unmapped: what comes there is new memory), or move by delta with their memory.
+ * A record left where its memory was would make what comes there read zeros; one
+ * left behind by a move, its dropped pages read their old copy at the new place.
+ */
+static void drops_follow(struct npf_client *c, __u64 start, __u64 end, bool moved, __u64 delta)
+{
+	size_t n = 0, cap = 3 * c->ndropped;
+	struct drop *out = cap ? malloc(cap * sizeof(*out)) : NULL;
+
+	if (!c->ndropped)
+		return;
+	if (!out) {
+		pr_warn("out of memory: pages dropped at 0x%llx read zeros if memory comes there",
+			(unsigned long long)start);
+		return;
+	}
+	for (size_t i = 0; i < c->ndropped; i++) {
+		struct drop d = c->dropped[i];
+		__u64 lo = d.start > start ? d.start : start, hi = d.end < end ? d.end : end;
+
+		if (lo >= hi) {
+			out[n++] = d;
+			continue;
+		}
+		if (d.start < lo)
+			out[n++] = (struct drop){d.start, lo};
+		if (hi < d.end)
+			out[n++] = (struct drop){hi, d.end};
+		if (moved)
+			out[n++] = (struct drop){lo + delta, hi + delta};
+	}
+	free(c->dropped);
+	c->dropped = out;
+	c->ndropped = n;
+	c->dropped_cap = cap;
 }
 
 /*
@@ -1468,17 +1580,28 @@ static void parts_unmapped(struct npf_client *c, __u64 start, __u64 end)
  * what npfd would have done. A region or part that moved whole follows its
  * memory (its evicted pages are in the store at the same offsets); a piece
  * of one becomes a part at its new place, served from the region's store or
- * file and put back before the next npfd adopts the regions. What is left
- * at the old place is as if unmapped. Before, the fallback dropped what
- * moved, and its evicted pages read zeros at the new place.
+ * file and put back before the next npfd adopts the regions. A piece is a
+ * region's only where no part and no region inside it (in its hole: libnpf
+ * does not know the holes) is: those move as themselves, innermost first.
+ * What is left at the old place is as if unmapped. Before, the fallback
+ * dropped what moved, and its evicted pages read zeros at the new place.
  */
 static void fallback_moved(struct npf_client *c, __u64 from, __u64 to, __u64 len)
 {
 	__u64 end = from + len, delta = to - from;
 	struct uffdio_range source = {.start = from, .len = len};
-	size_t i, n;
+	size_t i, k, n, no = 0, nheld = 0;
+	struct span *held;
+	size_t *ord;
 
 	pthread_mutex_lock(&c->tab_lock);
+	held = malloc((c->nparts + c->nregions + 1) * sizeof(*held));
+	ord = malloc((c->nregions + 1) * sizeof(*ord));
+	if (!held || !ord) {
+		pr_warn("out of memory: what moved to %p+0x%llx is not followed",
+			(void *)(unsigned long)to, (unsigned long long)len);
+		goto out;
+	}
 	for (i = 0, n = c->nparts; i < n; i++) {
 		struct lib_part p = c->parts[i];
 		__u64 lo = from > p.start ? from : p.start;
@@ -1486,37 +1609,54 @@ static void fallback_moved(struct npf_client *c, __u64 from, __u64 to, __u64 len
 
 		if (lo >= hi)
 			continue;
+		held[nheld++] = (struct span){lo, hi};
 		if (lo == p.start && hi == p.start + p.length)
 			c->parts[i].start += delta;
 		else
 			part_add(c, lo + delta, hi - lo, p.offset + (lo - p.start),
 				 dup_or_none(p.fd), p.store, -1);
 	}
+	/* the regions there, shortest first (insertion: a process has few) */
 	for (i = 0; i < c->nregions; i++) {
-		struct lib_region *r = &c->regions[i];
-		__u64 lo = from > r->start ? from : r->start;
+		const struct lib_region *r = &c->regions[i];
+
+		if (r->start >= end || r->start + r->length <= from)
+			continue;
+		for (k = no++; k && c->regions[ord[k - 1]].length > r->length; k--)
+			ord[k] = ord[k - 1];
+		ord[k] = i;
+	}
+	for (k = 0; k < no; k++) {
+		struct lib_region *r = &c->regions[ord[k]];
+		__u64 lo = from > r->start ? from : r->start, a, pe;
 		__u64 hi = end < r->start + r->length ? end : r->start + r->length;
 		bool anon = r->backing == NPF_BACKING_ANON;
 
-		if (lo >= hi)
-			continue;
 		if (lo == r->start && hi == r->start + r->length) {
 			pr_info("region %u moved to %p while npfd was away", r->id,
 				(void *)(unsigned long)(r->start + delta));
 			r->start += delta;
 			if (anon)
 				r->store_origin += delta;
-			continue;
+		} else {
+			for (a = lo; piece_uncovered(held, nheld, &a, hi, &pe); a = pe) {
+				pr_info("pages %p+0x%llx of region %u moved to %p while npfd was away: they leave the region",
+					(void *)(unsigned long)a, (unsigned long long)(pe - a),
+					r->id, (void *)(unsigned long)(a + delta));
+				part_add(c, a + delta, pe - a,
+					 anon ? a - r->store_origin :
+						r->file_offset + (a - r->start),
+					 dup_or_none(anon ? r->store_fd : r->fd), anon, -1);
+			}
 		}
-		pr_info("pages %p+0x%llx of region %u moved to %p while npfd was away: they leave the region",
-			(void *)(unsigned long)lo, (unsigned long long)(hi - lo), r->id,
-			(void *)(unsigned long)(lo + delta));
-		part_add(c, lo + delta, hi - lo,
-			 anon ? lo - r->store_origin : r->file_offset + (lo - r->start),
-			 dup_or_none(anon ? r->store_fd : r->fd), anon, -1);
+		held[nheld++] = (struct span){lo, hi};
 	}
 	parts_unmapped(c, from, end);
+	drops_follow(c, from, end, true, delta);
+out:
 	pthread_mutex_unlock(&c->tab_lock);
+	free(held);
+	free(ord);
 	fallback_unmap(c, from, end); /* the regions cut there (those moved whole are at to now) */
 	/* MREMAP_DONTUNMAP left the old place mapped, empty and registered: the process's own now */
 	if (ioctl(c->uffd, UFFDIO_UNREGISTER, &source) && errno != EINVAL)
@@ -1525,20 +1665,21 @@ static void fallback_moved(struct npf_client *c, __u64 from, __u64 to, __u64 len
 }
 
 /*
- * Put part i back in full: every page it is to put there and is not there
- * yet. 0, or -EAGAIN: an mm event of the process is not complete (the
- * kernel refuses UFFDIO_COPY until it is). Only the monitor thread changes
- * the parts, and it is here: i stays part i.
+ * Put part i back in full, from where an earlier call stopped (its done):
+ * every page it is to put there and is not there yet. 0, or -EAGAIN: an
+ * mm event of the process is not complete (the kernel refuses UFFDIO_COPY
+ * until it is). Only the monitor thread changes the parts, and it is
+ * here: i stays part i.
  */
 static int part_put_back(struct npf_client *c, size_t i)
 {
 	struct lib_part p = c->parts[i];
-	__u64 off = p.offset, end = p.offset + p.length, failed = 0;
+	__u64 off = p.offset + p.done, end = p.offset + p.length, failed = 0;
 	struct uffdio_copy cp = {.src = (__u64)(unsigned long)c->page, .len = NPF_PAGE_SIZE};
 
 	while (p.fd >= 0 && off < end) {
 		off_t data = lseek(p.fd, (off_t)off, SEEK_DATA), hole;
-		bool have;
+		bool have, drop;
 
 		if (data < 0 && errno == ENXIO)
 			break; /* no data from here on */
@@ -1550,16 +1691,18 @@ static int part_put_back(struct npf_client *c, size_t i)
 			cp.dst = p.start + (off - p.offset);
 			cp.copy = 0;
 			pthread_mutex_lock(&c->tab_lock);
-			have = part_page(c, &p, cp.dst, c->page);
+			drop = dropped(c, cp.dst);
 			pthread_mutex_unlock(&c->tab_lock);
-			if (!have || !ioctl(c->uffd, UFFDIO_COPY, &cp))
-				continue;
-			if (errno == EAGAIN)
-				return -EAGAIN;
-			/* EEXIST: there already (moved present, or written since); ENOENT: unmapped */
-			if (errno != EEXIST && errno != ENOENT && !failed++)
-				pr_warn("cannot put page %p back: UFFDIO_COPY: %s",
-					(void *)(unsigned long)cp.dst, strerror(errno));
+			have = part_page(&p, cp.dst, drop, c->page);
+			if (have && ioctl(c->uffd, UFFDIO_COPY, &cp)) {
+				if (errno == EAGAIN)
+					return -EAGAIN;
+				/* EEXIST: there already (moved present, or written since); ENOENT: unmapped */
+				if (errno != EEXIST && errno != ENOENT && !failed++)
+					pr_warn("cannot put page %p back: UFFDIO_COPY: %s",
+						(void *)(unsigned long)cp.dst, strerror(errno));
+			}
+			c->parts[i].done = off + NPF_PAGE_SIZE - p.offset;
 		}
 	}
 	if (failed)
@@ -1574,29 +1717,42 @@ static int part_put_back(struct npf_client *c, size_t i)
  * memory then, as npfd would have left it. Before the regions go to the
  * next npfd, which knows nothing of the parts (a fault there would be
  * zero-filled as outside every region). npfds_too false: npfd is back on
- * the same connection and still puts its own parts back; only the
- * fallback's own are finished here. -EAGAIN: an mm event stood in the way
- * for PARTS_EAGAIN_MS (the events read meanwhile are followed).
+ * the same connection and still puts its own parts back; only those it
+ * cannot know of -- the fallback's own, and its own that the fallback
+ * moved or cut -- are finished here. The events that keep a part from
+ * being put back are read meanwhile (and followed); -EAGAIN: no progress
+ * for PARTS_EAGAIN_MS. The faults it read and did not serve are woken.
  */
 static int parts_finish(struct npf_client *c, bool npfds_too)
 {
 	__u64 deadline = now_ms() + PARTS_EAGAIN_MS;
+	bool faults_read = false;
+	int err = 0;
 
-	while (c->nparts) {
-		size_t i = c->nparts - 1;
-		struct lib_part p = c->parts[i];
+	for (;;) {
+		size_t i = c->nparts;
+		struct lib_part p;
+		__u64 done;
 
-		if (p.slot >= 0 && !npfds_too) {
+		while (i && !npfds_too && part_is_npfds(&c->parts[i - 1])) {
 			pthread_mutex_lock(&c->tab_lock);
-			part_drop(c, i);
+			part_drop(c, --i);
 			pthread_mutex_unlock(&c->tab_lock);
-			continue;
 		}
+		if (!i)
+			break;
+		p = c->parts[--i];
+		done = p.done;
 		if (part_put_back(c, i) == -EAGAIN) {
-			if (now_ms() >= deadline)
-				return -EAGAIN;
-			/* the event read, its process goes on; the part may have moved or been cut */
+			if (c->parts[i].done != done)
+				deadline = now_ms() + PARTS_EAGAIN_MS; /* it went on */
+			if (now_ms() >= deadline) {
+				err = -EAGAIN;
+				break;
+			}
+			/* the event read, its process goes on; the part may move or be cut meanwhile */
 			fallback_read(c, c->serving);
+			faults_read |= !c->serving;
 			usleep(1000);
 			continue;
 		}
@@ -1607,7 +1763,9 @@ static int parts_finish(struct npf_client *c, bool npfds_too)
 		part_drop(c, i);
 		pthread_mutex_unlock(&c->tab_lock);
 	}
-	return 0;
+	if (faults_read)
+		wake_all(c);
+	return err;
 }
 
 /* A whole page at off of fd into buf: 0, or -errno (-EIO: the file ends). */
@@ -1681,9 +1839,12 @@ static int fallback_page(struct npf_client *c, __u64 addr, char *why, size_t why
 	pthread_mutex_lock(&c->tab_lock);
 	if ((part = part_at(c, addr))) {
 		/* a part moved out of a region: what npfd would put there, or zeros */
-		if (!part_page(c, part, addr, c->page))
-			memset(c->page, 0, NPF_PAGE_SIZE);
+		struct lib_part p = *part;
+		bool drop = dropped(c, addr);
+
 		pthread_mutex_unlock(&c->tab_lock);
+		if (!part_page(&p, addr, drop, c->page))
+			memset(c->page, 0, NPF_PAGE_SIZE);
 		return fallback_install(c, addr, why, whylen);
 	}
 	if ((at = region_at(c, addr))) {
@@ -1957,6 +2118,7 @@ static void fallback_read(struct npf_client *c, bool serve)
 				fallback_removed(c, m->arg.remove.start, m->arg.remove.end);
 				pthread_mutex_lock(&c->tab_lock);
 				parts_unmapped(c, m->arg.remove.start, m->arg.remove.end);
+				drops_follow(c, m->arg.remove.start, m->arg.remove.end, false, 0);
 				pthread_mutex_unlock(&c->tab_lock);
 				fallback_unmap(c, m->arg.remove.start, m->arg.remove.end);
 				fallback_held_gone(c, m->arg.remove.start, m->arg.remove.end);
@@ -2026,6 +2188,11 @@ static void fallback_stop(struct npf_client *c, const char *why)
 	/* npfd back on the same connection puts back its own parts; the fallback's are finished here */
 	if (!c->serving || parts_finish(c, false))
 		return;
+	/* the drops npfd did not read (the fallback did): their pages not its stored copies */
+	fallback_settle_drops(c);
+	pthread_mutex_lock(&c->tab_lock);
+	parts_known_forget(c); /* npfd's again: taken again if it goes away again */
+	pthread_mutex_unlock(&c->tab_lock);
 	fallback_release(c, false);
 	c->serving = 0;
 	pr_info("%s: npfd serves this process's faults again", why);
@@ -2422,6 +2589,7 @@ static void fork_child_client(struct npf_client *c)
 		device_forget(c, c->ndevices - 1);
 	while (c->nparts) /* the parent's: the child's copy of a part is not registered */
 		part_drop(c, c->nparts - 1);
+	parts_known_forget(c);
 	c->nheld = 0;
 	c->uffd = -1;
 	if (parent_uffd >= 0)
@@ -2574,6 +2742,7 @@ void npf_client__close(struct npf_client *c)
 	free(c->regions);
 	free(c->devices);
 	free(c->parts);
+	free(c->parts_known);
 	free(c->dropped);
 	free(c->held);
 	free(c->page);

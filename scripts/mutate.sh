@@ -182,7 +182,7 @@ fallback-ignores-store @@ client/libnpf.c @@ s{if \(r.store_fd >= 0 && !dropped\
 store-fd-not-sent @@ daemon/control.c @@ s{rp->fd = evict_store_reader\(region_find_id\(info->region_id\)\);}{rp->fd = -1;} @@ evict_fallback
 fallback-drops-not-tracked @@ client/libnpf.c @@ s{\t\t\t\tfallback_dropped\(c, m->arg.remove.start, m->arg.remove.end, zaps\);\n}{} @@ evict_fallback
 fallback-drops-not-settled @@ client/libnpf.c @@ s{\tfallback_settle_drops\(c\);\n\t/\*\n\t \* Shortest first}{\t/*\n\t * Shortest first} @@ evict_fallback
-fallback-takes-zaps-for-drops @@ client/libnpf.c @@ s{\tif \(zaps\)\n\t\treturn;\n}{} @@ evict_fallback_zaps
+fallback-takes-zaps-for-drops @@ client/libnpf.c @@ s{\tif \(!zaps\) \{}{\tif (1) \{} @@ evict_fallback_zaps
 adopted-frozen-write-let-through @@ daemon/evict.c @@ s{\tif \(r && r->ev && old_victim\(r, page_index\(r, page\), old_zaps_pending\(mm\)\)\) \{}{\tif (0) \{} @@ evict_adopt_frozen
 fallback-frozen-write-let-through @@ client/libnpf.c @@ s{!fallback_hold\(c, addr, zaps\) &&}{1 &&} @@ evict_adopt_frozen
 adoption-pagemap-read-whole @@ daemon/region.c @@ s{\tint err = scan_pagemap_scan\(r, wp_only, false, found, arg\);}{\tint err = -ENOTTY;} @@ restart_sparse
@@ -215,7 +215,7 @@ part-not-journaled @@ daemon/moved.c @@ s{\tlayout_write\(pt->mm, pt->slot, &e\)
 parts-not-taken @@ client/libnpf.c @@ s{\tif \(parts\)\n\t\tparts_take\(c, e, n\);\n}{} @@ evict_moved_restart
 parts-not-finished @@ client/libnpf.c @@ s{\tif \(parts_finish\(c, true\)\) \{}{\tif (0) \{} @@ evict_moved_restart
 fallback-move-not-followed @@ client/libnpf.c @@ s{\t\t\tr->start \+= delta;\n}{} @@ evict_moved_restart
-fallback-moved-piece-dropped @@ client/libnpf.c @@ s{\t\tpart_add\(c, lo \+ delta, hi - lo,\n\t\t\t anon}{\t\tif (0) part_add(c, lo + delta, hi - lo,\n\t\t\t anon} @@ evict_moved_restart
+fallback-moved-piece-dropped @@ client/libnpf.c @@ s{\t\t\t\tpart_add\(c, a \+ delta, pe - a,}{\t\t\t\tif (0) part_add(c, a + delta, pe - a,} @@ evict_moved_restart
 hole-copies-counted @@ daemon/evict.c @@ s{\t\tif \(!holes_piece\(&r->holes, &lo, hi, &pe\)\)\n\t\t\tlo = pe = hi;\n}{\t\tpe = hi;\n} @@ evict_moved_restart
 old-ranges-missed @@ daemon/evict.c @@ s{\t\ter->n_old_ranges\+\+;\n}{} @@ evict_adopt_dropped evict_adopt_unstored
 wp-fault-waits-any-page @@ daemon/evict.c @@ s{if \(r && r->ev && old_victim\(r, page_index\(r, page\), old_zaps_pending\(mm\)\)\)}{if (r && r->ev && old_zaps_pending(mm))} @@ evict_adopt_unstored
