@@ -217,6 +217,10 @@ parts-not-finished @@ client/libnpf.c @@ s{\tif \(parts_finish\(c, true\)\) \{}{
 fallback-move-not-followed @@ client/libnpf.c @@ s{\t\t\tr->start \+= delta;\n}{} @@ evict_moved_restart
 fallback-moved-piece-dropped @@ client/libnpf.c @@ s{\t\t\t\tpart_add\(c, a \+ delta, pe - a,}{\t\t\t\tif (0) part_add(c, a + delta, pe - a,} @@ evict_moved_restart
 hole-copies-counted @@ daemon/evict.c @@ s{\t\tif \(!holes_piece\(&r->holes, &lo, hi, &pe\)\)\n\t\t\tlo = pe = hi;\n}{\t\tpe = hi;\n} @@ evict_moved_restart
+drops-not-moved @@ client/libnpf.c @@ s{\t\tif \(moved\)\n}{\t\tif (0)\n} @@ evict_moved_restart
+drops-kept-at-unmap @@ client/libnpf.c @@ s{\t\t\t\tdrops_follow\(c, m->arg.remove.start, m->arg.remove.end, false, 0\);\n}{} @@ evict_moved_restart
+moved-outer-region-pieces @@ client/libnpf.c @@ s{piece_uncovered\(held, nheld, &a, hi, &pe\)}{piece_uncovered(held, 0, &a, hi, &pe)} @@ evict_moved_restart
+parts-retaken @@ client/libnpf.c @@ s{\t\tif \(!memcmp\(known, &e\[k\], sizeof\(e\[k\]\)\)\)\n\t\t\tcontinue;\n}{} @@ evict_moved_restart
 old-ranges-missed @@ daemon/evict.c @@ s{\t\ter->n_old_ranges\+\+;\n}{} @@ evict_adopt_dropped evict_adopt_unstored
 wp-fault-waits-any-page @@ daemon/evict.c @@ s{if \(r && r->ev && old_victim\(r, page_index\(r, page\), old_zaps_pending\(mm\)\)\)}{if (r && r->ev && old_zaps_pending(mm))} @@ evict_adopt_unstored
 layout-not-synced @@ client/libnpf.c @@ s{n = got > 0 \? \(size_t\)got / sizeof\(e\[0\]\) : 0;}{n = 0;} @@ evict_restart_layout

@@ -15,6 +15,11 @@
  *      come from the file);
  *   C. npfd killed first, then the process moves one region whole and a
  *      middle part of another while the fallback serves.
+ *   D-G, npfd killed first: what the fallback records follows the memory
+ *      (see above drops_unmapped()): D. pages the process dropped, then
+ *      unmapped, and another region moved there; E. pages dropped, then
+ *      their region moved; F. a region in another's hole moved; G. as A,
+ *      the part unmapped and another region moved where it was.
  * Before, the fallback knew nothing of a part: in A and B the pages npfd
  * had not put back yet, and in C every evicted page at the new places,
  * read zeros (the fallback installed zeros outside its regions), and the
@@ -54,7 +59,10 @@ static struct rs_npfd d;
 
 /* ---- what is read, and checked ---- */
 
-/* Pages [first, first + n) of a region (th_word() numbering) at `at`, of generation gen. */
+/*
+ * Pages [first, first + n) of a region (th_word() numbering) at `at`, of
+ * generation gen; gen 0: zeros (pages the process dropped).
+ */
 struct span {
 	const char *what; /* NULL ends a list */
 	char *at;
@@ -70,7 +78,7 @@ static void *read_spans(void *arg)
 			for (__u64 w = 0; w < 512; w++) {
 				__u64 v = ((const volatile __u64 *)(void *)(s->at + p * PG))[w];
 
-				if (v != th_word(s->gen, s->first + p, w)) {
+				if (v != (s->gen ? th_word(s->gen, s->first + p, w) : 0)) {
 					s->bad++;
 					s->zeros += !v;
 				}
@@ -203,21 +211,29 @@ static void check_adopted(const char *what, struct npf_client *c, const char *st
 	       (unsigned long long)(npages * PG));
 }
 
-/* A region of npg pages with generation gen written, evicted down to its budget: most of it stored. */
-static char *evicted_region(const char *what, struct npf_client *c, __u64 npg, __u64 gen, int *id)
+/* Region id (npg pages at mem) with generation gen written, evicted down to its budget: most of it stored. */
+static void evict_written(const char *what, struct npf_client *c, char *mem, __u64 npg, __u64 gen,
+			  int id)
 {
-	char *mem = th_budget_region(c, npg, BUDGET, id);
 	double t0 = th_now();
 	struct npf_budget_info bi;
 
 	th_fill(mem, npg, gen);
-	th_budget_settle(c, *id);
-	bi = th_budget(c, *id);
+	th_budget_settle(c, id);
+	bi = th_budget(c, id);
 	printf("%s: %llu pages written and evicted in %.2f s: %llu resident, %llu stored\n", what,
 	       (unsigned long long)npg, th_now() - t0, (unsigned long long)bi.resident_pages,
 	       (unsigned long long)bi.stored_pages);
 	TH_ASSERT(bi.stored_pages >= npg / 2, "%s: only %llu pages stored: little was evicted",
 		  what, (unsigned long long)bi.stored_pages);
+}
+
+/* A region of npg pages with generation gen written, evicted down to its budget. */
+static char *evicted_region(const char *what, struct npf_client *c, __u64 npg, __u64 gen, int *id)
+{
+	char *mem = th_budget_region(c, npg, BUDGET, id);
+
+	evict_written(what, c, mem, npg, gen, *id);
 	return mem;
 }
 
@@ -493,6 +509,269 @@ static void moved_while_away(void)
 }
 
 /*
+ * D-G: what libnpf's fallback keeps of the process's drops and of the
+ * parts, as the process unmaps and moves memory while npfd is away.
+ * Their steps run in a thread (rs_run_within()): each madvise(), munmap()
+ * and mremap() returns once the fallback has read its event; and the
+ * thread's stack is taken before the first of them, not in a place one
+ * of them frees.
+ */
+#define D_NPG 8192UL
+#define D_DROP 2048UL /* the pages the process drops: [D_DROP, D_DROP + D_NDROP) */
+#define D_NDROP 4096UL
+/* F: the hole of region O, where region I is: pages [F_HOLE, F_HOLE + F_INNER) of O */
+#define F_NPG 8192UL
+#define F_HOLE 2048UL
+#define F_INNER 2048UL
+
+static char *r1, *r2, *r3, *r3_to, *inner, *inner_to, *g_part, *g_r;
+
+static void *d_steps(void *arg)
+{
+	(void)arg;
+	TH_ASSERT(!madvise(r1 + D_DROP * PG, D_NDROP * PG, MADV_DONTNEED), "madvise R1: %s",
+		  strerror(errno));
+	TH_ASSERT(!munmap(r1, D_NPG * PG), "munmap R1: %s", strerror(errno));
+	TH_ASSERT(mremap(r2, D_NPG * PG, D_NPG * PG, MREMAP_MAYMOVE | MREMAP_FIXED, r1) == r1,
+		  "mremap R2 onto R1's old place: %s", strerror(errno));
+	return NULL;
+}
+
+/*
+ * D. A region unmapped after the process dropped some of its pages while
+ * the fallback served, and another region moved whole to where it was: the
+ * other's pages there are its own, not the dropped ones. Before, the drops
+ * stayed recorded where they were made: the pages moved there read zeros
+ * through the fallback, and fallback_settle_drops() gave those not read
+ * yet the zero page before the next npfd adopted the region.
+ */
+static void drops_unmapped(void)
+{
+	const __u64 above = D_DROP + D_NDROP, half = D_DROP + D_NDROP / 2;
+	struct npf_client *c;
+	int id1, id2;
+
+	c = connect_client();
+	r1 = evicted_region("D. region R1", c, D_NPG, 4, &id1);
+	r2 = evicted_region("D. region R2", c, D_NPG, 5, &id2);
+	kill_npfd("D.");
+	rs_run_within(&d, d_steps, NULL, 10, "D. the drop, the unmap and the move");
+	printf("D. pages %lu-%llu of R1 (at %p) dropped, R1 unmapped, R2 moved whole from %p to where R1 was\n",
+	       D_DROP, (unsigned long long)(above - 1), (void *)r1, (void *)r2);
+	check_spans("D. through the fallback",
+		    (struct span[]){{"R2 where R1 was dropped, upper half", r1 + half * PG, half,
+				     above - half, 5},
+				    {"R2 above that", r1 + above * PG, above, D_NPG - above, 5},
+				    {NULL}});
+	restart_npfd("D.");
+	check_spans("D. after the handover",
+		    (struct span[]){{"R2 where R1 was dropped, lower half", r1 + D_DROP * PG,
+				     D_DROP, half - D_DROP, 5},
+				    {"R2 below that", r1, 0, D_DROP, 5},
+				    {"R2 where R1 was dropped, upper half again", r1 + half * PG,
+				     half, above - half, 5},
+				    {NULL}});
+	check_adopted("D. R2 where R1 was", c, r1, D_NPG);
+	th_budget_again(c, id2, BUDGET);
+	th_budget_settle(c, id2);
+	check_spans("D. R2, served by the new npfd",
+		    (struct span[]){{"R2", r1, 0, D_NPG, 5}, {NULL}});
+	npf_client__close(c);
+	munmap(r1, D_NPG * PG);
+}
+
+static void *e_steps(void *arg)
+{
+	(void)arg;
+	TH_ASSERT(!madvise(r3 + D_DROP * PG, D_NDROP * PG, MADV_DONTNEED), "madvise R3: %s",
+		  strerror(errno));
+	TH_ASSERT(mremap(r3, D_NPG * PG, D_NPG * PG, MREMAP_MAYMOVE | MREMAP_FIXED, r3_to) == r3_to,
+		  "mremap R3: %s", strerror(errno));
+	return NULL;
+}
+
+/*
+ * E. Evicted pages dropped by the process while the fallback served, then
+ * their region moved whole: at the new place they read zeros. Before, the
+ * drops stayed recorded at the old place: at the new one the pages read
+ * their stored copies, through the fallback and from the next npfd.
+ */
+static void drops_moved(void)
+{
+	const __u64 above = D_DROP + D_NDROP, half = D_DROP + D_NDROP / 2;
+	struct npf_client *c;
+	int id;
+
+	c = connect_client();
+	r3 = evicted_region("E. region R3", c, D_NPG, 6, &id);
+	kill_npfd("E.");
+	r3_to = reserve(D_NPG);
+	rs_run_within(&d, e_steps, NULL, 10, "E. the drop and the move");
+	printf("E. pages %lu-%llu of R3 dropped, R3 moved whole from %p to %p\n", D_DROP,
+	       (unsigned long long)(above - 1), (void *)r3, (void *)r3_to);
+	check_spans("E. through the fallback",
+		    (struct span[]){{"the pages dropped, upper half (zeros)", r3_to + half * PG,
+				     half, above - half, 0},
+				    {"R3 above them", r3_to + above * PG, above, D_NPG - above, 6},
+				    {NULL}});
+	restart_npfd("E.");
+	check_spans("E. after the handover",
+		    (struct span[]){{"the pages dropped, lower half (zeros)", r3_to + D_DROP * PG,
+				     D_DROP, half - D_DROP, 0},
+				    {"R3 below them", r3_to, 0, D_DROP, 6},
+				    {"the pages dropped, upper half again (zeros)",
+				     r3_to + half * PG, half, above - half, 0},
+				    {NULL}});
+	check_adopted("E. R3 at its new place", c, r3_to, D_NPG);
+	th_budget_again(c, id, BUDGET);
+	th_budget_settle(c, id);
+	check_spans("E. R3, served by the new npfd",
+		    (struct span[]){{"below the pages dropped", r3_to, 0, D_DROP, 6},
+				    {"the pages dropped (zeros)", r3_to + D_DROP * PG, D_DROP,
+				     D_NDROP, 0},
+				    {"above them", r3_to + above * PG, above, D_NPG - above, 6},
+				    {NULL}});
+	npf_client__close(c);
+	munmap(r3_to, D_NPG * PG);
+}
+
+static void *f_move(void *arg)
+{
+	(void)arg;
+	TH_ASSERT(mremap(inner, F_INNER * PG, F_INNER * PG, MREMAP_MAYMOVE | MREMAP_FIXED,
+			 inner_to) == inner_to,
+		  "mremap region I: %s", strerror(errno));
+	return NULL;
+}
+
+/*
+ * F. A region registered in another's hole (npfd keeps the hole: libnpf
+ * and the journal do not), moved whole while npfd is away: it moves as
+ * itself, and nothing of the region around it moves with it. Before, the
+ * fallback also made a part of the outer region's store for the inner
+ * one's range at the new place, served before the inner region (its
+ * copies there punched: zeros), and finished at the handover by
+ * unregistering that range: the new npfd refused the inner region.
+ */
+static void inner_moved(void)
+{
+	const __u64 above = F_HOLE + F_INNER, half = F_INNER / 2;
+	struct npf_client *c;
+	int id_o, id_i;
+	char *o;
+
+	c = connect_client();
+	o = evicted_region("F. region O", c, F_NPG, 8, &id_o);
+	TH_ASSERT(!munmap(o + F_HOLE * PG, F_INNER * PG), "munmap O's middle: %s", strerror(errno));
+	inner = mmap(o + F_HOLE * PG, F_INNER * PG, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	TH_ASSERT(inner == o + F_HOLE * PG, "mmap into O's hole: %s", strerror(errno));
+	id_i = npf_client__register(c, inner, F_INNER * PG, NULL);
+	TH_ASSERT(id_i > 0, "register region I in O's hole: %s", npf_client__errmsg(c));
+	TH_ASSERT(!npf_client__region_set(c, (__u32)id_i, NPF_SET_BUDGET, BUDGET * PG, NULL),
+		  "set budget: %s", npf_client__errmsg(c));
+	evict_written("F. region I, in O's hole", c, inner, F_INNER, 9, id_i);
+	kill_npfd("F.");
+	inner_to = reserve(F_INNER);
+	rs_run_within(&d, f_move, NULL, 10, "F. the move of region I");
+	printf("F. region I moved whole from %p (pages %lu-%llu of O) to %p\n", (void *)inner,
+	       F_HOLE, (unsigned long long)(above - 1), (void *)inner_to);
+	check_spans("F. through the fallback",
+		    (struct span[]){{"I at its new place, upper half", inner_to + half * PG, half,
+				     F_INNER - half, 9},
+				    {"O below its hole", o, 0, F_HOLE, 8},
+				    {NULL}});
+	restart_npfd("F.");
+	check_spans("F. after the handover",
+		    (struct span[]){{"I at its new place, lower half", inner_to, 0, half, 9},
+				    {"I at its new place, upper half again", inner_to + half * PG,
+				     half, F_INNER - half, 9},
+				    {"O above its hole", o + above * PG, above, F_NPG - above, 8},
+				    {NULL}});
+	check_adopted("F. region I at its new place", c, inner_to, F_INNER);
+	check_adopted("F. region O", c, o, F_NPG);
+	th_budget_again(c, id_i, BUDGET);
+	th_budget_again(c, id_o, BUDGET);
+	th_budget_settle(c, id_i);
+	th_budget_settle(c, id_o);
+	check_spans("F. served by the new npfd",
+		    (struct span[]){{"I at its new place", inner_to, 0, F_INNER, 9},
+				    {"O below its hole", o, 0, F_HOLE, 8},
+				    {"O above its hole", o + above * PG, above, F_NPG - above, 8},
+				    {NULL}});
+	npf_client__close(c);
+	munmap(inner_to, F_INNER * PG);
+	munmap(o, F_HOLE * PG); /* not the hole: a thread's stack may be there now */
+	munmap(o + above * PG, (F_NPG - above) * PG);
+}
+
+static void *g_steps(void *arg)
+{
+	(void)arg;
+	TH_ASSERT(!munmap(g_part, A_PART * PG), "munmap the part: %s", strerror(errno));
+	TH_ASSERT(mremap(g_r, A_PART * PG, A_PART * PG, MREMAP_MAYMOVE | MREMAP_FIXED, g_part) ==
+			  g_part,
+		  "mremap region R onto the part's place: %s", strerror(errno));
+	return NULL;
+}
+
+/*
+ * G. As A, and the process unmaps the part while the fallback serves, then
+ * moves another region whole to where the part was: the dead npfd's
+ * journal entry of the part, taken once when the fallback started, is not
+ * taken again at the handover. Before, it was (no part had its slot any
+ * more): the part came back over region R, its stored copies were put
+ * into R's missing pages, and its range, R's, was unregistered: the new
+ * npfd refused R, whose other missing pages read zeros.
+ */
+static void part_unmapped(void)
+{
+	const __u64 half = A_PART / 2, above = A_FIRST + A_PART;
+	struct npf_client *c;
+	int id, id_r;
+	char *mem;
+
+	for (int tries = 1;; tries++) {
+		c = connect_client();
+		mem = evicted_region("G.", c, A_NPG, 10, &id);
+		g_r = evicted_region("G. region R", c, A_PART, 11, &id_r);
+		if (move_and_kill("G.", c, id, mem, A_FIRST, A_PART, &g_part))
+			break;
+		TH_ASSERT(tries < TRIES, "G. npfd put the part all back before it died, %d times",
+			  tries);
+		printf("G. try %d: nothing left to put back at the kill: again\n", tries);
+		discard("G.", c, mem, A_NPG, g_part, A_FIRST, A_PART);
+		munmap(g_r, A_PART * PG);
+	}
+	rs_run_within(&d, g_steps, NULL, 10, "G. the unmap of the part and the move of R");
+	printf("G. the part at %p unmapped, region R moved whole from %p to its place\n",
+	       (void *)g_part, (void *)g_r);
+	check_spans("G. through the fallback",
+		    (struct span[]){{"R where the part was, upper half", g_part + half * PG, half,
+				     A_PART - half, 11},
+				    {"the region, below where the part was", mem, 0, A_FIRST, 10},
+				    {NULL}});
+	restart_npfd("G.");
+	check_spans("G. after the handover",
+		    (struct span[]){{"R where the part was, lower half", g_part, 0, half, 11},
+				    {"R where the part was, upper half again", g_part + half * PG,
+				     half, A_PART - half, 11},
+				    {"the region, above where the part was", mem + above * PG,
+				     above, A_NPG - above, 10},
+				    {NULL}});
+	check_adopted("G. region R where the part was", c, g_part, A_PART);
+	check_adopted("G. the region", c, mem, A_NPG);
+	th_budget_again(c, id_r, BUDGET);
+	th_budget_settle(c, id_r);
+	check_spans("G. R, served by the new npfd",
+		    (struct span[]){{"R", g_part, 0, A_PART, 11}, {NULL}});
+	npf_client__close(c);
+	munmap(mem, A_FIRST * PG);
+	munmap(mem + above * PG, (A_NPG - above) * PG);
+	munmap(g_part, A_PART * PG);
+}
+
+/*
  * At exit: npfd's stores go (a killed npfd leaves them, some 130 MiB of
  * them after a failure), its log stays for a look.
  */
@@ -528,6 +807,14 @@ int main(void)
 		file_killed();
 	if (wanted('C'))
 		moved_while_away();
+	if (wanted('D'))
+		drops_unmapped();
+	if (wanted('E'))
+		drops_moved();
+	if (wanted('F'))
+		inner_moved();
+	if (wanted('G'))
+		part_unmapped();
 	rs_npfd_cleanup(&d);
 	printf("PASS (%.1f s)\n", th_now() - t0);
 	return 0;
