@@ -19,8 +19,9 @@
  *            beyond the budget are evicted and fault back in (the NIC's
  *            page request, npfd's swap store).
  *
- * The limit is kept by construction (no cgroup: two npf clients sharing a
- * limited cgroup are not reliable yet, see daemon/memcg.c). Hits per second
+ * The limit is kept by construction, the same share on both sides (no
+ * cgroup: the comparison is of pinning against paging one share; npf
+ * clients sharing a limited cgroup are tests/evict_cgroup_two's). Hits per second
  * summed over the instances, each measured for --seconds after its store was
  * filled, and npf's sum as a ratio to static's.
  * Usage: npf-bench-kv_overcommit [--json] [--quick] [--limit MiB] [--store MiB]
