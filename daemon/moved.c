@@ -14,10 +14,8 @@
  *
  * Each part is one range, with an entry in its process's layout journal
  * (layout.h) while it is not all back: if npfd dies or stops first, the
- * process puts back the rest itself (libnpf). So a part never keeps a gap:
- * when its middle is unmapped or moved, what is above becomes a part of
- * its own (part_cut()), or libnpf would put the part's pages into
- * whatever the process put in the gap since.
+ * process puts back the rest itself (libnpf). What that could meet in a
+ * part's gaps: part_cut().
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -394,12 +392,20 @@ static void part_forget(struct part *pt, __u64 lo, __u64 hi, bool punch)
 
 	if (pt->map_lists_wanted) {
 		/* the pages to put back there, found by the map: a part may be terabytes */
-		for (j = bitmap_next(pt->map, lo, hi); j < hi; j = bitmap_next(pt->map, j + 1, hi))
+		for (j = bitmap_next(pt->map, lo, hi); j < hi; j = bitmap_next(pt->map, j + 1, hi)) {
 			bitmap_clear(pt->map, j);
-		/* with one punch: the store keeps copies only of what is still to put back */
-		if (punch && pt->punch)
-			swapstore_punch_range(pt->fd, pt->off0 + (lo << NPF_PAGE_SHIFT),
-					      (hi - lo) << NPF_PAGE_SHIFT);
+			/*
+			 * Its copy alone, not the range's: a slice moved away
+			 * again owns the copies of its pages at the same
+			 * offsets (part_split()), and the unmap of its old
+			 * place comes here after the move. Punching the range
+			 * read 4096 of 4096 pages of such a slice wrong
+			 * (tests/evict_mremap_part, case 7). The store holds
+			 * no copy of a page not wanted (punch_unwanted()).
+			 */
+			if (punch && pt->punch)
+				swapstore_punch(pt->fd, pt->off0 + (j << NPF_PAGE_SHIFT));
+		}
 		return;
 	}
 	if (lo <= pt->next && hi == pt->npages) {
@@ -463,19 +469,23 @@ static bool part_split(struct part *pt, __u64 lo, __u64 hi, __u64 delta)
 
 /*
  * Pages [lo, hi) of pt left it (unmapped or moved; the caller forgot them
- * or handed them over): pt keeps what is below lo, and what is above hi
- * becomes a part of its own at the same place. A part is one range, as its
- * journal entry says: with a gap, libnpf finishing it after npfd's death
- * would put its pages into whatever the process mapped or moved there.
+ * or handed them over). Cut off at its top, pt ends at lo, and its journal
+ * entry says so. A gap in its middle or at its start stays in its range:
+ * splitting the rest off as a part of its own cost a descriptor per
+ * munmap() of a page, which a process can make by the thousand while a
+ * large part is put back, out of the descriptors npfd has for every
+ * client. The entry then spans the gap. What libnpf, finishing pt after
+ * npfd's death, could put there: of a store's part nothing of its own (the
+ * gap's copies were punched at the unmap, or belong to the part moved away,
+ * whose entry puts them at its own place), and of either kind only into
+ * what is registered there -- no region (npfd refuses one over a part:
+ * EBUSY), only a part the process moved into the gap itself. UFFDIO_COPY
+ * fails (ENOENT) on anything else.
  */
 static void part_cut(struct part *pt, __u64 lo, __u64 hi)
 {
-	if (hi < pt->npages && !part_split(pt, hi, pt->npages, 0)) {
-		pr_warn_rl(
-			"pid %d: the part at 0x%llx keeps a gap: %s (if npfd dies before it is all back, the process may put pages of it into the gap)",
-			pt->mm->tgid, (unsigned long long)pt->dst, strerror(errno));
+	if (hi < pt->npages)
 		return;
-	}
 	pt->npages = lo;
 	if (pt->next > lo)
 		pt->next = lo; /* nothing left: done at its next turn */

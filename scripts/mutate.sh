@@ -211,6 +211,8 @@ moved-part-stays-registered @@ daemon/moved.c @@ s{\tif \(pt->npages &&\n}{\tif 
 moved-again-forgotten @@ daemon/moved.c @@ s{if \(pt->fd < 0 \|\| !part_split\(pt, lo, hi, to - from\)\)}{if (1)} @@ evict_mremap_part
 moved-again-copies-punched @@ daemon/moved.c @@ s{\tpart_forget\(pt, lo, hi, false\);}{\tpart_forget(pt, lo, hi, true);} @@ evict_mremap_part
 dontunmap-source-kept @@ daemon/region.c @@ s{\tsource_unregister\(mm, from, len\);\n}{} @@ evict_mremap
+part-forget-punches-range @@ daemon/moved.c @@ s{\t\treturn;\n\t\}\n\tif \(lo <= pt->next && hi == pt->npages\)}{\t\tif (punch \&\& pt->punch)\n\t\t\tswapstore_punch_range(pt->fd, pt->off0 + (lo << NPF_PAGE_SHIFT), (hi - lo) << NPF_PAGE_SHIFT);\n\t\treturn;\n\t\}\n\tif (lo <= pt->next \&\& hi == pt->npages)} @@ evict_mremap_part
+part-gap-split @@ daemon/moved.c @@ s{\tif \(hi < pt->npages\)\n\t\treturn;\n}{\tif (hi < pt->npages \&\& !part_split(pt, hi, pt->npages, 0))\n\t\treturn;\n} @@ adv_moved_gaps
 part-not-journaled @@ daemon/moved.c @@ s{\tlayout_write\(pt->mm, pt->slot, &e\);\n}{} @@ evict_moved_restart
 parts-not-taken @@ client/libnpf.c @@ s{\tif \(parts\)\n\t\tparts_take\(c, e, n\);\n}{} @@ evict_moved_restart
 parts-not-finished @@ client/libnpf.c @@ s{\tif \(parts_finish\(c, true\)\) \{}{\tif (0) \{} @@ evict_moved_restart
