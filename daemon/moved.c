@@ -392,7 +392,8 @@ static void part_forget(struct part *pt, __u64 lo, __u64 hi, bool punch)
 
 	if (pt->map_lists_wanted) {
 		/* the pages to put back there, found by the map: a part may be terabytes */
-		for (j = bitmap_next(pt->map, lo, hi); j < hi; j = bitmap_next(pt->map, j + 1, hi)) {
+		for (j = bitmap_next(pt->map, lo, hi); j < hi;
+		     j = bitmap_next(pt->map, j + 1, hi)) {
 			bitmap_clear(pt->map, j);
 			/*
 			 * Its copy alone, not the range's: a slice moved away
