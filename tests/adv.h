@@ -181,6 +181,73 @@ static inline int adv_count_fds(pid_t pid)
 }
 
 /*
+ * An attacker in a child of its own that the test steps through pipes: npfd
+ * started (d) with its socket open to the attackers' group, then a child
+ * that becomes the attacker (ADV_UID) and runs fn(d->sock). The child reads
+ * go[0] and writes done[1]; the test the other ends. Its pid.
+ */
+static inline pid_t adv_attacker_stepped(struct th_npfd *d, int go[2], int done[2],
+					 void (*fn)(void *))
+{
+	pid_t pid;
+
+	th_require_root();
+	th_npfd_start(d, NULL);
+	adv_open_to_group(d);
+	TH_ASSERT(!pipe(go) && !pipe(done), "pipe: %s", strerror(errno));
+	fflush(stdout);
+	pid = fork();
+	TH_ASSERT(pid >= 0, "fork: %s", strerror(errno));
+	if (!pid) {
+		close(go[1]); /* a parent gone ends the child's reads */
+		close(done[0]);
+		adv_become_attacker();
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* after the setuid(), which clears it */
+		fn(d->sock);
+		fflush(stdout);
+		_exit(0);
+	}
+	close(go[0]);
+	close(done[1]);
+	return pid;
+}
+
+/* How many descriptors process pid holds of a file whose link names it (a memfd: "memfd:NAME"). */
+static inline int adv_fds_of_file(pid_t pid, const char *name)
+{
+	char path[64], link[320], target[256];
+	struct dirent *e;
+	int n = 0;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+	dir = opendir(path);
+	TH_ASSERT(dir, "%s: %s", path, strerror(errno));
+	while ((e = readdir(dir))) {
+		ssize_t len;
+
+		snprintf(link, sizeof(link), "%s/%s", path, e->d_name);
+		len = readlink(link, target, sizeof(target) - 1);
+		if (len > 0 && (target[len] = '\0', strstr(target, name)))
+			n++;
+	}
+	closedir(dir);
+	return n;
+}
+
+/* adv_fds_of_file() once it is at most most, or after seconds: the count. */
+static inline int adv_fds_of_file_down_to(pid_t pid, const char *name, int most, double seconds)
+{
+	int n = adv_fds_of_file(pid, name);
+
+	for (double t0 = th_now(); n > most && th_now() - t0 < seconds;) {
+		usleep(20000);
+		n = adv_fds_of_file(pid, name);
+	}
+	return n;
+}
+
+/*
  * Build the test policy tests/policies/NAME.bpf.c into DIR (out: its path);
  * skips the test when clang cannot.
  */

@@ -23,29 +23,6 @@
 
 static int go[2], done[2];
 
-/* Descriptors pid holds of the client's file (the memfd, by its name). */
-static int fds_of_file(pid_t pid)
-{
-	char path[64], link[320], target[256];
-	struct dirent *e;
-	int n = 0;
-	DIR *dir;
-
-	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
-	dir = opendir(path);
-	TH_ASSERT(dir, "%s: %s", path, strerror(errno));
-	while ((e = readdir(dir))) {
-		ssize_t len;
-
-		snprintf(link, sizeof(link), "%s/%s", path, e->d_name);
-		len = readlink(link, target, sizeof(target) - 1);
-		if (len > 0 && (target[len] = '\0', strstr(target, "memfd:npf-adv-moved")))
-			n++;
-	}
-	closedir(dir);
-	return n;
-}
-
 static void attack(void *arg)
 {
 	const char *sock = arg;
@@ -94,35 +71,13 @@ int main(void)
 	pid_t pid;
 	char x;
 
-	th_require_root();
-	th_npfd_start(&d, NULL);
-	adv_open_to_group(&d);
-	TH_ASSERT(!pipe(go) && !pipe(done), "pipe: %s", strerror(errno));
-	fflush(stdout);
-	pid = fork();
-	TH_ASSERT(pid >= 0, "fork: %s", strerror(errno));
-	if (!pid) {
-		close(go[1]); /* a parent gone ends the child's reads */
-		close(done[0]);
-		adv_become_attacker();
-		prctl(PR_SET_PDEATHSIG, SIGKILL); /* after the setuid(), which clears it */
-		attack(d.sock);
-		fflush(stdout);
-		_exit(0);
-	}
-	close(go[0]);
-	close(done[1]);
+	pid = adv_attacker_stepped(&d, go, done, attack);
 	TH_ASSERT(read(done[0], &x, 1) == 1 && x == 'r', "the attacker died before it registered");
-	registered = fds_of_file(d.pid);
+	registered = adv_fds_of_file(d.pid, "memfd:npf-adv-moved");
 	TH_ASSERT(write(go[1], "g", 1) == 1, "pipe");
 	TH_ASSERT(read(done[0], &x, 1) == 1 && x == 'm', "the attacker died before its mremaps");
 	/* npfd holds the parts now; they must end without the process doing anything */
-	for (double t0 = th_now(); th_now() - t0 < 10;) {
-		after = fds_of_file(d.pid);
-		if (after <= registered)
-			break;
-		usleep(20000);
-	}
+	after = adv_fds_of_file_down_to(d.pid, "memfd:npf-adv-moved", registered, 10);
 	printf("npfd held %d descriptors of the client's file for its region, %d after its %d moved parts\n",
 	       registered, after, NSLICES);
 	TH_ASSERT(after <= registered,
