@@ -112,9 +112,8 @@ struct lib_part {
 	__u64 offset; /* fd's byte offset of the page at start */
 	int fd;	      /* a duplicate of the region's store or file; -1: nothing to read */
 	bool store;   /* a store: a page is there to put back iff it holds data, unless dropped */
-	int slot;     /* its npfd's journal slot, or -1 (the fallback's own) */
-	struct npf_layout_entry known; /* that slot's entry when it was taken */
-	__u64 done;		       /* parts_finish(): bytes from start put back so far */
+	int slot; /* its npfd's journal slot (its entry: c->parts_known), or -1 (the fallback's own) */
+	__u64 done; /* parts_finish(): bytes from start put back so far */
 };
 
 struct lib_device {
@@ -1354,11 +1353,15 @@ static int dup_or_none(int fd)
 	return fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
 }
 
-/* Where part p is, as npfd's journal says it (unchanged since it was taken). */
-static bool part_is_npfds(const struct lib_part *p)
+/* With tab_lock: is part p where npfd's journal says, as it was taken (not moved or cut since)? */
+static bool part_is_npfds(const struct npf_client *c, const struct lib_part *p)
 {
-	return p->slot >= 0 && p->start == p->known.start && p->length == p->known.length &&
-	       p->offset == p->known.offset;
+	const struct npf_layout_entry *e;
+
+	if (p->slot < 0 || !c->parts_known)
+		return false;
+	e = &c->parts_known[p->slot - NPF_MAX_RANGES_PER_PROC];
+	return p->start == e->start && p->length == e->length && p->offset == e->offset;
 }
 
 /*
@@ -1410,17 +1413,11 @@ static void parts_take(struct npf_client *c, const struct npf_layout_entry *e, s
 				    "its region is not registered any more");
 			/* still a part: unregistered before the next npfd, which would not know it */
 		}
-		{
-			struct lib_part *p = part_add(c, e[k].start, e[k].length, e[k].offset, fd,
-						      r && r->backing == NPF_BACKING_ANON, (int)k);
-
-			if (p) {
-				p->known = e[k];
-				pr_info("the part of region %u moved to %p+0x%llx is not all back: served here, and put back before the regions go to the next npfd",
-					e[k].region_id, (void *)(unsigned long)p->start,
-					(unsigned long long)p->length);
-			}
-		}
+		if (part_add(c, e[k].start, e[k].length, e[k].offset, fd,
+			     r && r->backing == NPF_BACKING_ANON, (int)k))
+			pr_info("the part of region %u moved to %p+0x%llx is not all back: served here, and put back before the regions go to the next npfd",
+				e[k].region_id, (void *)(unsigned long)e[k].start,
+				(unsigned long long)e[k].length);
 	}
 }
 
@@ -1451,6 +1448,18 @@ static bool in_part(struct npf_client *c, __u64 addr)
 	return in;
 }
 
+/* The page at byte off of p's descriptor into buf (past the file's end: zeros). false: none. */
+static bool part_read(const struct lib_part *p, off_t off, char *buf)
+{
+	ssize_t got = pread(p->fd, buf, NPF_PAGE_SIZE, off);
+
+	if (got <= 0)
+		return false;
+	if (got < (ssize_t)NPF_PAGE_SIZE)
+		memset(buf + got, 0, NPF_PAGE_SIZE - (size_t)got);
+	return true;
+}
+
 /*
  * The page of part p at addr into buf: what is to be put there. false:
  * nothing is (a store's page it does not hold, or one the process dropped
@@ -1461,16 +1470,10 @@ static bool in_part(struct npf_client *c, __u64 addr)
 static bool part_page(const struct lib_part *p, __u64 addr, bool dropped, char *buf)
 {
 	off_t off = (off_t)(p->offset + (addr - p->start));
-	ssize_t got;
 
 	if (p->fd < 0 || (p->store && (dropped || lseek(p->fd, off, SEEK_DATA) != off)))
 		return false;
-	got = pread(p->fd, buf, NPF_PAGE_SIZE, off);
-	if (got <= 0)
-		return false;
-	if (got < (ssize_t)NPF_PAGE_SIZE)
-		memset(buf + got, 0, NPF_PAGE_SIZE - (size_t)got);
-	return true;
+	return part_read(p, off, buf);
 }
 
 /* With tab_lock: [start, end) was unmapped. The parts there go; a part cut in its middle becomes two. */
@@ -1693,7 +1696,8 @@ static int part_put_back(struct npf_client *c, size_t i)
 			pthread_mutex_lock(&c->tab_lock);
 			drop = dropped(c, cp.dst);
 			pthread_mutex_unlock(&c->tab_lock);
-			have = part_page(&p, cp.dst, drop, c->page);
+			/* in a run of data (SEEK_DATA, SEEK_HOLE above): no second look per page */
+			have = !(p.store && drop) && part_read(&p, (off_t)off, c->page);
 			if (have && ioctl(c->uffd, UFFDIO_COPY, &cp)) {
 				if (errno == EAGAIN)
 					return -EAGAIN;
@@ -1734,7 +1738,7 @@ static int parts_finish(struct npf_client *c, bool npfds_too)
 		struct lib_part p;
 		__u64 done;
 
-		while (i && !npfds_too && part_is_npfds(&c->parts[i - 1])) {
+		while (i && !npfds_too && part_is_npfds(c, &c->parts[i - 1])) {
 			pthread_mutex_lock(&c->tab_lock);
 			part_drop(c, --i);
 			pthread_mutex_unlock(&c->tab_lock);
